@@ -1,0 +1,247 @@
+"""The backend contract: every compute operation the model may ask for.
+
+`Backend` lists the operations of `spec/ops.md` under the names given there
+(`add_` and `scale_` are the in-place twins of the reference's `add!` and
+`scale!`). A backend implements each abstract method; the three fused ops have
+default implementations built from the separate ones, as the reference has.
+
+Besides the contract ops, a backend provides a few plumbing methods the model
+needs to move data in and out and to batch its work: `zeros`, `from_host`,
+`to_host`, `ids`, `zero_`, `sum_rows`, `stack` and `bmm` (a 3-D batched matmul that the
+list-based `batched_matmul` is written on). `matmul` and `matmul_into` take
+optional transpose flags, and `matmul_into` can accumulate, so that parameter
+gradients are added into their buffers without a temporary.
+
+A "Mat" is the backend's native 2-D array (numpy.ndarray, cupy.ndarray).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Sequence
+
+import numpy as np
+
+Mat = Any  # the backend's native array type
+
+# Copy kinds of the reference's gpu_upload / gpu_download.
+HostToDevice = 1
+DeviceToHost = 2
+DeviceToDevice = 3
+
+
+class BackendUnavailable(RuntimeError):
+    """A backend cannot be used here (a missing package or device); the message says which and how to fix it."""
+
+
+class Backend(abc.ABC):
+    """Abstract compute backend. Subclasses set `name` and implement every abstract method."""
+
+    name: str = "abstract"
+    dtype: np.dtype
+
+    # ---- plumbing -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def zeros(self, shape: tuple[int, ...]) -> Mat:
+        """New zero-filled array of the backend's dtype."""
+
+    @abc.abstractmethod
+    def from_host(self, array: np.ndarray) -> Mat:
+        """Copy a host (NumPy) array into a new native array of the backend's dtype."""
+
+    @abc.abstractmethod
+    def to_host(self, a: Mat) -> np.ndarray:
+        """Copy a native array back to a new NumPy array."""
+
+    @abc.abstractmethod
+    def ids(self, token_ids: np.ndarray) -> Any:
+        """Token ids (any integer array) in the form the embedding and loss ops take (int32, on the device)."""
+
+    @abc.abstractmethod
+    def zero_(self, a: Mat) -> None:
+        """In place: a[...] = 0."""
+
+    @abc.abstractmethod
+    def sum_rows(self, x: Mat) -> Mat:
+        """New (1, cols): the column sums of x over its rows (a bias gradient)."""
+
+    @abc.abstractmethod
+    def bmm(self, a: Mat, b: Mat, transpose_a: bool = False, transpose_b: bool = False) -> Mat:
+        """New (batch, m, n) = op(a[i]) @ op(b[i]) for 3-D a and b, in one call."""
+
+    # ---- linear algebra -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def matmul(self, a: Mat, b: Mat, transpose_a: bool = False, transpose_b: bool = False) -> Mat:
+        """New op(a) @ op(b); a clear error on a shape mismatch."""
+
+    @abc.abstractmethod
+    def matmul_into(
+        self, a: Mat, b: Mat, dst: Mat, transpose_a: bool = False, transpose_b: bool = False,
+        accumulate: bool = False,
+    ) -> None:
+        """dst[...] = op(a) @ op(b) (or dst += with accumulate), no allocation."""
+
+    def batched_matmul(
+        self, a_list: Sequence[Mat], b_list: Sequence[Mat], transpose_a: bool, transpose_b: bool
+    ) -> list[Mat]:
+        """List of op(a_i) @ op(b_i), computed as one batched call."""
+        if len(a_list) != len(b_list):
+            raise ValueError(f"batched_matmul: {len(a_list)} left matrices but {len(b_list)} right ones")
+        if not a_list:
+            return []
+        out = self.bmm(self.stack(a_list), self.stack(b_list), transpose_a, transpose_b)
+        return [out[i] for i in range(out.shape[0])]
+
+    @abc.abstractmethod
+    def stack(self, mats: Sequence[Mat]) -> Mat:
+        """New (len, rows, cols) array from equally shaped matrices."""
+
+    @abc.abstractmethod
+    def transpose(self, a: Mat) -> Mat:
+        """New contiguous a.T."""
+
+    @abc.abstractmethod
+    def add(self, a: Mat, b: Mat) -> Mat:
+        """New a + b."""
+
+    @abc.abstractmethod
+    def add_(self, a: Mat, b: Mat) -> None:
+        """In place a += b."""
+
+    @abc.abstractmethod
+    def scale(self, a: Mat, s: float) -> Mat:
+        """New a * s."""
+
+    @abc.abstractmethod
+    def scale_(self, a: Mat, s: float) -> None:
+        """In place a *= s."""
+
+    @abc.abstractmethod
+    def release(self, a: Mat) -> None:
+        """Free a's device memory now (a no-op where there is no device)."""
+
+    # ---- element-wise and reductions ------------------------------------------------------
+
+    @abc.abstractmethod
+    def softmax_rows(self, x: Mat) -> Mat:
+        """New row-wise softmax, max-subtracted."""
+
+    @abc.abstractmethod
+    def softmax_backward(self, s: Mat, ds: Mat) -> Mat:
+        """New s * (ds - rowsum(ds * s))."""
+
+    @abc.abstractmethod
+    def causal_mask(self, scores: Mat) -> None:
+        """In place: scores[i, j] = -1e9 for j > i."""
+
+    @abc.abstractmethod
+    def causal_mask_batched(self, scores: Mat, seq_len: int) -> None:
+        """In place, rows are stacked blocks: with p = i % seq_len, scores[i, j] = -1e9 for j > p."""
+
+    @abc.abstractmethod
+    def bias_add(self, data: Mat, bias: Mat) -> None:
+        """In place data[i, j] += bias[0, j]."""
+
+    @abc.abstractmethod
+    def relu_forward(self, x: Mat) -> tuple[Mat, Mat]:
+        """(max(x, 0), mask) with mask 1.0 where x > 0 else 0.0."""
+
+    @abc.abstractmethod
+    def relu_backward(self, grad: Mat, mask: Mat) -> Mat:
+        """New grad * mask."""
+
+    @abc.abstractmethod
+    def layer_norm_forward(self, x: Mat, gamma: Mat, beta: Mat) -> tuple[Mat, Mat, Mat]:
+        """(out, norm, std_inv): eps 1e-5, biased variance per row; std_inv is (rows, 1)."""
+
+    @abc.abstractmethod
+    def layer_norm_backward(self, grad: Mat, norm: Mat, std_inv: Mat, gamma: Mat) -> tuple[Mat, Mat, Mat]:
+        """(dx, dgamma, dbeta); dgamma and dbeta are (1, cols), summed over rows."""
+
+    @abc.abstractmethod
+    def adam_step(self, param: Mat, grad: Mat, m: Mat, v: Mat, lr: float, t: int) -> None:
+        """In place Adam with bias correction (beta1 0.9, beta2 0.999, eps 1e-8, t from 1)."""
+
+    @abc.abstractmethod
+    def rope_apply(self, x: Mat, cos_cache: Mat, sin_cache: Mat) -> None:
+        """In place rotary embedding of a (rows, dim) head slice; row r uses cache row r % n."""
+
+    @abc.abstractmethod
+    def rope_apply_inverse(self, x: Mat, cos_cache: Mat, sin_cache: Mat) -> None:
+        """In place inverse rotation (the backward of rope_apply)."""
+
+    @abc.abstractmethod
+    def fused_softmax_ce_grad(self, logits: Mat, targets: Any) -> tuple[float, Mat]:
+        """(mean cross-entropy, dlogits) with dlogits = (softmax - onehot) / rows."""
+
+    @abc.abstractmethod
+    def embedding_gather(self, token_emb: Mat, ids: Any, seq_len: int, d_model: int) -> Mat:
+        """New (seq_len, d_model): row p = token_emb[ids[p]]."""
+
+    @abc.abstractmethod
+    def embedding_scatter_add(self, grad: Mat, ids: Any, d_token_emb: Mat, seq_len: int, d_model: int) -> None:
+        """In place d_token_emb[ids[p]] += grad[p]; repeated ids accumulate."""
+
+    # ---- fused ops with default implementations -------------------------------------------
+
+    def fused_attn_softmax(self, scores: Mat, scale: float) -> Mat:
+        """softmax_rows(causal(scores * scale)). Rows are stacked (T, T) blocks: row i is position i % cols."""
+        scaled = self.scale(scores, scale)
+        self.causal_mask_batched(scaled, scaled.shape[1])
+        return self.softmax_rows(scaled)
+
+    def fused_attn_softmax_backward(self, s: Mat, ds: Mat, scale: float) -> Mat:
+        """softmax_backward(s, ds) * scale."""
+        grad = self.softmax_backward(s, ds)
+        self.scale_(grad, scale)
+        return grad
+
+    def fused_bias_relu(self, x: Mat, bias: Mat) -> tuple[Mat, Mat]:
+        """bias_add(x, bias) then relu_forward(x); x is changed in place, as the reference does."""
+        self.bias_add(x, bias)
+        return self.relu_forward(x)
+
+    # ---- device memory --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def gpu_alloc(self, size: int) -> int:
+        """Raw device memory of `size` bytes; returns the device pointer."""
+
+    @abc.abstractmethod
+    def gpu_free(self, ptr: int) -> None:
+        """Free memory from gpu_alloc."""
+
+    @abc.abstractmethod
+    def gpu_upload(self, dst: int, src: Any, size: int) -> None:
+        """Copy `size` bytes from host to device."""
+
+    @abc.abstractmethod
+    def gpu_download(self, dst: Any, src: int, size: int) -> None:
+        """Copy `size` bytes from device to host."""
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """Wait for all queued device work."""
+
+    @property
+    @abc.abstractmethod
+    def handle(self) -> Any:
+        """The backend's cuBLAS handle."""
+
+    @abc.abstractmethod
+    def finalize(self) -> None:
+        """Free everything the backend holds; idempotent."""
+
+
+def contract_ops() -> list[str]:
+    """Every operation name of spec/ops.md, in Python spelling."""
+    return [
+        "matmul", "matmul_into", "batched_matmul", "transpose", "add", "add_", "scale", "scale_",
+        "release", "softmax_rows", "softmax_backward", "causal_mask", "causal_mask_batched", "bias_add",
+        "relu_forward", "relu_backward", "fused_bias_relu", "layer_norm_forward", "layer_norm_backward",
+        "adam_step", "rope_apply", "rope_apply_inverse", "fused_attn_softmax", "fused_attn_softmax_backward",
+        "fused_softmax_ce_grad", "embedding_gather", "embedding_scatter_add", "gpu_alloc", "gpu_free",
+        "gpu_upload", "gpu_download", "sync", "handle", "finalize",
+    ]

@@ -1,0 +1,95 @@
+"""All of a model's parameters, gradients and Adam moments, each in one flat buffer.
+
+Every parameter is a view into the flat `data` buffer (its gradient a view into
+`grad`), so zeroing the gradients is one call and one `adam_step` updates every
+parameter. On the CUDA backend this makes the whole optimizer state one
+contiguous device allocation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from microgpt.backends.base import Backend
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    shape: tuple[int, ...]  # the shape in the checkpoint; 1-D vectors are (1, n) rows in memory
+    init_std: float  # N(0, init_std^2); 0 means a constant
+    init_value: float = 0.0
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def mem_shape(self) -> tuple[int, ...]:
+        return (1, self.shape[0]) if len(self.shape) == 1 else self.shape
+
+
+class Parameters:
+    """Flat data/grad/m/v buffers (each (1, total)) and named views into them."""
+
+    def __init__(self, backend: Backend, specs: list[ParamSpec]):
+        self.backend = backend
+        self.specs = {spec.name: spec for spec in specs}
+        self.total = sum(spec.size for spec in specs)
+        self.data = backend.zeros((1, self.total))
+        self.grad = backend.zeros((1, self.total))
+        self.m = backend.zeros((1, self.total))
+        self.v = backend.zeros((1, self.total))
+        self.step = 0  # Adam steps taken
+        self._offsets: dict[str, int] = {}
+        offset = 0
+        for spec in specs:
+            self._offsets[spec.name] = offset
+            offset += spec.size
+        self.value = {name: self._view(self.data, name) for name in self.specs}
+        self.gradient = {name: self._view(self.grad, name) for name in self.specs}
+
+    def _view(self, buffer, name: str):
+        spec = self.specs[name]
+        start = self._offsets[name]
+        return buffer[0, start : start + spec.size].reshape(spec.mem_shape)
+
+    def initialize(self, seed: int) -> None:
+        """Draw every parameter from its init distribution with a host RNG, so all backends start alike."""
+        rng = np.random.default_rng(seed)
+        flat = np.empty(self.total, dtype=np.float64)
+        for name, spec in self.specs.items():
+            start = self._offsets[name]
+            if spec.init_std > 0:
+                flat[start : start + spec.size] = rng.normal(0.0, spec.init_std, spec.size)
+            else:
+                flat[start : start + spec.size] = spec.init_value
+        self._upload(flat, self.data)
+
+    def _upload(self, flat: np.ndarray, target) -> None:
+        target[...] = self.backend.from_host(flat.reshape(1, self.total))
+
+    def zero_grad(self) -> None:
+        self.backend.zero_(self.grad)
+
+    def adam_step(self, lr: float) -> None:
+        self.step += 1
+        self.backend.adam_step(self.data, self.grad, self.m, self.v, lr, self.step)
+
+    def to_host(self, buffer=None) -> dict[str, np.ndarray]:
+        """Each parameter of `buffer` (default: the values) as a host array in its checkpoint shape."""
+        flat = self.backend.to_host(self.data if buffer is None else buffer).reshape(-1)
+        return {
+            name: flat[self._offsets[name] : self._offsets[name] + spec.size].reshape(spec.shape).copy()
+            for name, spec in self.specs.items()
+        }
+
+    def from_host(self, tensors: dict[str, np.ndarray], buffer=None) -> None:
+        """Set each parameter of `buffer` (default: the values) from host arrays in checkpoint shapes."""
+        flat = np.empty(self.total, dtype=np.float64)
+        for name, spec in self.specs.items():
+            flat[self._offsets[name] : self._offsets[name] + spec.size] = np.asarray(tensors[name]).reshape(-1)
+        self._upload(flat, self.data if buffer is None else buffer)
