@@ -1,9 +1,9 @@
-"""All of a model's parameters, gradients and Adam moments, each in one flat buffer.
+"""All of a model's parameters, gradients and Adam moments in one allocation.
 
-Every parameter is a view into the flat `data` buffer (its gradient a view into
-`grad`), so zeroing the gradients is one call and one `adam_step` updates every
-parameter. On the CUDA backend this makes the whole optimizer state one
-contiguous device allocation.
+One (4, total) array holds the flat `data`, `grad`, `m` and `v` buffers as its
+rows; every parameter is a view into `data` (its gradient a view into `grad`).
+Zeroing the gradients is one call and one `adam_step` updates every parameter;
+on the CUDA backend the whole training state is one contiguous device allocation.
 """
 
 from __future__ import annotations
@@ -33,16 +33,14 @@ class ParamSpec:
 
 
 class Parameters:
-    """Flat data/grad/m/v buffers (each (1, total)) and named views into them."""
+    """Flat data/grad/m/v buffers (each (1, total), rows of one allocation) and named views into them."""
 
     def __init__(self, backend: Backend, specs: list[ParamSpec]):
         self.backend = backend
         self.specs = {spec.name: spec for spec in specs}
         self.total = sum(spec.size for spec in specs)
-        self.data = backend.zeros((1, self.total))
-        self.grad = backend.zeros((1, self.total))
-        self.m = backend.zeros((1, self.total))
-        self.v = backend.zeros((1, self.total))
+        self.storage = backend.zeros((4, self.total))  # rows: data, grad, m, v
+        self.data, self.grad, self.m, self.v = (self.storage[i : i + 1] for i in range(4))  # each (1, total)
         self.step = 0  # Adam steps taken
         self._offsets: dict[str, int] = {}
         offset = 0
