@@ -63,6 +63,7 @@ class TrainConfig:
     random_batches: bool = False
     val_tokens: int = 0
     val_interval: float = 30.0  # seconds between validation passes
+    eval_every: int = 0  # steps between validation passes; 0 = use val_interval
     log_interval: int = 10
 
     def __post_init__(self) -> None:
@@ -74,6 +75,10 @@ class TrainConfig:
             raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.val_tokens < 0:
             raise ConfigError(f"--val-tokens must be 0 or more, got {self.val_tokens}")
+        if self.eval_every < 0:
+            raise ConfigError(f"--eval-every must be 0 or more, got {self.eval_every}")
+        if not self.val_interval > 0:
+            raise ConfigError(f"--val-interval must be a positive number of seconds, got {self.val_interval}")
         if self.stride is not None and self.stride < 1:
             raise ConfigError(f"--stride must be at least 1, got {self.stride}")
 

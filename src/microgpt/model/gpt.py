@@ -123,6 +123,15 @@ class GPT:
         logits, _ = self._forward(self.be.ids(ids.reshape(-1)), batch, seq_len)
         return logits
 
+    def loss(self, windows: np.ndarray) -> float:
+        """Mean next-token loss of windows (B, T+1), forward only."""
+        windows = np.asarray(windows)
+        batch, seq_len = self._check_ids(windows[:, :-1])
+        on_device = self.be.ids(windows)  # (B, T+1)
+        logits, _ = self._forward(on_device[:, :-1].reshape(-1), batch, seq_len)
+        loss, _ = self.be.fused_softmax_ce_grad(logits, on_device[:, 1:].reshape(-1))
+        return loss
+
     def loss_and_backward(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad.
 

@@ -1,0 +1,50 @@
+"""The `microgpt` command line: `train`, `sample` and `eval`.
+
+Each subcommand lives in its own module here and registers its flags through
+`add_parser`. User errors (bad flags, bad files, bad checkpoints, a missing
+backend) print one clear line and exit non-zero, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from microgpt import __version__
+from microgpt.backends import BackendUnavailable
+from microgpt.checkpoint import CheckpointError
+from microgpt.config import ConfigError
+from microgpt.data import DataError
+from microgpt.train import TrainingStopped
+
+USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped)
+EXIT_USER_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from microgpt.cli import sample, train
+
+    parser = argparse.ArgumentParser(
+        prog="microgpt", description="Train and study small character-level GPT models from scratch."
+    )
+    parser.add_argument("--version", action="version", version=f"microgpt {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (train, sample):
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except USER_ERRORS as exc:
+        print(f"microgpt {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except MemoryError:
+        print(f"microgpt {args.command}: error: out of memory; use a smaller model, --batch-size or --seq-len",
+              file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"microgpt {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,146 @@
+"""Text in, token windows out: the corpus, the character tokenizer and the batchers.
+
+- `read_corpus` reads a UTF-8 text file, with a clear error for a missing,
+  empty, binary or non-UTF-8 file; `default_corpus` is the documentation text
+  that every Python installation carries (`pydoc_data.topics`).
+- `CharTokenizer`: the vocabulary is the corpus's sorted unique characters.
+- `SequentialBatches` walks the tokens in order (the reference's walk: stride
+  seq_len by default, so each token is seen once per epoch, then wraps and
+  counts an epoch); `RandomBatches` draws seeded random windows. Both yield
+  (batch, seq_len + 1) windows: inputs are [:, :-1], targets [:, 1:].
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+class DataError(ValueError):
+    """Unusable training or evaluation text; the message names the problem and the fix."""
+
+
+def read_corpus(path: str | Path) -> str:
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file; give the path of a UTF-8 text file")
+    if path.is_dir():
+        raise DataError(f"{path} is a directory; give the path of a UTF-8 text file")
+    raw = path.read_bytes()
+    if not raw:
+        raise DataError(f"{path} is empty; give a text file with at least seq_len + 1 characters")
+    if b"\x00" in raw:
+        raise DataError(f"{path} looks binary (it holds NUL bytes); give a UTF-8 text file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded); convert it to UTF-8 first"
+        ) from None
+
+
+def default_corpus() -> tuple[str, str]:
+    """(text, description): the Python documentation topics bundled with every CPython (pydoc_data)."""
+    from pydoc_data import topics
+
+    text = "\n\n".join(topics.topics[key] for key in sorted(topics.topics))
+    return text, f"the Python documentation topics bundled with this interpreter (pydoc_data, {len(text):,} characters)"
+
+
+class CharTokenizer:
+    def __init__(self, vocab: str):
+        if len(set(vocab)) != len(vocab):
+            raise DataError("the vocabulary repeats a character")
+        self.vocab = vocab
+        self._ids = {ch: i for i, ch in enumerate(vocab)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def size(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, text: str, source: str = "the text") -> np.ndarray:
+        """int32 ids (len(text),); a character outside the vocabulary is an error naming it and where it is."""
+        try:
+            return np.fromiter((self._ids[ch] for ch in text), dtype=np.int32, count=len(text))
+        except KeyError as exc:
+            ch = exc.args[0]
+            index = text.index(ch)
+            line = text.count("\n", 0, index) + 1
+            raise DataError(
+                f"{source} has the character {ch!r} (U+{ord(ch):04X}) at offset {index} (line {line}), "
+                "which is not in the model's vocabulary"
+            ) from None
+
+    def decode(self, ids) -> str:
+        return "".join(self.vocab[int(i)] for i in ids)
+
+
+def split_validation(tokens: np.ndarray, val_tokens: int, seq_len: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(train, validation): the last val_tokens tokens are held out; both must fit a window of seq_len + 1."""
+    if val_tokens == 0:
+        check_length(tokens, seq_len, "the training text")
+        return tokens, None
+    if val_tokens < seq_len + 1:
+        raise DataError(f"--val-tokens {val_tokens} is shorter than one window (seq_len + 1 = {seq_len + 1})")
+    train, val = tokens[:-val_tokens], tokens[-val_tokens:]
+    check_length(train, seq_len, f"the training text left after holding out {val_tokens} validation tokens")
+    return train, val
+
+
+def check_length(tokens: np.ndarray, seq_len: int, what: str) -> None:
+    if len(tokens) < seq_len + 1:
+        raise DataError(
+            f"{what} has {len(tokens)} characters, fewer than seq_len + 1 = {seq_len + 1}; "
+            "use a longer text or a smaller --seq-len"
+        )
+
+
+class SequentialBatches:
+    """The reference's walk: B windows at pos, pos + stride, ...; then pos += B * stride; wraps to 0 (epoch + 1)."""
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, stride: int | None = None):
+        check_length(tokens, seq_len, "the training text")
+        self.tokens, self.seq_len, self.batch_size = tokens, seq_len, batch_size
+        self.stride = stride or seq_len
+        self.position = 0
+        self.epoch = 0
+
+    def next(self) -> np.ndarray:
+        rows = []  # each (seq_len + 1,)
+        for _ in range(self.batch_size):
+            if self.position + self.seq_len + 1 > len(self.tokens):
+                self.position = 0
+                self.epoch += 1
+            rows.append(self.tokens[self.position : self.position + self.seq_len + 1])
+            self.position += self.stride
+        return np.stack(rows)  # (batch, seq_len + 1)
+
+    def state(self) -> dict:
+        return {"kind": "sequential", "position": self.position, "epoch": self.epoch}
+
+    def restore(self, state: dict) -> None:
+        self.position, self.epoch = int(state["position"]), int(state["epoch"])
+
+
+class RandomBatches:
+    """Seeded random windows; the generator's state is saved with a checkpoint so a resume continues it."""
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int):
+        check_length(tokens, seq_len, "the training text")
+        self.tokens, self.seq_len, self.batch_size = tokens, seq_len, batch_size
+        self.rng = np.random.default_rng(seed)
+
+    def next(self) -> np.ndarray:
+        starts = self.rng.integers(0, len(self.tokens) - self.seq_len, size=self.batch_size)
+        return np.stack([self.tokens[s : s + self.seq_len + 1] for s in starts])  # (batch, seq_len + 1)
+
+    def state(self) -> dict:
+        return {"kind": "random", "rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
