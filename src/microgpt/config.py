@@ -64,6 +64,7 @@ class TrainConfig:
     val_tokens: int = 0
     val_interval: float = 30.0  # seconds between validation passes
     eval_every: int = 0  # steps between validation passes; 0 = use val_interval
+    save_every: int = 0  # steps between checkpoints; 0 = only at the end (and on Ctrl-C)
     log_interval: int = 10
 
     def __post_init__(self) -> None:
@@ -75,6 +76,8 @@ class TrainConfig:
             raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.val_tokens < 0:
             raise ConfigError(f"--val-tokens must be 0 or more, got {self.val_tokens}")
+        if self.save_every < 0:
+            raise ConfigError(f"--save-every must be 0 or more, got {self.save_every}")
         if self.eval_every < 0:
             raise ConfigError(f"--eval-every must be 0 or more, got {self.eval_every}")
         if not self.val_interval > 0:

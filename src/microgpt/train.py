@@ -2,9 +2,10 @@
 
 `Trainer.run` trains a model to `TrainConfig.steps` (a total, so a resumed run
 continues to the same target), validates on held-out tokens every
-`val_interval` seconds or `eval_every` steps, keeps the best checkpoint, writes
-a JSONL metrics log, and stops cleanly: Ctrl-C saves a checkpoint first; a NaN
-or infinite loss stops at once and leaves the last good checkpoint as it was.
+`val_interval` seconds or `eval_every` steps, keeps the best checkpoint, saves
+every `save_every` steps and at the end, and writes a JSONL metrics log. It
+stops cleanly: Ctrl-C saves a checkpoint first; a NaN or infinite loss stops at
+once and leaves the last good checkpoint as it was.
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ class Trainer:
                     record["val_loss"] = val_loss
                 if metrics:
                     metrics.write(json.dumps(record) + "\n")
+                    metrics.flush()
+                if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+                    self.save(self.paths.checkpoint)
                 self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / (time.perf_counter() - start))
         finally:
             signal.signal(signal.SIGINT, previous_handler)

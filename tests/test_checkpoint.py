@@ -1,0 +1,116 @@
+"""Checkpoints: bit-exact round trips, atomic replacement, and clear errors for damaged or foreign files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from microgpt.config import ModelConfig
+from microgpt.model import GPT
+
+VOCAB = "\n abcdefgh"
+
+
+def tiny_model(seed=3, **shape):
+    config = ModelConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
+                                                    "seq_len": 6, **shape})
+    return GPT(config, get_backend("numpy"), seed=seed)
+
+
+def trained(model, steps=3):
+    windows = np.random.default_rng(0).integers(0, len(VOCAB), (2, model.config.seq_len + 1))
+    for _ in range(steps):
+        model.train_step(windows, 1e-2)
+    return model
+
+
+def test_round_trip_is_bit_exact_for_weights_and_optimizer_state(tmp_path):
+    model = trained(tiny_model())
+    save_checkpoint(tmp_path / "ck", model, VOCAB, {"note": "x"})
+    loaded, vocab, info = load_checkpoint(tmp_path / "ck", get_backend("numpy"), with_optimizer=True)
+    assert vocab == VOCAB and info["train_state"]["note"] == "x"
+    assert loaded.config == model.config
+    assert np.array_equal(loaded.params.storage[[0, 2, 3]], model.params.storage[[0, 2, 3]])  # data, m, v
+    assert loaded.params.step == model.params.step == 3
+
+
+def test_weights_only_load_leaves_optimizer_fresh(tmp_path):
+    save_checkpoint(tmp_path / "ck", trained(tiny_model()), VOCAB, {})
+    loaded, _, info = load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+    assert "train_state" not in info and loaded.params.step == 0
+    assert not np.any(loaded.params.m)
+
+
+def test_tensor_names_and_shapes_follow_the_documented_format(tmp_path):
+    from safetensors.numpy import load_file
+
+    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    tensors = load_file(tmp_path / "ck" / "model.safetensors")
+    assert tensors["tok_emb"].shape == (len(VOCAB), 8)
+    assert tensors["blocks.1.attn.wq.w"].shape == (8, 8) and tensors["blocks.1.attn.wo.b"].shape == (8,)
+    assert tensors["blocks.0.ff.l1.w"].shape == (8, 12) and tensors["blocks.0.ff.l2.w"].shape == (12, 8)
+    assert tensors["final_norm.gamma"].shape == (8,) and tensors["head.w"].shape == (8, len(VOCAB))
+    assert all(t.dtype == np.float32 for t in tensors.values())
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert config["format_version"] == 1 and config["head_dims"] == [3, 5] and config["vocab"] == VOCAB
+
+
+def test_saving_over_a_checkpoint_replaces_it_whole(tmp_path):
+    save_checkpoint(tmp_path / "ck", tiny_model(seed=1), VOCAB)
+    second = tiny_model(seed=2)
+    save_checkpoint(tmp_path / "ck", second, VOCAB)
+    loaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+    assert np.array_equal(loaded.params.data, second.params.data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no .tmp or .prev left behind
+
+
+def test_interrupted_swap_falls_back_to_the_previous_checkpoint(tmp_path):
+    model = tiny_model()
+    save_checkpoint(tmp_path / "ck", model, VOCAB)
+    os.rename(tmp_path / "ck", tmp_path / "ck.prev")  # what a kill between the two renames leaves
+    loaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+    assert np.array_equal(loaded.params.data, model.params.data)
+
+
+def test_truncated_weights_are_a_clear_error(tmp_path):
+    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    weights = tmp_path / "ck" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match="truncated or not a checkpoint"):
+        load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "no_config", "foreign_json", "future_version", "no_weights"])
+def test_missing_or_foreign_checkpoints_are_clear_errors(tmp_path, case):
+    target = tmp_path / "ck"
+    if case == "file":
+        target.write_text("not a checkpoint")
+    elif case != "missing":
+        save_checkpoint(target, tiny_model(), VOCAB)
+        config = target / "config.json"
+        if case == "no_config":
+            config.unlink()
+        elif case == "foreign_json":
+            config.write_text(json.dumps({"model_type": "bert"}))
+        elif case == "future_version":
+            config.write_text(json.dumps({**json.loads(config.read_text()), "format_version": 99}))
+        elif case == "no_weights":
+            (target / "model.safetensors").unlink()
+    expected = {"missing": "no such checkpoint", "file": "is a file", "no_config": "config.json is missing",
+                "foreign_json": "no format_version", "future_version": "format 99",
+                "no_weights": "model.safetensors is missing"}[case]
+    with pytest.raises(CheckpointError, match=expected):
+        load_checkpoint(target, get_backend("numpy"))
+
+
+def test_weights_that_do_not_match_the_config_are_a_clear_error(tmp_path):
+    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    config = tmp_path / "ck" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "d_ff": 20}))
+    with pytest.raises(CheckpointError, match=r"blocks.0.ff.l1.w has shape \(8, 12\), the config needs \(8, 20\)"):
+        load_checkpoint(tmp_path / "ck", get_backend("numpy"))
