@@ -80,7 +80,7 @@ class NumpyBackend(Backend):
             np.matmul(a, b, out=dst)
 
     def transpose(self, a):
-        return np.ascontiguousarray(a.T)
+        return a.T.copy()  # always new: ascontiguousarray(a.T) returns a view for a (1, n) or (n, 1) a
 
     def add(self, a, b):
         return a + b
