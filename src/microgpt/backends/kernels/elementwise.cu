@@ -1,0 +1,50 @@
+// Element-wise kernels: bias add, ReLU (plain, backward, fused with the bias) and
+// the Adam update of the whole flat parameter buffer. Grid-stride loops over n
+// elements, so any launch size covers any n.
+
+#define GRID_STRIDE_LOOP(i, n) \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+// In place: data[i, j] += bias[j] for data (n / cols, cols).
+extern "C" __global__ void bias_add(float* data, const float* bias, long long n, int cols) {
+    GRID_STRIDE_LOOP(i, n) data[i] += bias[i % cols];
+}
+
+// out = x * mask, mask = (x > 0); written as a product so NaN and -0.0 come out as NumPy's do.
+extern "C" __global__ void relu_forward(const float* x, float* out, float* mask, long long n) {
+    GRID_STRIDE_LOOP(i, n) {
+        const float m = x[i] > 0.0f ? 1.0f : 0.0f;
+        out[i] = x[i] * m;
+        mask[i] = m;
+    }
+}
+
+extern "C" __global__ void relu_backward(const float* grad, const float* mask, float* out, long long n) {
+    GRID_STRIDE_LOOP(i, n) out[i] = grad[i] * mask[i];
+}
+
+// x += bias (in place, as the reference does), then out, mask = relu_forward(x).
+extern "C" __global__ void bias_relu(float* x, const float* bias, float* out, float* mask, long long n, int cols) {
+    GRID_STRIDE_LOOP(i, n) {
+        const float v = x[i] + bias[i % cols];
+        const float m = v > 0.0f ? 1.0f : 0.0f;
+        x[i] = v;
+        out[i] = v * m;
+        mask[i] = m;
+    }
+}
+
+// Adam with bias correction, in place on param, m and v. The host folds the step's
+// corrections in: step_size = lr / (1 - beta1^t), v_correction = 1 - beta2^t.
+extern "C" __global__ void adam_step(float* param, const float* grad, float* m, float* v, long long n,
+                                     float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+                                     float eps, float step_size, float v_correction) {
+    GRID_STRIDE_LOOP(i, n) {
+        const float g = grad[i];
+        const float m_new = beta1 * m[i] + one_minus_beta1 * g;
+        const float v_new = beta2 * v[i] + one_minus_beta2 * (g * g);
+        m[i] = m_new;
+        v[i] = v_new;
+        param[i] -= step_size * m_new / (sqrtf(v_new / v_correction) + eps);
+    }
+}

@@ -1,0 +1,295 @@
+"""CUDA checks that need no GPU: the kernels compile, and the cuda backend degrades cleanly without CuPy.
+
+- every kernels/*.cu compiles with plain `nvcc -c` (skipped where nvcc is not on PATH);
+- the exact text the backend hands NVRTC (includes pasted in) compiles with NVRTC, where
+  CuPy can load the NVRTC library (no device is needed for that);
+- every kernel the backend launches is defined, by that name, in the file it names;
+- the backend's Python runs on the CPU with NumPy standing in for CuPy and a small
+  column-major cuBLAS emulator: its row-major GEMM/geam calls give NumPy's products,
+  and every kernel launch passes the argument count and types the kernel declares
+  (the kernels themselves do not run here; tests/test_cuda_backend.py runs them on a GPU);
+- the module imports without CuPy, and making a backend there raises BackendUnavailable
+  with the install hint.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from microgpt.backends import BackendUnavailable, cuda_backend, resolve_auto
+from microgpt.backends.cuda_backend import (
+    INCLUDE_LINE,
+    KERNEL_DIR,
+    CuBLASBackend,
+    kernel_files,
+    kernel_source,
+)
+
+NVCC = shutil.which("nvcc")
+NVRTC_ARCH = "--gpu-architecture=compute_90"  # the H100/H200 generation; any supported arch would do
+
+
+def _nvrtc():
+    """CuPy's NVRTC bindings, or None where CuPy or the NVRTC library is missing."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception:  # noqa: BLE001 - any failure to load NVRTC means "skip"
+        return None
+    return nvrtc
+
+
+def test_there_are_kernel_files():
+    assert "softmax.cu" in kernel_files() and "block_reduce.cu" in kernel_files()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("file_name", kernel_files())
+def test_kernel_compiles_with_nvcc(file_name, tmp_path):
+    result = subprocess.run(
+        [NVCC, "-c", str(KERNEL_DIR / file_name), "-o", str(tmp_path / "kernel.o")],
+        check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, f"nvcc failed on {file_name}:\n{result.stderr}"
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="CuPy with the NVRTC library is not installed")
+@pytest.mark.parametrize("file_name", kernel_files())
+def test_backend_source_compiles_with_nvrtc(file_name):
+    nvrtc = _nvrtc()
+    source = kernel_source(file_name)
+    assert not INCLUDE_LINE.search(source), "the loader must paste every include in"
+    program = nvrtc.createProgram(source, file_name, (), ())
+    try:
+        nvrtc.compileProgram(program, (NVRTC_ARCH, "-std=c++17"))
+    except Exception as exc:  # noqa: BLE001 - show NVRTC's log, whatever it raised
+        pytest.fail(f"NVRTC failed on {file_name}: {exc}\n{nvrtc.getProgramLog(program)}")
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+def _launched_kernels() -> set[tuple[str, str]]:
+    """(file, kernel) pairs named in the backend's launch calls."""
+    text = Path(cuda_backend.__file__).read_text(encoding="utf-8")
+    return set(re.findall(r'"(\w+\.cu)", "(\w+)"', text))
+
+
+def test_every_launched_kernel_is_defined_in_its_file():
+    launched = _launched_kernels()
+    assert len(launched) >= 15, f"the launch-call pattern found too few kernels: {sorted(launched)}"
+    for file_name, kernel in launched:
+        assert re.search(rf'extern "C" __global__ void {kernel}\(', kernel_source(file_name)), (
+            f"{kernel} is launched from {file_name} but not defined there"
+        )
+
+
+def test_every_abstract_method_is_implemented():
+    assert not CuBLASBackend.__abstractmethods__
+
+
+def test_module_imports_and_reports_missing_cupy():
+    """Where `import cupy` fails (a fresh interpreter), the module imports and the backend names the fix."""
+    script = (
+        "import sys; sys.modules['cupy'] = None\n"
+        "from microgpt.backends import BackendUnavailable, resolve_auto\n"
+        "from microgpt.backends.cuda_backend import CuBLASBackend\n"
+        "assert CuBLASBackend.is_usable() is False\n"
+        "assert resolve_auto() == 'numpy'\n"
+        "try:\n"
+        "    CuBLASBackend()\n"
+        "except BackendUnavailable as exc:\n"
+        "    print(exc)\n"
+        "else:\n"
+        "    raise SystemExit('no BackendUnavailable')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "CuPy is not installed" in result.stdout
+    assert "pip install 'microgpt[cuda13]'" in result.stdout
+
+
+@pytest.mark.skipif(CuBLASBackend.is_usable(), reason="CuPy and a GPU are usable here")
+def test_backend_unavailable_here_names_the_fix():
+    with pytest.raises(BackendUnavailable, match=r"pip install|GPU|cuBLAS"):
+        CuBLASBackend()
+    assert resolve_auto() == "numpy"
+
+
+# ---- the backend's Python on the CPU: NumPy as CuPy, an emulated cuBLAS, checked launches --------
+
+
+class HostArray(np.ndarray):
+    """A NumPy array with CuPy's `.data.ptr` (and a `.data.mem.free`), so it can stand in for cupy.ndarray."""
+
+    @property
+    def data(self):
+        return SimpleNamespace(ptr=self.ctypes.data, mem=SimpleNamespace(free=lambda: None))
+
+
+def _host(make):
+    return lambda *args, **kwargs: np.asarray(make(*args, **kwargs)).view(HostArray)
+
+
+FAKE_CUPY = SimpleNamespace(
+    ndarray=HostArray, empty=_host(np.empty), empty_like=_host(np.empty_like), zeros=_host(np.zeros),
+    ascontiguousarray=_host(np.ascontiguousarray), stack=_host(np.stack),
+    get_default_memory_pool=lambda: SimpleNamespace(free_all_blocks=lambda: None),
+    cuda=SimpleNamespace(runtime=SimpleNamespace(
+        memcpy=lambda dst, src, size, kind: ctypes.memmove(dst, src, size), getDevice=lambda: 0,
+        deviceSynchronize=lambda: None,
+    )),
+)  # fmt: skip
+
+
+def _column_major(ptr: int, rows: int, cols: int, ld: int, transposed: bool = False) -> np.ndarray:
+    """The (rows, cols) matrix op(X) that cuBLAS reads at ptr: X column-major with leading dimension ld."""
+    stored_rows, stored_cols = (cols, rows) if transposed else (rows, cols)
+    assert ld >= max(1, stored_rows), f"leading dimension {ld} < {stored_rows} rows"
+    floats = (ctypes.c_float * (ld * (stored_cols - 1) + stored_rows)).from_address(ptr)
+    flat = np.ctypeslib.as_array(floats)
+    stored = np.lib.stride_tricks.as_strided(flat, (stored_rows, stored_cols), (4, 4 * ld))
+    return stored.T if transposed else stored
+
+
+def _scalar(ptr: int) -> float:
+    return ctypes.c_float.from_address(ptr).value
+
+
+def _sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    op_a, op_b = _column_major(a, m, k, lda, transa == 1), _column_major(b, k, n, ldb, transb == 1)
+    out = _column_major(c, m, n, ldc)
+    product = _scalar(alpha) * (op_a.astype(np.float64) @ op_b)
+    out[...] = product + _scalar(beta) * out if _scalar(beta) else product
+
+
+def _sgemm_strided_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch):
+    for i in range(batch):  # strides count floats: 4 bytes each
+        a_i, b_i, c_i = a + 4 * i * sa, b + 4 * i * sb, c + 4 * i * sc
+        _sgemm(h, ta, tb, m, n, k, alpha, a_i, lda, b_i, ldb, beta, c_i, ldc)
+
+
+def _sgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
+    assert _scalar(beta) == 0, "the backend only transposes"
+    _column_major(c, m, n, ldc)[...] = _scalar(alpha) * _column_major(a, m, n, lda, transa == 1)
+
+
+FAKE_CUBLAS = SimpleNamespace(
+    create=lambda: 1, destroy=lambda handle: None, sgemm=_sgemm, sgemmStridedBatched=_sgemm_strided_batched,
+    sgeam=_sgeam,
+)
+C_TYPES = {"float": np.float32, "int": np.int32, "long long": np.int64, "unsigned int": np.uint32}
+
+
+def _kernel_parameters() -> dict[tuple[str, str], list[str]]:
+    """(file, kernel) -> the kernel's parameter declarations."""
+    found = {}
+    for file_name in kernel_files():
+        for match in re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', kernel_source(file_name)):
+            found[(file_name, match.group(1))] = [p.strip() for p in match.group(2).split(",")]
+    return found
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """A CuBLASBackend on the CPU, and the names of the kernels it launched (each launch checked)."""
+    parameters, launched = _kernel_parameters(), []
+
+    def checked_kernel(self, file_name, kernel_name):
+        declared = parameters[(file_name, kernel_name)]
+
+        def launch(grid, block, args):
+            assert len(args) == len(declared), f"{kernel_name}: {len(args)} args, {len(declared)} parameters"
+            for decl, arg in zip(declared, args):
+                c_type = decl.replace("const ", "").rsplit("*" if "*" in decl else " ", 1)[0].strip()
+                if "*" in decl:
+                    assert isinstance(arg, np.ndarray) and arg.flags.c_contiguous, f"{kernel_name}: {decl}"
+                    assert arg.dtype == C_TYPES[c_type], f"{kernel_name}: {decl} got {arg.dtype}"
+                else:
+                    assert type(arg) is C_TYPES[c_type], f"{kernel_name}: {decl} got {type(arg).__name__}"
+            assert min(grid) >= 1 and block[0] % 32 == 0 and np.prod(block) <= 1024, (kernel_name, block)
+            launched.append(kernel_name)
+
+        return launch
+
+    monkeypatch.setattr(cuda_backend, "_load_cupy", lambda: (FAKE_CUPY, FAKE_CUBLAS))
+    monkeypatch.setattr(CuBLASBackend, "_kernel", checked_kernel)
+    backend = CuBLASBackend()
+    yield backend, launched
+    backend.finalize()
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 33, 65), (127, 1, 33), (5, 0, 3)])
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_cublas_calls_compute_row_major_products(emulated, m, k, n, transpose_a, transpose_b):
+    be, _ = emulated
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(k, m) if transpose_a else (m, k)).astype(np.float32)
+    b = rng.normal(size=(n, k) if transpose_b else (k, n)).astype(np.float32)
+    want = (a.T if transpose_a else a).astype(np.float64) @ (b.T if transpose_b else b)
+    got = be.to_host(be.matmul(be.from_host(a), be.from_host(b), transpose_a, transpose_b))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    storage = be.zeros((2, m * n + 3))  # dst is a view at an offset, as parameter gradients are
+    dst = storage[1, 2 : 2 + m * n].reshape(m, n)
+    for _ in range(2):
+        be.matmul_into(be.from_host(a), be.from_host(b), dst, transpose_a, transpose_b, accumulate=True)
+    np.testing.assert_allclose(be.to_host(storage)[1, 2 : 2 + m * n].reshape(m, n), 2 * want, atol=1e-5)
+    assert not be.to_host(storage)[0].any() and not be.to_host(storage)[1, [0, 1, -1]].any()
+    stacked_a, stacked_b = np.stack([a, -a, 2 * a]), np.stack([b, b, b])
+    got = be.to_host(be.bmm(be.from_host(stacked_a), be.from_host(stacked_b), transpose_a, transpose_b))
+    np.testing.assert_allclose(got, np.stack([want, -want, 2 * want]), atol=1e-5)
+    np.testing.assert_array_equal(be.to_host(be.transpose(be.from_host(a))), a.T)
+
+
+def test_every_launch_matches_its_kernel_signature(emulated):
+    be, launched = emulated
+    rng = np.random.default_rng(0)
+
+    def dev(*shape):
+        return be.from_host(rng.normal(size=shape))
+
+    x, grad, row = dev(7, 33), dev(7, 33), dev(1, 33)
+    be.softmax_rows(x)
+    be.softmax_backward(x, grad)
+    be.fused_attn_softmax(dev(66, 33), 0.25)
+    be.fused_attn_softmax_backward(x, grad, 0.25)
+    be.causal_mask(dev(5, 5))
+    be.causal_mask_batched(dev(10, 5), 5)
+    be.bias_add(x, row)
+    be.relu_backward(grad, be.relu_forward(x)[1])
+    be.fused_bias_relu(x, row)
+    _, norm, std_inv = be.layer_norm_forward(x, row, row)
+    be.layer_norm_backward(grad, norm, std_inv, row)
+    be.sum_rows(dev(1000, 65))
+    be.adam_step(dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), 1e-3, 1)
+    be.rope_apply(dev(66, 33), dev(33, 33), dev(33, 33))
+    be.rope_apply_inverse(dev(66, 33), dev(33, 33), dev(33, 33))
+    ids = be.ids(np.array([[1, 2, 3, 3], [0, 0, 1, 2]]))  # (2, 4) int32 on the "device"
+    rows = be.embedding_gather(dev(10, 8), ids.reshape(-1), 8, 8)
+    be.embedding_scatter_add(rows, ids.reshape(-1), dev(10, 8), 8, 8)
+    loss, _ = be.fused_softmax_ce_grad(dev(8, 65), ids.reshape(-1))
+    assert isinstance(loss, float)
+    assert {kernel for _, kernel in _kernel_parameters()} == set(launched)
+
+
+def test_transfers_are_counted_where_they_happen(emulated):
+    be, _ = emulated
+    host = np.arange(6, dtype=np.float32)
+    be.transfers.update(to_device=0, to_host=0)
+    back = be.to_host(be.from_host(host))
+    np.testing.assert_array_equal(back, host)
+    be.ids(be.ids(np.arange(4)))  # ids already on the device are not uploaded again
+    be.gpu_download(back, be.from_host(host).data.ptr, host.nbytes)
+    assert be.transfers == {"to_device": 3, "to_host": 2}
