@@ -22,14 +22,14 @@ EXIT_USER_ERROR = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from microgpt.cli import sample, train
+    from microgpt.cli import eval, sample, train
 
     parser = argparse.ArgumentParser(
         prog="microgpt", description="Train and study small character-level GPT models from scratch."
     )
     parser.add_argument("--version", action="version", version=f"microgpt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (train, sample):
+    for module in (train, sample, eval):
         module.add_parser(commands)
     return parser
 

@@ -1,0 +1,49 @@
+"""`microgpt eval MODEL FILE`: a checkpoint's negative log-likelihood, perplexity and bits per character on a text."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from microgpt.backends import get_backend
+from microgpt.checkpoint import load_checkpoint
+from microgpt.cli.common import add_backend_flag, positive_int
+from microgpt.data import CharTokenizer, read_corpus
+from microgpt.evaluate import evaluate
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("eval", help="score a held-out text: NLL, perplexity and bits per character",
+                            description=__doc__.split(":", 1)[1].strip()
+                            + " Every character from offset seq_len on is scored once, with the seq_len "
+                            "characters before it as context.")
+    p.add_argument("model", metavar="MODEL", help="checkpoint directory (written by microgpt train)")
+    p.add_argument("file", metavar="FILE", help="UTF-8 text to score (held out from training)")
+    p.add_argument("--max-positions", type=positive_int,
+                   help="score only the first N positions (default: every position from seq_len on)")
+    p.add_argument("--batch-size", type=positive_int, default=32,
+                   help="windows per forward pass (default: 32)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON line: model, file, positions, nll, perplexity, bits_per_char, seconds")
+    add_backend_flag(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend))
+    tokens = CharTokenizer(vocab).encode(read_corpus(args.file), source=args.file)
+    result = evaluate(model, tokens, batch_size=args.batch_size, max_positions=args.max_positions, what=args.file)
+    if args.json:
+        print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions, "nll": result.nll,
+                          "perplexity": result.perplexity, "bits_per_char": result.bits_per_char,
+                          "seconds": round(result.seconds, 3)}))
+        return 0
+    seq_len = model.config.seq_len
+    rate = result.positions / result.seconds if result.seconds > 0 else math.inf
+    print(f"{args.model} on {args.file}")
+    print(f"  scored:          {result.positions:,} characters, each with the {seq_len} before it as context")
+    print(f"  NLL:             {result.nll:.4f} nats per character")
+    print(f"  perplexity:      {result.perplexity:.4f}")
+    print(f"  bits per char:   {result.bits_per_char:.4f}")
+    print(f"  time:            {result.seconds:.2f} s ({rate:,.0f} characters/s)")
+    return 0

@@ -1,0 +1,111 @@
+"""Evaluation: batched scoring against a one-window-at-a-time loop, the derived figures, and `microgpt eval`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.checkpoint import save_checkpoint
+from microgpt.cli import main
+from microgpt.config import ModelConfig
+from microgpt.data import CharTokenizer, DataError
+from microgpt.evaluate import evaluate
+from microgpt.model import GPT
+
+VOCAB = "\n abcdefgh"
+TEXT = "abc def\nhag bad cafe\nbeef ghee\n" * 2  # 62 characters
+
+
+def tiny_model(backend_name="numpy"):
+    config = ModelConfig(vocab_size=len(VOCAB), d_model=8, head_dims=(3, 5), n_layers=2, d_ff=12, seq_len=6)
+    return GPT(config, get_backend(backend_name), seed=5)
+
+
+def slow_nll(model, tokens, positions):
+    """Mean -log p(tokens[t] | the seq_len tokens before t), one window per forward, for the first `positions` t."""
+    seq_len = model.config.seq_len
+    losses = []
+    for t in range(seq_len, seq_len + positions):
+        logits = model.be.to_host(model.logits(tokens[None, t - seq_len : t]))[-1].astype(np.float64)  # (vocab,)
+        probs = np.exp(logits - logits.max())
+        losses.append(-math.log(probs[tokens[t]] / probs.sum()))
+    return math.fsum(losses) / positions
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 7, 500])
+def test_batched_evaluation_matches_one_window_at_a_time(backend_name, batch_size):
+    model = tiny_model(backend_name)
+    tokens = CharTokenizer(VOCAB).encode(TEXT)
+    result = evaluate(model, tokens, batch_size=batch_size)
+    assert result.positions == len(TEXT) - 6
+    assert result.nll == pytest.approx(slow_nll(model, tokens, len(TEXT) - 6), rel=1e-5)
+    assert result.perplexity == pytest.approx(math.exp(result.nll))
+    assert result.bits_per_char == pytest.approx(result.nll / math.log(2))
+
+
+def test_max_positions_scores_only_the_first_positions():
+    model = tiny_model()
+    tokens = CharTokenizer(VOCAB).encode(TEXT)
+    capped = evaluate(model, tokens, batch_size=4, max_positions=9)
+    assert capped.positions == 9
+    assert capped.nll == pytest.approx(slow_nll(model, tokens, 9), rel=1e-5)
+    assert capped.nll != pytest.approx(evaluate(model, tokens).nll, rel=1e-3)
+    assert evaluate(model, tokens, max_positions=10_000).positions == len(TEXT) - 6
+
+
+def test_a_text_without_one_full_window_is_refused():
+    model = tiny_model()
+    assert evaluate(model, CharTokenizer(VOCAB).encode("abcdefg")).positions == 1  # exactly seq_len + 1
+    with pytest.raises(DataError, match="6 characters, fewer than seq_len \\+ 1 = 7"):
+        evaluate(model, CharTokenizer(VOCAB).encode("abcdef"))
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    model = tiny_model()
+    save_checkpoint(tmp_path / "ck", model, VOCAB)
+    (tmp_path / "held_out.txt").write_text(TEXT, encoding="utf-8")
+    return model, str(tmp_path / "ck"), str(tmp_path / "held_out.txt")
+
+
+def test_cli_eval_json_is_one_parsable_line_with_the_figures(checkpoint, capsys):
+    model, ck, text_file = checkpoint
+    assert main(["eval", ck, text_file, "--json", "--max-positions", "20", "--batch-size", "3",
+                 "--backend", "numpy"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    report = json.loads(lines[0])
+    assert set(report) == {"model", "file", "positions", "nll", "perplexity", "bits_per_char", "seconds"}
+    assert (report["model"], report["file"], report["positions"]) == (ck, text_file, 20)
+    assert report["nll"] == pytest.approx(slow_nll(model, CharTokenizer(VOCAB).encode(TEXT), 20), rel=1e-5)
+    assert report["perplexity"] == pytest.approx(math.exp(report["nll"]))
+    assert report["bits_per_char"] == pytest.approx(report["nll"] / math.log(2))
+    assert report["seconds"] >= 0
+
+
+def test_cli_eval_prints_a_readable_summary(checkpoint, capsys):
+    _, ck, text_file = checkpoint
+    assert main(["eval", ck, text_file, "--backend", "numpy"]) == 0
+    out = capsys.readouterr().out
+    for label in ("scored:          56 characters", "NLL:", "perplexity:", "bits per char:", "time:"):
+        assert label in out
+
+
+@pytest.mark.parametrize("content, message", [
+    ("abc def\nhag bQd\n", "has the character 'Q' (U+0051) at offset 13 (line 2), which is not in the model's vocabulary"),
+    ("abcdef", "has 6 characters, fewer than seq_len + 1 = 7"),
+])
+def test_cli_eval_unusable_text_is_one_clear_line(checkpoint, tmp_path, capsys, content, message):
+    _, ck, _ = checkpoint
+    bad = tmp_path / "bad.txt"
+    bad.write_text(content, encoding="utf-8")
+    assert main(["eval", ck, str(bad), "--backend", "numpy"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("microgpt eval: error: ") and message in lines[0]
+    assert str(bad) in lines[0] and "Traceback" not in captured.err

@@ -1,0 +1,153 @@
+"""Sampling: greedy and seeded determinism, top-k and top-p, the KV cache against full forwards, the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.checkpoint import save_checkpoint
+from microgpt.cli import main
+from microgpt.config import ConfigError, ModelConfig
+from microgpt.data import CharTokenizer, DataError
+from microgpt.model import GPT
+from microgpt.model.decode import Decoder
+from microgpt.sample import choose_token, generate, next_logits
+
+VOCAB = "\n abcdefgh"
+TOKENIZER = CharTokenizer(VOCAB)
+LOGITS_ATOL = 1e-4  # float32: cached and full-forward logits differ only by summation order (seen: ~2e-6)
+
+
+def tiny_model(backend_name="numpy", seed=3, **shape):
+    """2 layers, two head groups of unequal widths (3 and 5), seq_len 6."""
+    config = ModelConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
+                                                    "seq_len": 6, **shape})
+    return GPT(config, get_backend(backend_name), seed=seed)
+
+
+def test_greedy_ignores_the_seed_and_is_the_argmax_of_the_full_forward():
+    model = tiny_model()
+    text = generate(model, TOKENIZER, "ab", 10, temperature=0, seed=1)
+    assert text == generate(model, TOKENIZER, "ab", 10, temperature=0, seed=2)
+    context = list(TOKENIZER.encode("ab"))
+    for ch in text:
+        window = np.array(context[-6:], dtype=np.int32)[None, :]  # (1, T)
+        assert VOCAB[int(np.argmax(model.logits(window)[-1]))] == ch
+        context.append(VOCAB.index(ch))
+
+
+def test_sampling_is_reproducible_with_a_seed_and_varies_without_one():
+    model = tiny_model()
+    first = generate(model, TOKENIZER, "a", 40, temperature=1.0, seed=7)
+    assert first == generate(model, TOKENIZER, "a", 40, temperature=1.0, seed=7)
+    assert first != generate(model, TOKENIZER, "a", 40, temperature=1.0, seed=8)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_top_k_1_and_a_tiny_top_p_are_greedy(seed):
+    model = tiny_model()
+    greedy = generate(model, TOKENIZER, "ab", 15, temperature=0)
+    assert generate(model, TOKENIZER, "ab", 15, temperature=1.5, seed=seed, top_k=1) == greedy
+    assert generate(model, TOKENIZER, "ab", 15, temperature=1.5, seed=seed, top_p=1e-6) == greedy
+
+
+def test_top_k_and_top_p_draw_only_from_the_kept_tokens():
+    logits = np.log([0.05, 0.5, 0.15, 0.3])  # ranked: 1 (0.5), 3 (0.3), 2 (0.15), 0 (0.05)
+    rng = np.random.default_rng(0)
+
+    def support(**cut):
+        return {choose_token(logits, 1.0, rng, **cut) for _ in range(400)}
+
+    assert support() == {0, 1, 2, 3}
+    assert support(top_k=2) == {1, 3}
+    assert support(top_k=3) == {1, 2, 3}
+    assert support(top_p=0.75) == {1, 3}  # 0.5 + 0.3 reaches 0.75
+    assert support(top_p=0.85) == {1, 2, 3}
+    assert support(top_k=2, top_p=0.4) == {1}
+
+
+@pytest.mark.parametrize("shape", [{}, {"n_layers": 1, "head_dims": (4, 4)}, {"n_layers": 3, "head_dims": (2, 2, 4)}])
+def test_cached_logits_match_full_forwards_within_and_beyond_seq_len(backend_name, shape):
+    model = tiny_model(backend_name, **shape)
+    context = list(TOKENIZER.encode("ab c"))  # 4 tokens; the loop runs the context to 24, four times seq_len
+    decoder = Decoder(model)
+    for _ in range(20):
+        cached = next_logits(model, context, decoder)
+        full = next_logits(model, context, None)
+        np.testing.assert_allclose(cached, full, rtol=0, atol=LOGITS_ATOL)
+        context.append(int(np.argmax(full)))
+    assert decoder.length == model.config.seq_len
+
+
+def test_cached_and_uncached_generation_give_the_same_text_past_seq_len(backend_name):
+    model = tiny_model(backend_name)
+    for prompt in ("a", "abc", "abcdefgh"):  # shorter than, and longer than, seq_len 6
+        for temperature, seed in ((0, 0), (1.0, 4)):
+            cached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed)
+            uncached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed, use_cache=False)
+            assert cached == uncached
+
+
+def test_prefill_fills_the_cache_the_same_as_stepping():
+    model = tiny_model()
+    ids = TOKENIZER.encode("ab cd")
+    batched = Decoder(model)
+    batched.prefill(ids)
+    stepped = Decoder(model)
+    for token in ids:
+        stepped.step(int(token))
+    for layer_b, layer_s in zip(batched.keys + batched.values, stepped.keys + stepped.values):
+        for group_b, group_s in zip(layer_b, layer_s):
+            np.testing.assert_allclose(group_b, group_s, rtol=0, atol=1e-5)
+    assert batched.length == stepped.length == 5
+
+
+def test_a_full_cache_refuses_another_token():
+    decoder = Decoder(tiny_model())
+    decoder.prefill(TOKENIZER.encode("abcdef"))
+    with pytest.raises(ValueError, match="full"):
+        decoder.step(1)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"temperature": -0.5}, "temperature"), ({"temperature": float("nan")}, "temperature"),
+    ({"top_k": -1}, "top-k"), ({"top_p": 0.0}, "top-p"), ({"top_p": 1.5}, "top-p"),
+])
+def test_invalid_sampling_settings_are_clear_errors(setting, message):
+    with pytest.raises(ConfigError, match=message):
+        generate(tiny_model(), TOKENIZER, "a", 5, **setting)
+
+
+def test_a_prompt_character_outside_the_vocabulary_is_named():
+    with pytest.raises(DataError, match=r"the prompt has the character 'z' \(U\+007A\) at offset 2"):
+        generate(tiny_model(), TOKENIZER, "abz", 5)
+
+
+def test_cli_sample_streams_the_prompt_and_its_continuation(tmp_path, capsys):
+    model = tiny_model()
+    save_checkpoint(tmp_path / "ck", model, VOCAB)
+    expected = "ab " + generate(model, TOKENIZER, "ab ", 12, temperature=0) + "\n"
+    base = ["sample", str(tmp_path / "ck"), "--prompt", "ab ", "--tokens", "12", "--backend", "numpy"]
+    for extra in (["--temperature", "0"], ["--temperature", "0", "--no-cache"], ["--top-k", "1", "--seed", "3"]):
+        assert main(base + extra) == 0
+        assert capsys.readouterr().out == expected
+    assert main(base + ["--top-p", "0.9", "--top-k", "4", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ab ") and len(out) == len("ab ") + 12 + 1 and set(out) <= set(VOCAB)
+
+
+def test_cli_sample_rejects_a_bad_prompt_and_bad_flags_without_a_traceback(tmp_path, capsys):
+    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    assert main(["sample", str(tmp_path / "ck"), "--prompt", "aXb", "--backend", "numpy"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [(
+        "microgpt sample: error: the prompt has the character 'X' (U+0058) at offset 1 (line 1), "
+        "which is not in the model's vocabulary"
+    )]
+    for flag, value in (("--top-p", "0"), ("--top-p", "1.1"), ("--top-k", "-2"), ("--temperature", "-1")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["sample", str(tmp_path / "ck"), flag, value])
+        assert exit_info.value.code == 2
+        assert f"argument {flag}" in capsys.readouterr().err
