@@ -1,0 +1,275 @@
+"""GPU training throughput: microgpt's CUDA backend against eager PyTorch on CUDA, same model, same data.
+
+Three cases, vocab 65:
+  a  d 64,  2 layers,  4 heads, d_ff 256,  T 128,  B 1   (the reference default)
+  b  d 384, 6 layers,  6 heads, d_ff 1536, T 256,  B 64
+  c  d 768, 12 layers, 12 heads, d_ff 3072, T 1024, B 8  (GPT-2 small's shape)
+
+Both sides start from the same weights (ours, copied into TorchGPT), train with
+Adam on the same windows, and read the loss back to the host every step (ours
+returns it; torch calls .item()). Warm-up steps are not timed; the timed steps
+are bracketed by device synchronisation. Everything is float32 and TF32 is
+switched off in PyTorch, so both sides do the same arithmetic.
+
+    python3 benchmarks/bench_gpu.py              # all cases
+    python3 benchmarks/bench_gpu.py --quick      # fewer steps
+    python3 benchmarks/bench_gpu.py --cases a,b --json results.json
+
+Data: tinyshakespeare from ../shared/data/ (or ../shared/) when it is there,
+otherwise random token ids. Without a usable PyTorch CUDA, ours runs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.backends import BackendUnavailable
+from microgpt.backends.cuda_backend import CuBLASBackend
+from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.config import ModelConfig
+from microgpt.model.gpt import GPT
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+DATA_FILES = [SHARED / "data" / "tinyshakespeare.txt", SHARED / "tinyshakespeare.txt"]
+VOCAB_SIZE = 65
+LR = 3e-4
+SEED = 0
+
+try:
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from torch_gpt import TorchGPT, load_from_microgpt
+
+    TORCH_ERROR = None if torch.cuda.is_available() else f"torch {torch.__version__} sees no CUDA device"
+except ImportError as exc:
+    TORCH_ERROR = f"torch is not importable ({exc})"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    seq_len: int
+    batch: int
+
+    def config(self) -> ModelConfig:
+        width = self.d_model // self.n_heads
+        return ModelConfig(
+            vocab_size=VOCAB_SIZE, d_model=self.d_model, n_layers=self.n_layers,
+            head_dims=(width,) * self.n_heads, d_ff=self.d_ff, seq_len=self.seq_len,
+        )  # fmt: skip
+
+    def describe(self) -> str:
+        return (
+            f"d{self.d_model} L{self.n_layers} H{self.n_heads} ff{self.d_ff} T{self.seq_len} B{self.batch}"
+        )
+
+
+CASES = {
+    "a": Case("a", 64, 2, 4, 256, 128, 1),
+    "b": Case("b", 384, 6, 6, 1536, 256, 64),
+    "c": Case("c", 768, 12, 12, 3072, 1024, 8),
+}
+
+
+def load_tokens() -> tuple[np.ndarray, str]:
+    """Token ids (n,) in 0..VOCAB_SIZE-1 and a line saying where they came from."""
+    for path in DATA_FILES:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            chars = sorted(set(text))
+            if len(chars) <= VOCAB_SIZE:
+                index = {c: i for i, c in enumerate(chars)}
+                ids = np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))  # (n,)
+                return ids, f"tinyshakespeare ({len(text):,} chars) from {path}"
+    ids = np.random.default_rng(SEED).integers(0, VOCAB_SIZE, size=2_000_000)  # (n,)
+    return ids, "random token ids (no tinyshakespeare.txt under ../shared)"
+
+
+def sample_windows(tokens: np.ndarray, case: Case, count: int) -> list[np.ndarray]:
+    """count batches of random windows, each (batch, seq_len + 1)."""
+    rng = np.random.default_rng(SEED)
+    starts = rng.integers(0, len(tokens) - case.seq_len - 1, size=(count, case.batch))  # (count, B)
+    offsets = np.arange(case.seq_len + 1)  # (T+1,)
+    return [tokens[row[:, None] + offsets[None, :]] for row in starts]
+
+
+class OursTrainer:
+    name = "microgpt cuda"
+
+    def __init__(self, config: ModelConfig, initial: dict[str, np.ndarray]):
+        self.backend = CuBLASBackend()
+        self.model = GPT(config, self.backend, seed=SEED)
+        self.model.params.from_host(initial)
+
+    def step(self, windows: np.ndarray) -> float:
+        return self.model.train_step(windows, LR)
+
+    def sync(self) -> None:
+        self.backend.sync()
+
+    def peak_bytes(self) -> int:
+        """What CuPy's pool holds: it keeps freed blocks until finalize, so this is the run's peak."""
+        import cupy
+
+        return cupy.get_default_memory_pool().total_bytes()
+
+    def close(self) -> None:
+        self.backend.finalize()
+
+
+class TorchTrainer:
+    name = "torch cuda eager"
+
+    def __init__(self, config: ModelConfig, initial: dict[str, np.ndarray]):
+        self.device = torch.device("cuda")
+        self.model = TorchGPT(
+            config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff, config.seq_len
+        ).to(self.device)
+        load_from_microgpt(self.model, initial)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
+        torch.cuda.reset_peak_memory_stats()
+
+    def step(self, windows: np.ndarray) -> float:
+        ids = torch.from_numpy(windows).to(self.device)  # (B, T+1)
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.model(ids[:, :-1])  # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB_SIZE), ids[:, 1:].reshape(-1))
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def sync(self) -> None:
+        torch.cuda.synchronize()
+
+    def peak_bytes(self) -> int:
+        return torch.cuda.max_memory_allocated()
+
+    def close(self) -> None:
+        del self.model, self.optimizer
+        torch.cuda.empty_cache()
+
+
+def time_trainer(trainer, batches: list[np.ndarray], warmup: int) -> dict:
+    """Seconds for the timed steps (after `warmup` untimed ones), the last loss and the peak memory."""
+    for windows in batches[:warmup]:
+        trainer.step(windows)
+    trainer.sync()
+    start = time.perf_counter()
+    for windows in batches[warmup:]:
+        loss = trainer.step(windows)
+    trainer.sync()
+    return {"seconds": time.perf_counter() - start, "loss": loss, "peak_gib": trainer.peak_bytes() / 2**30}
+
+
+def bench_case(case: Case, tokens: np.ndarray, args) -> dict[str, dict]:
+    """Results per framework for one case; a framework that fails (out of memory, say) reports its error."""
+    config = case.config()
+    initial = GPT(config, NumpyBackend(), seed=SEED).params.to_host()  # the same start for both sides
+    batches = sample_windows(tokens, case, args.warmup + args.steps)
+    results = {}
+    for trainer_class in [OursTrainer] + ([TorchTrainer] if TORCH_ERROR is None else []):
+        trainer = None
+        try:
+            trainer = trainer_class(config, initial)
+            result = time_trainer(trainer, batches, args.warmup)
+        except Exception as exc:  # noqa: BLE001 - report the failure and go on with the other cases
+            results[trainer_class.name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        finally:
+            if trainer is not None:
+                trainer.close()
+        result["tokens_per_s"] = case.batch * case.seq_len * args.steps / result["seconds"]
+        result["ms_per_step"] = 1000 * result["seconds"] / args.steps
+        results[trainer_class.name] = result
+    return results
+
+
+def print_table(all_results: dict[str, dict[str, dict]]) -> None:
+    print()
+    header = f"{'case':<4} {'shape':<30} {'framework':<17} {'tokens/s':>12} {'ms/step':>9} {'peak GiB':>9}"
+    print(f"{header} {'loss':>8}")
+    for case_name, results in all_results.items():
+        for framework, r in results.items():
+            shape = CASES[case_name].describe()
+            if "error" in r:
+                print(f"{case_name:<4} {shape:<30} {framework:<17} failed: {r['error']}")
+                continue
+            print(
+                f"{case_name:<4} {shape:<30} {framework:<17} {r['tokens_per_s']:>12,.0f} "
+                f"{r['ms_per_step']:>9.2f} {r['peak_gib']:>9.2f} {r['loss']:>8.4f}"
+            )
+    print()
+    for case_name, results in all_results.items():
+        ours, theirs = results.get(OursTrainer.name, {}), results.get(TorchTrainer.name, {})
+        if "tokens_per_s" in ours and "tokens_per_s" in theirs:
+            ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
+            print(f"case {case_name}: ours/torch = {ratio:.2f}x  ({CASES[case_name].describe()})")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", default="a,b,c", help="comma-separated cases to run (default a,b,c)")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per case (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    parser.add_argument("--quick", action="store_true", help="5 timed steps after 1 warm-up")
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.warmup = 5, 1
+    args.cases = [name.strip() for name in args.cases.split(",") if name.strip()]
+    unknown = [name for name in args.cases if name not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {', '.join(CASES)}")
+    if args.steps < 1 or args.warmup < 0:
+        parser.error("--steps must be at least 1 and --warmup at least 0")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        CuBLASBackend().finalize()
+    except BackendUnavailable as exc:
+        print(f"the cuda backend is not usable here: {exc}", file=sys.stderr)
+        return 1
+    import cupy
+
+    tokens, source = load_tokens()
+    device_name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"]
+    device_name = device_name.decode() if isinstance(device_name, bytes) else device_name
+    print(f"device: {device_name}, CuPy {cupy.__version__}")
+    print(f"data: {source}")
+    print(f"timing: {args.steps} steps after {args.warmup} warm-up, float32, loss read back every step")
+    if TORCH_ERROR is None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), TF32 off, eager, SDPA attention")
+    else:
+        print(f"{TORCH_ERROR}: timing microgpt alone")
+    all_results = {}
+    for name in args.cases:
+        print(f"case {name}: {CASES[name].describe()} ...", flush=True)
+        all_results[name] = bench_case(CASES[name], tokens, args)
+    print_table(all_results)
+    if args.json is not None:
+        args.json.write_text(json.dumps(all_results, indent=2))
+        print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
