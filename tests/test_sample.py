@@ -67,26 +67,97 @@ def test_top_k_and_top_p_draw_only_from_the_kept_tokens():
     assert support(top_k=2, top_p=0.4) == {1}
 
 
-@pytest.mark.parametrize("shape", [{}, {"n_layers": 1, "head_dims": (4, 4)}, {"n_layers": 3, "head_dims": (2, 2, 4)}])
-def test_cached_logits_match_full_forwards_within_and_beyond_seq_len(backend_name, shape):
+SHAPES = [{}, {"n_layers": 1, "head_dims": (4, 4)}, {"n_layers": 3, "head_dims": (2, 2, 4)}]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cached_logits_match_full_forwards_while_the_context_fits(backend_name, shape):
     model = tiny_model(backend_name, **shape)
-    context = list(TOKENIZER.encode("ab c"))  # 4 tokens; the loop runs the context to 24, four times seq_len
+    context = list(TOKENIZER.encode("ab"))
     decoder = Decoder(model)
-    for _ in range(20):
+    while len(context) <= model.config.seq_len:
         cached = next_logits(model, context, decoder)
         full = next_logits(model, context, None)
         np.testing.assert_allclose(cached, full, rtol=0, atol=LOGITS_ATOL)
         context.append(int(np.argmax(full)))
+
+
+def sliding_window_logits(model, ids) -> np.ndarray:
+    """Logits (n, vocab) of a plain float64 forward over the whole sequence in which position i attends to
+    positions i - seq_len + 1 .. i at every layer: what a sliding KV cache computes, written independently."""
+    t = {k: v.astype(np.float64) for k, v in model.params.to_host().items()}
+    n, window = len(ids), model.config.seq_len
+    pos = np.arange(n)
+    visible = (pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - window)  # (n, n)
+
+    def norm(x, name):
+        mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-5) * t[name + ".gamma"] + t[name + ".beta"]
+
+    def rotate(x):  # rotary embedding by absolute position, pairs (2j, 2j+1)
+        x, w = x.copy(), x.shape[1]
+        for j in range(w // 2):
+            angle = pos / 10000 ** (2 * j / w)
+            a, b = x[:, 2 * j].copy(), x[:, 2 * j + 1].copy()
+            x[:, 2 * j], x[:, 2 * j + 1] = a * np.cos(angle) - b * np.sin(angle), a * np.sin(angle) + b * np.cos(angle)
+        return x
+
+    x = t["tok_emb"][ids]
+    for i in range(model.config.n_layers):
+        p = f"blocks.{i}."
+        h = norm(x, p + "ln1")
+        q, k, v = (h @ t[p + f"attn.{m}.w"] + t[p + f"attn.{m}.b"] for m in ("wq", "wk", "wv"))
+        heads, col = [], 0
+        for w in model.config.head_dims:
+            scores = rotate(q[:, col : col + w]) @ rotate(k[:, col : col + w]).T / np.sqrt(w)
+            scores[~visible] = -np.inf
+            probs = np.exp(scores - scores.max(1, keepdims=True))
+            heads.append(probs / probs.sum(1, keepdims=True) @ v[:, col : col + w])
+            col += w
+        x = x + np.concatenate(heads, axis=1) @ t[p + "attn.wo.w"] + t[p + "attn.wo.b"]
+        h = norm(x, p + "ln2")
+        x = x + np.maximum(h @ t[p + "ff.l1.w"] + t[p + "ff.l1.b"], 0) @ t[p + "ff.l2.w"] + t[p + "ff.l2.b"]
+    return norm(x, "final_norm") @ t["head.w"] + t["head.b"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("prompt", ["ab c", "abcdefgh ab"], ids=["short-prompt", "prompt-over-seq-len"])
+def test_the_cache_slides_past_seq_len_as_sliding_window_attention(backend_name, shape, prompt):
+    model = tiny_model(backend_name, **shape)
+    context = list(TOKENIZER.encode(prompt))
+    first = max(0, len(context) - model.config.seq_len)  # a long prompt is cropped to its last seq_len tokens
+    decoder = Decoder(model)
+    for _ in range(20):  # the context grows to over four times seq_len
+        cached = next_logits(model, context, decoder)
+        reference = sliding_window_logits(model, np.array(context[first:]))[-1]
+        np.testing.assert_allclose(cached, reference, rtol=0, atol=LOGITS_ATOL)
+        context.append(int(np.argmax(cached)))
     assert decoder.length == model.config.seq_len
 
 
-def test_cached_and_uncached_generation_give_the_same_text_past_seq_len(backend_name):
-    model = tiny_model(backend_name)
+def test_the_sliding_window_reference_is_the_model_itself_within_seq_len():
+    model = tiny_model(n_layers=2)
+    ids = TOKENIZER.encode("abc defg")[:6]
+    full = model.be.to_host(model.logits(ids[None, :]))
+    np.testing.assert_allclose(full, sliding_window_logits(model, ids), rtol=0, atol=LOGITS_ATOL)
+
+
+def test_cached_and_uncached_generation_give_the_same_text_for_one_layer_past_seq_len(backend_name):
+    # With one layer every key and value depends only on its own token and position, so the sliding
+    # cache and a re-run on the cropped window see the same thing.
+    model = tiny_model(backend_name, n_layers=1)
     for prompt in ("a", "abc", "abcdefgh"):  # shorter than, and longer than, seq_len 6
         for temperature, seed in ((0, 0), (1.0, 4)):
             cached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed)
             uncached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed, use_cache=False)
             assert cached == uncached
+
+
+def test_cached_and_uncached_generation_agree_while_the_context_fits(backend_name):
+    model = tiny_model(backend_name, n_layers=3, head_dims=(2, 2, 4))
+    for temperature, seed in ((0, 0), (1.0, 4)):
+        cached = generate(model, TOKENIZER, "a", 5, temperature=temperature, seed=seed)  # context ends at seq_len
+        assert cached == generate(model, TOKENIZER, "a", 5, temperature=temperature, seed=seed, use_cache=False)
 
 
 def test_prefill_fills_the_cache_the_same_as_stepping():
@@ -103,11 +174,12 @@ def test_prefill_fills_the_cache_the_same_as_stepping():
     assert batched.length == stepped.length == 5
 
 
-def test_a_full_cache_refuses_another_token():
+def test_a_full_cache_keeps_seq_len_tokens_and_moves_on():
     decoder = Decoder(tiny_model())
     decoder.prefill(TOKENIZER.encode("abcdef"))
-    with pytest.raises(ValueError, match="full"):
-        decoder.step(1)
+    decoder.step(1)
+    decoder.step(2)
+    assert decoder.length == 6 and decoder.position == 8 and decoder.consumed == 8
 
 
 @pytest.mark.parametrize("setting, message", [
@@ -125,7 +197,7 @@ def test_a_prompt_character_outside_the_vocabulary_is_named():
 
 
 def test_cli_sample_streams_the_prompt_and_its_continuation(tmp_path, capsys):
-    model = tiny_model()
+    model = tiny_model(n_layers=1)  # one layer: --no-cache gives the same text past seq_len
     save_checkpoint(tmp_path / "ck", model, VOCAB)
     expected = "ab " + generate(model, TOKENIZER, "ab ", 12, temperature=0) + "\n"
     base = ["sample", str(tmp_path / "ck"), "--prompt", "ab ", "--tokens", "12", "--backend", "numpy"]

@@ -4,10 +4,12 @@
 0, otherwise a draw from the tempered softmax, optionally cut to the top-k
 tokens and to the nucleus (the most likely tokens whose probabilities add up
 to top-p). `generate` extends a prompt one character at a time; the model
-always sees the last seq_len tokens as context. With `use_cache` (the default)
-the prompt is run once and each new token reuses the keys and values already
-computed (`microgpt.model.decode`), while the context fits in seq_len; past
-that, both paths run the cropped window through the full model and agree.
+sees at most seq_len tokens. With `use_cache` (the default) the prompt is run
+once and each new token reuses the keys and values already computed
+(`microgpt.model.decode`), O(T) per token; past seq_len the cache slides
+(sliding-window attention over the last seq_len positions at every layer).
+Without it, each token re-runs the full model on the last seq_len tokens. The
+two agree while the context fits in seq_len, and for one-layer models always.
 """
 
 from __future__ import annotations
@@ -77,19 +79,18 @@ def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_tokens: int, t
 
 
 def next_logits(model: GPT, context: list[int], decoder: Decoder | None) -> np.ndarray:
-    """Host logits (vocab,) for the token after context, seen through its last seq_len tokens.
+    """Host logits (vocab,) for the token after context.
 
-    With a decoder, while the context fits in seq_len: the first call fills its cache with the whole
-    context, each later call feeds it the one token appended since.
+    Without a decoder: a full forward over the last seq_len tokens. With one: the first call fills its
+    cache with the context (its last seq_len tokens), each later call feeds it the one token appended since.
     """
-    seq_len = model.config.seq_len
-    if decoder is None or len(context) > seq_len:
-        window = np.array(context[-seq_len:], dtype=np.int32)[None, :]  # (1, T)
+    if decoder is None:
+        window = np.array(context[-model.config.seq_len :], dtype=np.int32)[None, :]  # (1, T)
         return model.be.to_host(model.logits(window)[-1])
-    if decoder.length == 0:
+    if decoder.consumed == 0:
         return model.be.to_host(decoder.prefill(context))[0]
-    if decoder.length != len(context) - 1:
-        raise ValueError(f"the decoder holds {decoder.length} tokens, but the context grew to {len(context)}")
+    if decoder.consumed != len(context) - 1:
+        raise ValueError(f"the decoder has seen {decoder.consumed} tokens, but the context grew to {len(context)}")
     return model.be.to_host(decoder.step(context[-1]))[0]
 
 

@@ -45,7 +45,8 @@ class RopeTables:
         """(cos, sin), each (n_positions, width), for positions first_position onwards."""
         end = first_position + n_positions
         if width not in self._tables or self._tables[width][0].shape[0] < end:
-            self.n_positions = max(self.n_positions, end)
+            if end > self.n_positions:  # grow by doubling, so generating N tokens rebuilds O(log N) times
+                self.n_positions = max(end, 2 * self.n_positions)
             cos, sin = rope_tables(width, self.n_positions)
             self._tables[width] = (self.be.from_host(cos), self.be.from_host(sin))
         cos, sin = self._tables[width]
