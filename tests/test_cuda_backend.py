@@ -394,8 +394,8 @@ def test_checkpoint_trained_on_cuda_loads_on_cpu(cuda, tmp_path):
     model = GPT(E2E_CONFIG, cuda, seed=5)
     for step in range(3):
         model.train_step(windows_for(E2E_CONFIG, 2, step), 1e-3)
-    save_checkpoint(tmp_path, model, vocab)
-    cpu_model, cpu_vocab, _ = load_checkpoint(tmp_path, NumpyBackend())
+    save_checkpoint(tmp_path / "ckpt", model, vocab)
+    cpu_model, cpu_vocab, _ = load_checkpoint(tmp_path / "ckpt", NumpyBackend())
     assert cpu_vocab == vocab
     ids = windows_for(E2E_CONFIG, 2, 99)[:, :-1]
     gpu_logits = cuda.to_host(model.logits(ids))
