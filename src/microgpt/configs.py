@@ -9,7 +9,7 @@ here, and its value by the same code that checks the flag:
       steps: 2000
       seq_len: 128
     runs:
-      d64n2: {d_model: 64, n_layers: 2, heads: 4}
+      default: {d_model: 64, n_layers: 2, heads: 4}
       exponential: {heads: exponential, n_layers: 2}
 
 Relative `file` and `model` paths are relative to the YAML file's directory.

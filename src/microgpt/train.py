@@ -102,7 +102,9 @@ class Trainer:
         previous_handler = signal.signal(signal.SIGINT, self._request_stop)
         if self.paths.checkpoint is not None:
             self.paths.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        metrics = open(self.paths.metrics, "a", encoding="utf-8") if self.paths.metrics else None
+        # A resumed run adds to its log; a new run starts one.
+        mode = "a" if first_step else "w"
+        metrics = open(self.paths.metrics, mode, encoding="utf-8") if self.paths.metrics else None
         try:
             while params.step < cfg.steps and not self._stop_requested:
                 windows = self.batches.next()
