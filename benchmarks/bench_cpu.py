@@ -166,7 +166,7 @@ def describe_blas(threads: int) -> None:
     for pool in threadpoolctl.threadpool_info():
         if pool["user_api"] == "blas":
             print(
-                f"BLAS pool: {pool['internal_api']} {pool['version']}, {pool['num_threads']} threads, "
+                f"BLAS pool: {pool['internal_api']} {pool['version']}, {pool['num_threads']} threads by default, "
                 f"core type {pool.get('architecture')}, threading {pool.get('threading_layer')}"
             )
     print(f"NumPy's BLAS is limited to {threads} threads for the run (threadpoolctl)")
