@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from microgpt.data import (
-    CharTokenizer, DataError, RandomBatches, SequentialBatches, default_corpus, read_corpus, split_validation,
+    CharTokenizer,
+    DataError,
+    RandomBatches,
+    SequentialBatches,
+    default_corpus,
+    read_corpus,
+    split_validation,
 )
 
 

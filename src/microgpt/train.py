@@ -10,6 +10,7 @@ once and leaves the last good checkpoint as it was.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -99,38 +100,36 @@ class Trainer:
         val_loss = None
         start = last_val = time.perf_counter()
         self.progress.start(total=cfg.steps, initial=first_step)
-        previous_handler = signal.signal(signal.SIGINT, self._request_stop)
         if self.paths.checkpoint is not None:
             self.paths.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        # A resumed run adds to its log; a new run starts one.
-        mode = "a" if first_step else "w"
-        metrics = open(self.paths.metrics, mode, encoding="utf-8") if self.paths.metrics else None
+        previous_handler = signal.signal(signal.SIGINT, self._request_stop)
         try:
-            while params.step < cfg.steps and not self._stop_requested:
-                windows = self.batches.next()
-                try:
-                    loss = self.model.train_step(windows, cfg.lr)
-                except NonFiniteLoss as exc:
-                    kept = f"the checkpoint at {self.paths.checkpoint} was left as it was" if self.paths.checkpoint else "nothing was saved"
-                    raise TrainingStopped(f"training stopped: {exc}; {kept}. Try a lower --lr.") from None
-                losses.append(loss)
-                step, now = params.step, time.perf_counter()
-                record = {"step": step, "loss": loss, "time": round(now - start, 4)}
-                due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
-                due_by_time = not cfg.eval_every and now - last_val >= cfg.val_interval
-                if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
-                    val_loss, last_val = self._validate(), time.perf_counter()
-                    record["val_loss"] = val_loss
-                if metrics:
-                    metrics.write(json.dumps(record) + "\n")
-                    metrics.flush()
-                if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
-                    self.save(self.paths.checkpoint)
-                self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / (time.perf_counter() - start))
+            with self._metrics_log(resumed=first_step > 0) as metrics:
+                while params.step < cfg.steps and not self._stop_requested:
+                    windows = self.batches.next()
+                    try:
+                        loss = self.model.train_step(windows, cfg.lr)
+                    except NonFiniteLoss as exc:
+                        kept = (f"the checkpoint at {self.paths.checkpoint} was left as it was"
+                                if self.paths.checkpoint else "nothing was saved")
+                        raise TrainingStopped(f"training stopped: {exc}; {kept}. Try a lower --lr.") from None
+                    losses.append(loss)
+                    step, now = params.step, time.perf_counter()
+                    record = {"step": step, "loss": loss, "time": round(now - start, 4)}
+                    due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
+                    due_by_time = not cfg.eval_every and now - last_val >= cfg.val_interval
+                    if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
+                        val_loss, last_val = self._validate(), time.perf_counter()
+                        record["val_loss"] = val_loss
+                    if metrics:
+                        metrics.write(json.dumps(record) + "\n")
+                        metrics.flush()
+                    if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+                        self.save(self.paths.checkpoint)
+                    elapsed = time.perf_counter() - start
+                    self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed)
         finally:
             signal.signal(signal.SIGINT, previous_handler)
-            if metrics:
-                metrics.close()
             self.progress.close()
         seconds = time.perf_counter() - start
         if self._stop_requested or losses:
@@ -141,6 +140,12 @@ class Trainer:
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
             checkpoint=self.paths.checkpoint, interrupted=self._stop_requested, losses=losses,
         )
+
+    def _metrics_log(self, resumed: bool):
+        """The JSONL metrics file (a resumed run adds to its log, a new run starts one), or no log with --no-save."""
+        if self.paths.metrics is None:
+            return contextlib.nullcontext()
+        return open(self.paths.metrics, "a" if resumed else "w", encoding="utf-8")
 
     def _validate(self) -> float:
         val_loss = self.validation_loss()

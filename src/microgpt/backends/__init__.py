@@ -43,4 +43,4 @@ def resolve_auto() -> str:
     return "cuda" if cls.is_usable() else "numpy"
 
 
-__all__ = ["Backend", "BackendUnavailable", "REGISTRY", "CHOICES", "backend_class", "get_backend", "resolve_auto"]
+__all__ = ["CHOICES", "REGISTRY", "Backend", "BackendUnavailable", "backend_class", "get_backend", "resolve_auto"]

@@ -18,7 +18,8 @@ A "Mat" is the backend's native 2-D array (numpy.ndarray, cupy.ndarray).
 from __future__ import annotations
 
 import abc
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

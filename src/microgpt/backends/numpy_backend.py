@@ -218,7 +218,7 @@ class NumpyBackend(Backend):
     # ---- fused ops: one vectorised pass each ---------------------------------------------
 
     def fused_attn_softmax(self, scores, scale):
-        rows, cols = scores.shape
+        cols = scores.shape[1]
         future, past = self._causal(cols)
         x = scores * self.dtype.type(scale)  # (rows, cols), the one new array; the rest is in place
         blocks = x.reshape(-1, cols, cols)  # a view: the stacked (T, T) blocks
