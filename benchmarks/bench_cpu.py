@@ -33,8 +33,9 @@ from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_FILE = REPO_ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
+from corpus import load_tokens
+
 VOCAB_SIZE = 65
 SEQ_LEN = 128
 BATCH_SIZES = (1, 16)
@@ -48,7 +49,6 @@ try:
     import torch
     import torch.nn.functional as F
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from torch_gpt import TorchGPT, load_from_microgpt
 
     TORCH_ERROR = None
@@ -65,22 +65,6 @@ def model_config() -> ModelConfig:
     return ModelConfig(
         vocab_size=VOCAB_SIZE, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=SEQ_LEN
     )
-
-
-def load_tokens() -> tuple[np.ndarray, str]:
-    """Token ids (n,) in 0..VOCAB_SIZE-1 and a line saying where they came from."""
-    if DATA_FILE.is_file():
-        text = DATA_FILE.read_text(encoding="utf-8")
-        chars = sorted(set(text))
-        if len(chars) <= VOCAB_SIZE:
-            index = {c: i for i, c in enumerate(chars)}
-            ids = np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))  # (n,)
-            return ids, f"tinyshakespeare ({len(text):,} chars, {len(chars)} distinct) from {DATA_FILE}"
-        reason = f"{DATA_FILE} has {len(chars)} distinct chars, over the vocab of {VOCAB_SIZE}"
-    else:
-        reason = f"{DATA_FILE} is not there"
-    ids = np.random.default_rng(SEED).integers(0, VOCAB_SIZE, size=1_000_000)  # (n,)
-    return ids, f"random token ids ({reason})"
 
 
 def sample_windows(tokens: np.ndarray, batch: int, count: int) -> list[np.ndarray]:
@@ -189,7 +173,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    tokens, source = load_tokens()
+    tokens, source = load_tokens(VOCAB_SIZE, SEED, n_random=1_000_000)
     print(f"data: {source}")
     print(f"model: {model_config()}")
     print(

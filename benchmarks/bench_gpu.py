@@ -36,9 +36,9 @@ from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
-DATA_FILES = [SHARED / "data" / "tinyshakespeare.txt", SHARED / "tinyshakespeare.txt"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
+from corpus import load_tokens
+
 VOCAB_SIZE = 65
 LR = 3e-4
 SEED = 0
@@ -47,7 +47,6 @@ try:
     import torch
     import torch.nn.functional as F
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from torch_gpt import TorchGPT, load_from_microgpt
 
     TORCH_ERROR = None if torch.cuda.is_available() else f"torch {torch.__version__} sees no CUDA device"
@@ -83,20 +82,6 @@ CASES = {
     "b": Case("b", 384, 6, 6, 1536, 256, 64),
     "c": Case("c", 768, 12, 12, 3072, 1024, 8),
 }
-
-
-def load_tokens() -> tuple[np.ndarray, str]:
-    """Token ids (n,) in 0..VOCAB_SIZE-1 and a line saying where they came from."""
-    for path in DATA_FILES:
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            chars = sorted(set(text))
-            if len(chars) <= VOCAB_SIZE:
-                index = {c: i for i, c in enumerate(chars)}
-                ids = np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))  # (n,)
-                return ids, f"tinyshakespeare ({len(text):,} chars) from {path}"
-    ids = np.random.default_rng(SEED).integers(0, VOCAB_SIZE, size=2_000_000)  # (n,)
-    return ids, "random token ids (no tinyshakespeare.txt under ../shared)"
 
 
 def sample_windows(tokens: np.ndarray, case: Case, count: int) -> list[np.ndarray]:
@@ -248,7 +233,7 @@ def main(argv=None) -> int:
         return 1
     import cupy
 
-    tokens, source = load_tokens()
+    tokens, source = load_tokens(VOCAB_SIZE, SEED, n_random=2_000_000)
     device_name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"]
     device_name = device_name.decode() if isinstance(device_name, bytes) else device_name
     print(f"device: {device_name}, CuPy {cupy.__version__}")

@@ -3,46 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _number_parser(convert, kind: str, minimum: float, strict: bool):
+    """An argparse type: `convert(text)`, finite, and above (strict) or at least `minimum`."""
+    bound = f"more than {minimum}" if strict else f"at least {minimum}"
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind}") from None
+        if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
+            raise argparse.ArgumentTypeError(f"must be a finite {kind} {bound}, got {text}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or a positive finite number, got {text}")
-    return value
+positive_int = _number_parser(int, "whole number", 0, strict=True)
+non_negative_int = _number_parser(int, "whole number", 0, strict=False)
+positive_float = _number_parser(float, "number", 0, strict=True)
+non_negative_float = _number_parser(float, "number", 0, strict=False)
 
 
 def add_backend_flag(parser: argparse.ArgumentParser) -> None:
