@@ -176,21 +176,19 @@ class NumpyBackend(Backend):
         self._rope(x, cos_cache, sin_cache, sign=-1)
 
     def _rope(self, x, cos_cache, sin_cache, sign):
+        # A pair (x0, x1) is the complex number x0 + i x1; rotating it by theta is multiplying by
+        # cos theta + i sin theta: x0' = x0 c - x1 s, x1' = x0 s + x1 c. The inverse turns by -theta.
         rows, dim = x.shape
         n = cos_cache.shape[0]
         even = dim - dim % 2  # an odd last column is left as it is
-        cos = cos_cache[:, 0:even:2]  # (n, dim // 2): both members of a pair hold the same angle
-        sin = sin_cache[:, 0:even:2] * sign
+        complex_type = np.complex64 if self.dtype == np.float32 else np.complex128
+        turn = (cos_cache[:, 0:even:2] + (1j * sign) * sin_cache[:, 0:even:2]).astype(complex_type)  # (n, dim // 2)
+        pairs = x[:, :even].view(complex_type)  # (rows, dim // 2), a view: writing it writes x
         if rows % n == 0:
-            x3 = x.reshape(rows // n, n, dim)[..., :even]  # a view: x is contiguous
-            x0, x1 = x3[..., 0::2], x3[..., 1::2]
+            blocks = pairs.reshape(rows // n, n, even // 2)  # a view (splits the row axis only)
+            blocks *= turn
         else:
-            pos = np.arange(rows) % n
-            cos, sin = cos[pos], sin[pos]
-            x0, x1 = x[:, 0:even:2], x[:, 1:even:2]
-        new0 = x0 * cos - x1 * sin
-        x1[...] = x0 * sin + x1 * cos
-        x0[...] = new0
+            pairs *= turn[np.arange(rows) % n]
 
     def fused_softmax_ce_grad(self, logits, targets):
         rows = logits.shape[0]
