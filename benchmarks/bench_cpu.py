@@ -47,9 +47,8 @@ BLAS_ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS"
 
 try:
     import torch
-    import torch.nn.functional as F
 
-    from torch_gpt import TorchGPT, load_from_microgpt
+    from torch_gpt import TorchGPT, load_from_microgpt, make_adam, train_step
 
     TORCH_ERROR = None
 except ImportError as exc:
@@ -92,16 +91,10 @@ class TorchTrainer:
         c = model_config()
         self.model = TorchGPT(c.vocab_size, c.d_model, c.n_layers, c.head_dims, c.d_ff, c.seq_len)
         load_from_microgpt(self.model, GPT(c, get_backend("numpy"), seed=SEED).params.to_host())
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
+        self.optimizer = make_adam(self.model, LR)
 
     def step(self, windows: np.ndarray) -> float:
-        ids = torch.from_numpy(windows)  # (B, T+1)
-        self.optimizer.zero_grad(set_to_none=True)
-        logits = self.model(ids[:, :-1])  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB_SIZE), ids[:, 1:].reshape(-1))
-        loss.backward()
-        self.optimizer.step()
-        return loss.item()
+        return train_step(self.model, self.optimizer, torch.from_numpy(windows))
 
 
 def time_round(trainer, batches: list[np.ndarray], warmup: int) -> tuple[float, float]:

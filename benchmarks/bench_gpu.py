@@ -45,9 +45,8 @@ SEED = 0
 
 try:
     import torch
-    import torch.nn.functional as F
 
-    from torch_gpt import TorchGPT, load_from_microgpt
+    from torch_gpt import TorchGPT, load_from_microgpt, make_adam, train_step
 
     TORCH_ERROR = None if torch.cuda.is_available() else f"torch {torch.__version__} sees no CUDA device"
 except ImportError as exc:
@@ -125,17 +124,11 @@ class TorchTrainer:
             config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff, config.seq_len
         ).to(self.device)
         load_from_microgpt(self.model, initial)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
+        self.optimizer = make_adam(self.model, LR)
         torch.cuda.reset_peak_memory_stats()
 
     def step(self, windows: np.ndarray) -> float:
-        ids = torch.from_numpy(windows).to(self.device)  # (B, T+1)
-        self.optimizer.zero_grad(set_to_none=True)
-        logits = self.model(ids[:, :-1])  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB_SIZE), ids[:, 1:].reshape(-1))
-        loss.backward()
-        self.optimizer.step()
-        return loss.item()
+        return train_step(self.model, self.optimizer, torch.from_numpy(windows).to(self.device))
 
     def sync(self) -> None:
         torch.cuda.synchronize()

@@ -208,3 +208,18 @@ def load_from_microgpt(torch_model: TorchGPT, tensors: dict[str, np.ndarray]) ->
                     f"{name}: microgpt shape {tuple(value.shape)} does not fit {tuple(param.shape)}"
                 )
             param.copy_(value.to(dtype=param.dtype, device=param.device))
+
+
+def make_adam(model: nn.Module, lr: float) -> torch.optim.Adam:
+    """Adam with microgpt's constants (beta 0.9, 0.999, eps 1e-8, bias-corrected)."""
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+
+
+def train_step(model: TorchGPT, optimizer: torch.optim.Optimizer, windows: torch.Tensor) -> float:
+    """microgpt's training step in PyTorch: mean next-token cross-entropy of windows (B, T+1), one Adam step."""
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(windows[:, :-1])  # (B, T, V)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1))
+    loss.backward()
+    optimizer.step()
+    return loss.item()
