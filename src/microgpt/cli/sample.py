@@ -38,8 +38,8 @@ def add_parser(commands) -> None:
                    "(nucleus sampling); 1 keeps them all (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed for sampling (default: 0)")
     p.add_argument("--no-cache", action="store_true",
-                   help="run the whole context through the model for every character instead of reusing "
-                   "cached keys and values (slower; same text; for comparison)")
+                   help="re-run the model on the last seq_len characters for every new one instead of "
+                   "reusing cached keys and values (slower; the same text while the context fits in seq_len)")
     add_backend_flag(p)
     p.set_defaults(run=run)
 
