@@ -55,7 +55,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 1000
+    steps: int = 10000
     seed: int = 42
     lr: float = 3e-4
     batch_size: int = 1

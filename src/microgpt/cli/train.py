@@ -42,7 +42,7 @@ from microgpt.train import RunPaths, RunSummary, Trainer
 # Every flag that a --config run can also set defaults to None, so that an explicit value can be told apart.
 # These are the reference's defaults.
 SHAPE_DEFAULTS = {"d_model": 64, "n_layers": 2, "d_ff": 256, "heads": "4", "seq_len": 128}
-TRAIN_DEFAULTS = {"steps": 1000, "seed": 42, "lr": 3e-4, "batch_size": 1, "stride": None, "random_batches": False,
+TRAIN_DEFAULTS = {"steps": 10000, "seed": 42, "lr": 3e-4, "batch_size": 1, "stride": None, "random_batches": False,
                   "val_tokens": 0, "val_interval": 30.0, "eval_every": 0, "save_every": 0}
 OTHER_DEFAULTS = {"backend": "auto", "max_memory": DEFAULT_MAX_MEMORY, "gen": 200, "file": None, "model": None}
 DEFAULTS = {**SHAPE_DEFAULTS, **TRAIN_DEFAULTS, **OTHER_DEFAULTS}
@@ -56,7 +56,7 @@ def add_parser(commands) -> None:
     p.add_argument("file", nargs="?", metavar="FILE",
                    help="UTF-8 text to train on (default: the Python docs bundled with this interpreter)")
     p.add_argument("--steps", type=non_negative_int,
-                   help="train until this step count (a total: a resumed run continues to it) (default: 1000)")
+                   help="train until this step count (a total: a resumed run continues to it) (default: 10000)")
     p.add_argument("--seed", type=int, help="seeds the weights and the random batches (default: 42)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate (default: 3e-4)")
     p.add_argument("--d-model", type=positive_int, help="model width (default: 64)")
