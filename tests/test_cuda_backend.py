@@ -137,6 +137,12 @@ def test_layer_norm(cuda, ref, rng, rows, cols):
     np.testing.assert_allclose(dbeta, want_dbeta, atol=1e-6 * rows + 1e-6)
 
 
+def test_sum_rows_past_the_grid_y_limit(cuda):
+    rows = 65535 * 128 + 1000  # more 128-row chunks than CUDA's 65535 grid.y: each chunk must take more rows
+    got = cuda.to_host(cuda.sum_rows(cuda._cp.ones((rows, 2), dtype=np.float32)))
+    np.testing.assert_array_equal(got, [[rows, rows]])  # sums of ones below 2**24: exact in float32
+
+
 @pytest.mark.parametrize("rows", [1, 127, 20000])  # 20000: partial sums, then a second pass
 @pytest.mark.parametrize("cols", WIDTHS)
 def test_sum_rows(cuda, ref, rng, rows, cols):
@@ -250,7 +256,7 @@ def test_rope_and_inverse(cuda, ref, rng, dim):
     np.testing.assert_allclose(cuda.to_host(one), want, atol=1e-5)
 
 
-@pytest.mark.parametrize("rows,cols", [(1, 65), (64, 65), (33, 1)])
+@pytest.mark.parametrize("rows,cols", [(1, 65), (64, 65), (33, 1), (5000, 33)])  # 5000: thousands of blocks finish
 def test_softmax_cross_entropy(cuda, ref, rng, rows, cols):
     logits = f32(rng.normal(0, 2, (rows, cols)))
     targets = rng.integers(0, cols, rows)
@@ -285,6 +291,59 @@ def test_embedding_gather_and_scatter_add_with_repeated_ids(cuda, rng):
     np.add.at(want, ids, grad.astype(np.float64))
     # row 3 adds four values with atomics in any order: float32 rounding of a 4-term sum
     np.testing.assert_allclose(cuda.to_host(d_table), want, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_row_kernels_past_two_to_the_31_elements(cuda, ref, rng):
+    """Stacked (4096, 4096) blocks of more than 2**31 scores in all: 32-bit offsets would wrap in the last rows."""
+    cp, t = cuda._cp, 4096
+    rows = 2**31 // t + 64  # rows 524288.. start past element 2**31; they are positions 0..63 of a block
+    scores = cp.zeros((rows, t), dtype=np.float32)
+    tail = f32(rng.normal(0, 3, (64, t)))
+    scores[-64:] = cp.asarray(tail, dtype=np.float32)
+    probs = cuda.fused_attn_softmax(scores, 0.5)
+    want = tail * 0.5
+    ref.causal_mask_batched(want, t)  # the tail's rows are positions 0..63
+    np.testing.assert_allclose(cuda.to_host(probs[-64:]), ref.softmax_rows(want), atol=F32_ATOL)
+    ds = f32(rng.normal(size=(64, t)))
+    dprobs = cp.zeros_like(scores)
+    dprobs[-64:] = cp.asarray(ds, dtype=np.float32)
+    grad = cuda.fused_attn_softmax_backward(probs, dprobs, 0.5)
+    want = ref.fused_attn_softmax_backward(f32(cuda.to_host(probs[-64:])), ds, 0.5)
+    np.testing.assert_allclose(cuda.to_host(grad[-64:]), want, atol=1e-5)
+    for array in (probs, dprobs, grad):
+        cuda.release(array)
+    targets = rng.integers(0, t, rows)
+    loss, dlogits = cuda.fused_softmax_ce_grad(scores, cuda.ids(targets))
+    want_tail = ref.fused_softmax_ce_grad(tail, targets[-64:])[1] * 64 / rows  # the mean is over all rows
+    np.testing.assert_allclose(cuda.to_host(dlogits[-64:]), want_tail, atol=F32_ATOL / rows)
+    # every other row is all zeros: loss log(4096) each
+    want_loss = ((rows - 64) * math.log(t) + 64 * ref.fused_softmax_ce_grad(tail, targets[-64:])[0]) / rows
+    assert loss == pytest.approx(want_loss, rel=1e-4)  # a float32 sum of half a million row losses
+    cuda.release(dlogits)
+    cuda.causal_mask_batched(scores, t)
+    masked = cuda.to_host(scores[-64:])
+    want = tail.copy()
+    ref.causal_mask_batched(want, t)
+    np.testing.assert_array_equal(masked, want)
+
+
+def test_head_split_and_merge_write_through_cupy_views(cuda, rng):
+    """merge_heads writes through `dst[:, cols].reshape(...)`: on CuPy that reshape must be a view, not a copy."""
+    from microgpt.model.attention import head_groups, merge_heads, split_heads
+
+    x = rng.normal(size=(6, 40)).astype(np.float32)  # two sequences of 3 rows; heads 8, 8, 24
+    dev = cuda.from_host(x)
+    out = cuda.zeros((6, 40))
+    for group in head_groups((8, 8, 24)):
+        heads = split_heads(dev, group)
+        assert heads.flags.c_contiguous and heads.shape == (group.count * 6, group.width)
+        merge_heads(out, heads, group)
+    np.testing.assert_array_equal(cuda.to_host(out), x)
+    one = cuda.zeros((1, 40))  # one row (a decoding step): the column slice is C-contiguous only per row
+    for group in head_groups((8, 8, 24)):
+        merge_heads(one, split_heads(dev[2:3], group), group)
+    np.testing.assert_array_equal(cuda.to_host(one), x[2:3])
 
 
 # ---- plumbing ------------------------------------------------------------------------------

@@ -135,16 +135,32 @@ class HostArray(np.ndarray):
 
     @property
     def data(self):
-        return SimpleNamespace(ptr=self.ctypes.data, mem=SimpleNamespace(free=lambda: None))
+        # CuPy gives an empty array a bare Memory(0), which has no free()
+        return SimpleNamespace(ptr=self.ctypes.data, mem=SimpleNamespace(free=lambda: None) if self.size else SimpleNamespace())
+
+
+def _owned(array) -> HostArray:
+    """A new HostArray that owns its memory (base None, as a new CuPy array), holding array's values."""
+    array = np.asarray(array)
+    out = np.ndarray.__new__(HostArray, array.shape, array.dtype)
+    out[...] = array
+    return out
 
 
 def _host(make):
-    return lambda *args, **kwargs: np.asarray(make(*args, **kwargs)).view(HostArray)
+    return lambda *args, **kwargs: _owned(make(*args, **kwargs))
+
+
+def _ascontiguousarray(a, dtype=None):
+    """CuPy's: the array itself when it is already C-contiguous and of the dtype, else a new one."""
+    if isinstance(a, HostArray) and a.flags.c_contiguous and (dtype is None or a.dtype == dtype):
+        return a
+    return _owned(np.ascontiguousarray(a, dtype=dtype))
 
 
 FAKE_CUPY = SimpleNamespace(
     ndarray=HostArray, empty=_host(np.empty), empty_like=_host(np.empty_like), zeros=_host(np.zeros),
-    ascontiguousarray=_host(np.ascontiguousarray), stack=_host(np.stack),
+    ascontiguousarray=_ascontiguousarray, stack=_host(np.stack),
     get_default_memory_pool=lambda: SimpleNamespace(free_all_blocks=lambda: None),
     cuda=SimpleNamespace(runtime=SimpleNamespace(
         memcpy=lambda dst, src, size, kind: ctypes.memmove(dst, src, size), getDevice=lambda: 0,
@@ -219,6 +235,8 @@ def emulated(monkeypatch):
                 else:
                     assert type(arg) is C_TYPES[c_type], f"{kernel_name}: {decl} got {type(arg).__name__}"
             assert min(grid) >= 1 and block[0] % 32 == 0 and np.prod(block) <= 1024, (kernel_name, block)
+            # CUDA's grid limits: x up to 2**31 - 1, y and z up to 65535
+            assert grid[0] < 2**31 and all(g <= 65535 for g in grid[1:]), (kernel_name, grid)
             launched.append(kernel_name)
 
         return launch
@@ -293,3 +311,19 @@ def test_transfers_are_counted_where_they_happen(emulated):
     be.ids(be.ids(np.arange(4)))  # ids already on the device are not uploaded again
     be.gpu_download(back, be.from_host(host).data.ptr, host.nbytes)
     assert be.transfers == {"to_device": 3, "to_host": 2}
+
+
+def test_column_sums_of_very_tall_arrays_stay_within_the_grid_limits(emulated):
+    """More than 65535 * 128 rows: the chunks (grid.y) would pass CUDA's 65535 unless each takes more rows."""
+    be, launched = emulated
+    be.sum_rows(be.zeros((65535 * 128 + 1, 1)))
+    be.layer_norm_backward(*(be.zeros((65535 * 128 + 1, 1)) for _ in range(3)), be.zeros((1, 1)))
+    assert launched.count("column_sums") >= 2 and "column_product_sums" in launched
+
+
+def test_release_of_an_empty_array(emulated):
+    be, _ = emulated
+    be.release(be.zeros((0, 3)))  # CuPy's Memory(0) has no free(): nothing to return to the pool
+    be.release(be.zeros((2, 3)))
+    with pytest.raises(ValueError, match="view"):
+        be.release(be.zeros((4, 4))[1:])

@@ -39,6 +39,7 @@ ELEMENT_THREADS = 256  # threads per block for the grid-stride element-wise kern
 MAX_ELEMENT_BLOCKS = 65535
 COLUMN_TILE, ROW_LANES = 32, 8  # reduce_columns.cu's block shape
 ROWS_PER_CHUNK = 128  # rows one column_sums block sums before its partial row is reduced again
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y (and z); gridDim.x may reach 2**31 - 1
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 
 # (kernel file, device id) -> cupy.RawModule: compiled once per process, shared by all backends
@@ -342,7 +343,9 @@ class CuBLASBackend(Backend):
             raise ValueError(
                 "release: this array is a view into another one; release the array that owns the memory"
             )
-        a.data.mem.free()
+        free = getattr(a.data.mem, "free", None)  # an empty array's memory is a bare Memory(0): nothing to free
+        if free is not None:
+            free()
 
     # ---- element-wise and reductions (our kernels) ----------------------------------------
 
@@ -457,10 +460,12 @@ class CuBLASBackend(Backend):
         rows, cols = a.shape
         if rows == 0:
             return self.zeros((1, cols))
-        chunks = math.ceil(rows / ROWS_PER_CHUNK)
+        # the chunks are grid.y, which CUDA caps at 65535: past 65535 * 128 rows, each chunk takes more rows
+        rows_per_chunk = max(ROWS_PER_CHUNK, math.ceil(rows / MAX_GRID_Y))
+        chunks = math.ceil(rows / rows_per_chunk)
         partial = self._cp.empty((chunks, cols), dtype=self.dtype)  # one partial sum per chunk of rows
         grid, block = (math.ceil(cols / COLUMN_TILE), chunks), (COLUMN_TILE, ROW_LANES)
-        sizes = (np.int32(rows), np.int32(cols), np.int32(ROWS_PER_CHUNK))
+        sizes = (np.int32(rows), np.int32(cols), np.int32(rows_per_chunk))
         if b is None:
             self._launch("reduce_columns.cu", "column_sums", grid, block, a, partial, *sizes)
         else:
