@@ -124,25 +124,23 @@ class GPT:
         logits, _ = self._forward(self.be.ids(ids.reshape(-1)), batch, seq_len)
         return logits
 
-    def loss(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1), forward only."""
+    def _upload_windows(self, windows: np.ndarray):
+        """(batch, seq_len, inputs, targets) for windows (B, T+1): one upload, then slices on the device."""
         windows = np.asarray(windows)
         batch, seq_len = self._check_ids(windows[:, :-1])
         on_device = self.be.ids(windows)  # (B, T+1)
-        logits, _ = self._forward(on_device[:, :-1].reshape(-1), batch, seq_len)
-        loss, _ = self.be.fused_softmax_ce_grad(logits, on_device[:, 1:].reshape(-1))
+        return batch, seq_len, on_device[:, :-1].reshape(-1), on_device[:, 1:].reshape(-1)  # (B*T,) each
+
+    def loss(self, windows: np.ndarray) -> float:
+        """Mean next-token loss of windows (B, T+1), forward only."""
+        batch, seq_len, inputs, targets = self._upload_windows(windows)
+        logits, _ = self._forward(inputs, batch, seq_len)
+        loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
         return loss
 
     def loss_and_backward(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad.
-
-        The windows go to the device once; inputs and targets are slices of them there.
-        """
-        windows = np.asarray(windows)
-        batch, seq_len = self._check_ids(windows[:, :-1])
-        on_device = self.be.ids(windows)  # (B, T+1)
-        inputs = on_device[:, :-1].reshape(-1)  # (B*T,)
-        targets = on_device[:, 1:].reshape(-1)  # (B*T,)
+        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad."""
+        batch, seq_len, inputs, targets = self._upload_windows(windows)
         logits, (h, norm_saved, block_saved) = self._forward(inputs, batch, seq_len)
         loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)
         dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)
