@@ -255,8 +255,7 @@ def run_single(args, settings: Settings) -> int:
         checkpoint_dir = args.model or args.resume or _path(settings.value("model")) or Path("checkpoints") / (label or name)
         check_not_clobbering(checkpoint_dir)
     paths = RunPaths(checkpoint_dir)
-    run_info = {"corpus": description, "corpus_file": file, "corpus_sha256": corpus_sha,
-                "best_val_loss": resume_state.get("best_val_loss"), "train_config": vars(train_config)}
+    run_info = make_run_info(description, file, corpus_sha, train_config, resume_state.get("best_val_loss"))
     print(f"corpus: {description}, vocabulary {tokenizer.size} characters")
     cfg = model.config
     print(f"model: {model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
@@ -309,8 +308,7 @@ def run_compare(args, settings: Settings) -> int:
         paths = RunPaths(None if base is None else base / spec.text)
         print(f"[{i}/{len(specs)}] {spec.text}: {model.n_params:,} parameters, d_model {config.d_model}, "
               f"{config.n_layers} layers, heads {list(config.head_dims)}, d_ff {config.d_ff}")
-        run_info = {"corpus": description, "corpus_file": settings.value("file"), "corpus_sha256": corpus_sha,
-                    "best_val_loss": None, "train_config": vars(train_config)}
+        run_info = make_run_info(description, settings.value("file"), corpus_sha, train_config)
         summary = Trainer(model, tokenizer.vocab, batches, val_tokens, train_config, paths,
                           Progress(args.quiet), run_info).run()
         plots += finish_run(summary, model, train_config, backend.name, spec.text)
@@ -320,6 +318,13 @@ def run_compare(args, settings: Settings) -> int:
     print_table(rows)
     draw_loss_plots(plots)
     return 130 if rows[-1][2].interrupted else 0
+
+
+def make_run_info(corpus: str, corpus_file: str | None, corpus_sha: str, train_config: TrainConfig,
+                  best_val_loss: float | None = None) -> dict:
+    """What a run keeps in train_state.json besides the step and data position: its corpus and settings."""
+    return {"corpus": corpus, "corpus_file": corpus_file, "corpus_sha256": corpus_sha,
+            "best_val_loss": best_val_loss, "train_config": vars(train_config)}
 
 
 def _path(value: str | None) -> Path | None:
