@@ -65,7 +65,6 @@ class TrainConfig:
     val_interval: float = 30.0  # seconds between validation passes
     eval_every: int = 0  # steps between validation passes; 0 = use val_interval
     save_every: int = 0  # steps between checkpoints; 0 = only at the end (and on Ctrl-C)
-    log_interval: int = 10
 
     def __post_init__(self) -> None:
         if self.steps < 0:
