@@ -53,3 +53,14 @@ def test_resume_gives_bit_identical_losses(tmp_path, monkeypatch, walk):
     one, two = metrics_losses(tmp_path / "one.metrics.jsonl"), metrics_losses(tmp_path / "two.metrics.jsonl")
     assert len(one) == len(two) == 200
     assert one == two  # bit-identical: the same floats, not merely close
+
+
+def test_resume_without_the_file_finds_the_corpus_from_another_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT)
+    assert main(["train", "text.txt", *TINY, "--steps", "3", "--model", "ck"]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["train", "--resume", str(tmp_path / "ck"), "--steps", "6", "--gen", "0", "--quiet"]) == 0
+    assert len(metrics_losses(tmp_path / "ck.metrics.jsonl")) == 6

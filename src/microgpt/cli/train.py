@@ -322,8 +322,10 @@ def run_compare(args, settings: Settings) -> int:
 
 def make_run_info(corpus: str, corpus_file: str | None, corpus_sha: str, train_config: TrainConfig,
                   best_val_loss: float | None = None) -> dict:
-    """What a run keeps in train_state.json besides the step and data position: its corpus and settings."""
-    return {"corpus": corpus, "corpus_file": corpus_file, "corpus_sha256": corpus_sha,
+    """What a run keeps in train_state.json besides the step and data position: its corpus (the file as an
+    absolute path, so a resume finds it from any directory) and settings."""
+    absolute = None if corpus_file is None else str(Path(corpus_file).resolve())
+    return {"corpus": corpus, "corpus_file": absolute, "corpus_sha256": corpus_sha,
             "best_val_loss": best_val_loss, "train_config": vars(train_config)}
 
 
