@@ -69,6 +69,10 @@ class Trainer:
         self.val_tokens, self.config, self.paths, self.progress = val_tokens, config, paths, progress
         self.run_info = run_info  # corpus and flags, kept in train_state.json
         self.best_val_loss: float | None = run_info.get("best_val_loss")
+        if val_tokens is not None:  # up to VAL_MAX_WINDOWS non-overlapping windows of seq_len + 1, made once
+            seq_len = model.config.seq_len
+            count = min(VAL_MAX_WINDOWS, (len(val_tokens) - 1) // seq_len)
+            self._val_windows = np.stack([val_tokens[s : s + seq_len + 1] for s in range(0, count * seq_len, seq_len)])
         self._stop_requested = False
 
     def train_state(self) -> dict:
@@ -80,17 +84,10 @@ class Trainer:
             save_checkpoint(directory, self.model, self.vocab, self.train_state())
 
     def validation_loss(self) -> float:
-        """Mean loss over up to VAL_MAX_WINDOWS non-overlapping windows of the held-out tokens."""
-        seq_len = self.model.config.seq_len
-        count = min(VAL_MAX_WINDOWS, (len(self.val_tokens) - 1) // seq_len)
-        starts = np.arange(count) * seq_len
-        windows = np.stack([self.val_tokens[s : s + seq_len + 1] for s in starts])  # (count, seq_len + 1)
-        total = 0.0
-        batch = max(1, self.config.batch_size)
-        for i in range(0, count, batch):
-            chunk = windows[i : i + batch]
-            total += self.model.loss(chunk) * len(chunk)
-        return total / count
+        """Mean loss over the held-out windows, batch_size windows per forward."""
+        windows, batch = self._val_windows, self.config.batch_size
+        chunks = [windows[i : i + batch] for i in range(0, len(windows), batch)]
+        return sum(self.model.loss(chunk) * len(chunk) for chunk in chunks) / len(windows)
 
     def run(self) -> RunSummary:
         cfg, params = self.config, self.model.params

@@ -213,7 +213,7 @@ class NumpyBackend(Backend):
         unique_ids, run_starts = np.unique(ids[order], return_index=True)
         d_token_emb[unique_ids, :d_model] += np.add.reduceat(grad[order, :d_model], run_starts, axis=0)
 
-    # ---- fused ops: one vectorised pass each ---------------------------------------------
+    # ---- fused attention softmax (the other fused ops use the base class's defaults) -------
 
     def fused_attn_softmax(self, scores, scale):
         cols = scores.shape[1]
@@ -229,15 +229,6 @@ class NumpyBackend(Backend):
             np.exp(x, out=x)
         x /= _row_sums(x)
         return x
-
-    def fused_attn_softmax_backward(self, s, ds, scale):
-        grad = self.softmax_backward(s, ds)
-        grad *= self.dtype.type(scale)
-        return grad
-
-    def fused_bias_relu(self, x, bias):
-        x += bias
-        return self.relu_forward(x)
 
     def _causal(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(future, past): (n, n) bool mask of j > i, and its complement as 1.0/0.0 weights; cached by size."""
