@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from microgpt.backends.constants import LN_EPS
+
 ROPE_BASE = 10000.0
-LN_EPS = 1e-5
 
 
 def head_groups(head_dims) -> list[tuple[int, int, int]]:

@@ -22,9 +22,9 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.backends.base import Backend
+from microgpt.backends.constants import MASKED_SCORE
 
 U32 = 2.0**-24  # float32 unit roundoff
-MASKED = -1e9
 ODD_COLS = [1, 33, 65, 127]  # not multiples of 32 (warp / tile edges on CUDA)
 
 
@@ -339,7 +339,7 @@ def test_causal_mask_single_block(backend, rows, cols):
     for i in range(rows):
         for j in range(cols):
             if j > i:
-                expected[i, j] = MASKED
+                expected[i, j] = MASKED_SCORE
     np.testing.assert_array_equal(get(backend, dev), expected)  # copies and a constant: exact
 
 
@@ -353,7 +353,7 @@ def test_causal_mask_batched_stacked_blocks(backend, blocks, seq_len):
     for i in range(blocks * seq_len):
         for j in range(seq_len):
             if j > i % seq_len:
-                expected[i, j] = MASKED
+                expected[i, j] = MASKED_SCORE
     np.testing.assert_array_equal(get(backend, view), expected)  # exact: in place, copies and a constant
 
 

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 
 from microgpt.backends.base import Backend, DeviceToHost, HostToDevice, Mat
+from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 from microgpt.backends.cuda_setup import _MODULES, _load_cupy, kernel_source
 
-LN_EPS = 1e-5
-ADAM_BETA1, ADAM_BETA2, ADAM_EPS = 0.9, 0.999, 1e-8
 MAX_ROW_THREADS = 256  # threads per block for the one-block-per-row kernels
 ELEMENT_THREADS = 256  # threads per block for the grid-stride element-wise kernels
 MAX_ELEMENT_BLOCKS = 65535

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from microgpt.backends.base import BackendUnavailable
+from microgpt.backends.constants import kernel_defines
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 INCLUDE_LINE = re.compile(r'^#include "([\w.]+\.cu)"$', re.MULTILINE)
@@ -30,13 +31,18 @@ def kernel_files() -> list[str]:
 
 
 def kernel_source(file_name: str) -> str:
-    """The text NVRTC compiles for one kernel file: each `#include "x.cu"` replaced by that file's text.
+    """The text NVRTC compiles for one kernel file: the shared constants as `#define`s, then the file with
+    each `#include "x.cu"` replaced by that file's text.
 
-    Pasting the includes in (rather than giving NVRTC an include path) puts them into CuPy's cache
-    key, so an edited helper can never be served from a stale cached binary.
+    Pasting the constants and includes in (rather than giving NVRTC an include path) puts them into
+    CuPy's cache key, so an edited helper or constant can never be served from a stale cached binary.
     """
+    return kernel_defines() + _expand_includes(file_name)
+
+
+def _expand_includes(file_name: str) -> str:
     text = (KERNEL_DIR / file_name).read_text(encoding="utf-8")
-    return INCLUDE_LINE.sub(lambda match: kernel_source(match.group(1)), text)
+    return INCLUDE_LINE.sub(lambda match: _expand_includes(match.group(1)), text)
 
 
 def _load_cupy():

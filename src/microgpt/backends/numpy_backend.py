@@ -20,11 +20,9 @@ from typing import Any
 import numpy as np
 
 from microgpt.backends.base import Backend, Mat
+from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
 
-LN_EPS = 1e-5
-ADAM_BETA1, ADAM_BETA2, ADAM_EPS = 0.9, 0.999, 1e-8
-MASKED = -1e9
 EXP_SAFE = 60.0  # |x| < 60: float32 exp(x) is a normal number and a row of a million of them sums finitely
 
 
@@ -123,12 +121,12 @@ class NumpyBackend(Backend):
 
     def causal_mask(self, scores):
         rows, cols = scores.shape
-        scores[np.triu(np.ones((rows, cols), dtype=bool), k=1)] = MASKED
+        scores[np.triu(np.ones((rows, cols), dtype=bool), k=1)] = MASKED_SCORE
 
     def causal_mask_batched(self, scores, seq_len):
         rows, cols = scores.shape
         positions = np.arange(rows)[:, None] % seq_len  # (rows, 1)
-        scores[np.arange(cols)[None, :] > positions] = MASKED
+        scores[np.arange(cols)[None, :] > positions] = MASKED_SCORE
 
     def bias_add(self, data, bias):
         data += bias
@@ -224,7 +222,7 @@ class NumpyBackend(Backend):
             np.exp(x, out=x)
             blocks *= past  # future positions weigh 0, exactly as exp(-1e9 - max) would
         else:
-            np.copyto(blocks, self.dtype.type(MASKED), where=future)
+            np.copyto(blocks, self.dtype.type(MASKED_SCORE), where=future)
             x -= x.max(axis=1, keepdims=True)
             np.exp(x, out=x)
         x /= _row_sums(x)

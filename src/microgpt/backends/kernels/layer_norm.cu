@@ -1,9 +1,7 @@
 // LayerNorm forward and the input gradient of its backward: one block per row,
-// two-pass mean and (biased) variance, eps 1e-5. The gamma/beta gradients are
+// two-pass mean and (biased) variance, eps LN_EPS (prepended by cuda_setup.kernel_source). The gamma/beta gradients are
 // column sums, done by reduce_columns.cu.
 #include "block_reduce.cu"
-
-#define LN_EPS 1e-5f
 
 extern "C" __global__ void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* out,
                                               float* norm, float* std_inv, int rows, int cols) {

@@ -4,8 +4,6 @@
 // memory, which keeps T = 4096 attention rows fine).
 #include "block_reduce.cu"
 
-#define MASKED_SCORE (-1e9f)
-
 // out[row] = softmax(x[row] * scale). With `causal`, row r is position p = r % cols
 // (rows are stacked (T, T) blocks): columns past p are masked and come out 0.
 extern "C" __global__ void softmax_rows(const float* x, float* out, int rows, int cols, float scale, int causal) {
@@ -42,7 +40,7 @@ extern "C" __global__ void softmax_backward(const float* s, const float* ds, flo
     }
 }
 
-// In place: scores[i, j] = -1e9 where j > i % period (period = rows for a single block).
+// In place: scores[i, j] = MASKED_SCORE where j > i % period (period = rows for a single block).
 extern "C" __global__ void causal_mask(float* scores, long long n, int cols, int period) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         const long long row = i / cols;
