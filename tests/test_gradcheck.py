@@ -90,6 +90,23 @@ def test_fused_attn_softmax_backward(be, blocks, t, scale):
     np.testing.assert_array_equal(analytic[future], 0.0)  # masked scores get no gradient
 
 
+@pytest.mark.parametrize("n,t,w", [(1, 1, 2), (2, 4, 3), (1, 6, 1)])
+def test_causal_attention_backward(be, n, t, w):
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.normal(size=(n, t, w)) for _ in range(3))
+    r = rng.normal(size=(n, t, w))
+    scale = 0.7
+
+    def f():
+        return np.sum(be.causal_attention(q, k, v, scale)[0] * r)
+
+    _, saved = be.causal_attention(q, k, v, scale)
+    dq, dk, dv = be.causal_attention_backward(r, saved, scale)
+    assert_grad(dq, numeric_grad(f, q), "causal_attention dq", allow_zero=t == 1)  # one key: q has no effect
+    assert_grad(dk, numeric_grad(f, k), "causal_attention dk", allow_zero=t == 1)
+    assert_grad(dv, numeric_grad(f, v), "causal_attention dv")
+
+
 @pytest.mark.parametrize("rows,cols", [(1, 1), (4, 5), (3, 33)])
 def test_layer_norm_backward(be, rows, cols):
     rng = np.random.default_rng(2)

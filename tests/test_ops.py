@@ -642,6 +642,63 @@ def test_fused_attn_softmax_backward(backend, blocks, t):
     assert_within(fused, default, 2 * atol)
 
 
+def causal_attention_expected(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+    """float64 attention, query by query: query i of Tq sees keys 0 .. Tk - Tq + i."""
+    n, tq, _ = q.shape
+    tk = k.shape[1]
+    out = np.zeros(q.shape)
+    for h in range(n):
+        for i in range(tq):
+            visible = tk - tq + i + 1
+            probs = softmax_row(list(q[h, i] @ k[h, :visible].T * scale))
+            out[h, i] = probs @ v[h, :visible]
+    return out
+
+
+# (heads, T, width): one position, T and widths not multiples of 32, a width of 1
+@pytest.mark.parametrize("n,t,w", [(1, 1, 1), (3, 5, 3), (2, 33, 16), (1, 65, 7)])
+def test_causal_attention(backend, n, t, w):
+    rng = _rng(31)
+    q, k, v = (seen(backend, rng.normal(scale=1.5, size=(n, t, w))) for _ in range(3))
+    scale = 1.0 / math.sqrt(w)
+    out, _ = backend.causal_attention(put(backend, q), put(backend, k), put(backend, v), scale)
+    expected = causal_attention_expected(q, k, v, scale)
+    # the softmax's relative error (see softmax_rtol) spread over a t-term weighted sum of |v|, plus the
+    # rounding of the w-term scores (w * u relative, times |q||k|, amplified by exp)
+    scores = np.abs(np.einsum("ntw,nsw->nts", q, k)) * scale
+    atol = (softmax_rtol(scores) + 2 * (w + t) * U32 * (1 + scores.max())) * np.abs(v).max()
+    assert_within(get(backend, out), expected, atol)
+
+
+@pytest.mark.parametrize("n,held,w", [(1, 1, 4), (2, 9, 3), (4, 40, 16)])
+def test_causal_attention_one_query_sees_every_key(backend, n, held, w):
+    rng = _rng(32)
+    q = seen(backend, rng.normal(size=(n, 1, w)))
+    k, v = (seen(backend, rng.normal(size=(n, held, w))) for _ in range(2))
+    out, _ = backend.causal_attention(put(backend, q), put(backend, k), put(backend, v), 0.5)
+    scores = np.abs(np.einsum("ntw,nsw->nts", q, k)) * 0.5
+    atol = (softmax_rtol(scores) + 2 * (w + held) * U32 * (1 + scores.max())) * np.abs(v).max()
+    assert_within(get(backend, out), causal_attention_expected(q, k, v, 0.5), atol)
+
+
+@pytest.mark.parametrize("n,t,w", [(1, 1, 2), (3, 4, 5), (2, 33, 8)])
+def test_causal_attention_backward_matches_the_default(backend, n, t, w):
+    """The backend's (possibly fused) backward against the materialised default, on the default's saved
+    probabilities: dq, dk and dv agree within float32 summation error."""
+    rng = _rng(33)
+    q, k, v, dout = (seen(backend, rng.normal(size=(n, t, w))) for _ in range(4))
+    scale = 1.0 / math.sqrt(w)
+    args = [put(backend, a) for a in (q, k, v)]
+    _, saved = backend.causal_attention(*args, scale)
+    grads = backend.causal_attention_backward(put(backend, dout), saved, scale)
+    _, default_saved = Backend.causal_attention(backend, *args, scale)
+    defaults = Backend.causal_attention_backward(backend, put(backend, dout), default_saved, scale)
+    atol = 8 * (t + w) * U32 * (1 + np.abs(q).max() * np.abs(k).max() * w) * np.abs(dout).max() * np.abs(v).max()
+    for name, got, want in zip(("dq", "dk", "dv"), grads, defaults):
+        assert get(backend, got).shape == (n, t, w), name
+        assert_within(get(backend, got), get(backend, want), atol)
+
+
 # ---- fused softmax + cross-entropy --------------------------------------------------------
 
 

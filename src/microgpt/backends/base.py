@@ -199,6 +199,37 @@ class Backend(abc.ABC):
         self.scale_(grad, scale)
         return grad
 
+    def causal_attention(self, q: Mat, k: Mat, v: Mat, scale: float) -> tuple[Mat, Any]:
+        """(out, saved) for n independent heads: q (n, Tq, w), k and v (n, Tk, w) with Tq <= Tk, query i at
+        position Tk - Tq + i; out (n, Tq, w) = softmax(q k^T * scale, keys after the query's position masked) v.
+
+        `saved` is whatever `causal_attention_backward` needs, in the backend's own form. This default
+        materialises the (n, Tq, Tk) probabilities; a backend may fuse it (flash attention) instead.
+        It covers the square case (training, a prompt) and one query against a cache (Tq = 1).
+        """
+        n, tq, w = q.shape
+        tk = k.shape[1]
+        scores = self.bmm(q, k, False, True)  # (n, Tq, Tk)
+        if tq == tk:
+            probs = self.fused_attn_softmax(scores.reshape(n * tq, tk), scale)  # (n*T, T)
+        elif tq == 1:  # the newest position sees every key
+            probs = self.softmax_rows(self.scale(scores.reshape(n, tk), scale))  # (n, Tk)
+        else:
+            raise ValueError(f"causal_attention: {tq} queries against {tk} keys; the default needs Tq = Tk or Tq = 1")
+        out = self.bmm(probs.reshape(n, tq, tk), v)  # (n, Tq, w)
+        return out, (q, k, v, probs)
+
+    def causal_attention_backward(self, dout: Mat, saved: Any, scale: float) -> tuple[Mat, Mat, Mat]:
+        """(dq, dk, dv), each (n, T, w), for dout (n, T, w) and the square forward's `saved`."""
+        q, k, v, probs = saved
+        n, t, _ = q.shape
+        dprobs = self.bmm(dout, v, False, True)  # (n, T, T)
+        dv = self.bmm(probs.reshape(n, t, t), dout, True, False)  # (n, T, w)
+        dscores = self.fused_attn_softmax_backward(probs, dprobs.reshape(n * t, t), scale).reshape(n, t, t)
+        dq = self.bmm(dscores, k)  # (n, T, w)
+        dk = self.bmm(dscores, q, True, False)  # (n, T, w)
+        return dq, dk, dv
+
     def fused_bias_relu(self, x: Mat, bias: Mat) -> tuple[Mat, Mat]:
         """bias_add(x, bias) then relu_forward(x); x is changed in place, as the reference does."""
         self.bias_add(x, bias)

@@ -74,16 +74,15 @@ class Attention:
         mixed = be.zeros(x.shape)  # (B*T, d): the heads' outputs side by side
         saved = []
         for g in self.groups:
-            n = g.count * batch  # (T, T) blocks in this group
+            n = g.count * batch  # (T, w) blocks in this group
             cos, sin = self.rope.tables(g.width, T)
             qg, kg, vg = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # each (n*T, w)
             be.rope_apply(qg, cos, sin)
             be.rope_apply(kg, cos, sin)
-            scores = be.bmm(qg.reshape(n, T, g.width), kg.reshape(n, T, g.width), False, True)  # (n, T, T)
-            probs = be.fused_attn_softmax(scores.reshape(n * T, T), 1.0 / math.sqrt(g.width))  # (n*T, T)
-            out = be.bmm(probs.reshape(n, T, T), vg.reshape(n, T, g.width))  # (n, T, w)
+            out, attn_saved = be.causal_attention(qg.reshape(n, T, g.width), kg.reshape(n, T, g.width),
+                                                  vg.reshape(n, T, g.width), 1.0 / math.sqrt(g.width))  # (n, T, w)
             merge_heads(mixed, out, g)
-            saved.append((qg, kg, vg, probs))
+            saved.append(attn_saved)
         return self.wo.forward(mixed), (x, mixed, saved)
 
     def backward(self, dy, cache, batch: int, seq_len: int):
@@ -91,16 +90,12 @@ class Attention:
         x, mixed, saved = cache
         dmixed = self.wo.backward(dy, mixed)  # (B*T, d)
         dq, dk, dv = be.zeros(x.shape), be.zeros(x.shape), be.zeros(x.shape)
-        for g, (qg, kg, vg, probs) in zip(self.groups, saved):
+        for g, attn_saved in zip(self.groups, saved):
             n, w = g.count * batch, g.width
             cos, sin = self.rope.tables(w, T)
             dout = split_heads(dmixed, g).reshape(n, T, w)
-            dprobs = be.bmm(dout, vg.reshape(n, T, w), False, True)  # (n, T, T)
-            dvg = be.bmm(probs.reshape(n, T, T), dout, True, False)  # (n, T, w)
-            dscores = be.fused_attn_softmax_backward(probs, dprobs.reshape(n * T, T), 1.0 / math.sqrt(w))
-            dscores = dscores.reshape(n, T, T)
-            dqg = be.bmm(dscores, kg.reshape(n, T, w)).reshape(n * T, w)
-            dkg = be.bmm(dscores, qg.reshape(n, T, w), True, False).reshape(n * T, w)
+            dqg, dkg, dvg = be.causal_attention_backward(dout, attn_saved, 1.0 / math.sqrt(w))  # each (n, T, w)
+            dqg, dkg = dqg.reshape(n * T, w), dkg.reshape(n * T, w)
             be.rope_apply_inverse(dqg, cos, sin)
             be.rope_apply_inverse(dkg, cos, sin)
             merge_heads(dq, dqg, g)
