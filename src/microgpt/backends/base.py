@@ -1,16 +1,18 @@
-"""The backend contract: every compute operation the model may ask for.
+"""The backend contract, in two parts: what training needs, and the rest of the reference's API.
 
-`Backend` lists the operations of `spec/ops.md` under the names given there
-(`add_` and `scale_` are the in-place twins of the reference's `add!` and
-`scale!`). A backend implements each abstract method; the three fused ops have
-default implementations built from the separate ones, as the reference has.
+`Backend` is what the model, trainer and tools call: plumbing to move data in
+and out (`zeros`, `from_host`, `to_host`, `ids`, `zero_`, `sum_rows`), the
+products (`matmul`, `matmul_into`, the 3-D batched `bmm`), and the row,
+element-wise, embedding and optimiser ops of spec/ops.md (`add_` and `scale_`
+are the in-place twins of `add!` and `scale!` there). A new backend implements
+its abstract methods and can train. The fused ops and `causal_attention` have
+default implementations built from the separate ones, to be fused later.
 
-Besides the contract ops, a backend provides a few plumbing methods the model
-needs to move data in and out and to batch its work: `zeros`, `from_host`,
-`to_host`, `ids`, `zero_`, `sum_rows`, `stack` and `bmm` (a 3-D batched matmul that the
-list-based `batched_matmul` is written on). `matmul` and `matmul_into` take
-optional transpose flags, and `matmul_into` can accumulate, so that parameter
-gradients are added into their buffers without a temporary.
+`ReferenceAPI` holds the operations of the reference's CuBLASBackend that
+nothing here calls (raw device memory, the cuBLAS handle, `release`,
+`transpose`, the list-based `batched_matmul` and its `stack`, the single-block
+`causal_mask`). The numpy and cuda backends keep them so code written against
+the reference API runs on them; a new backend may leave them out.
 
 A "Mat" is the backend's native 2-D array (numpy.ndarray, cupy.ndarray).
 """
@@ -36,7 +38,7 @@ class BackendUnavailable(RuntimeError):
 
 
 class Backend(abc.ABC):
-    """Abstract compute backend. Subclasses set `name` and implement every abstract method."""
+    """What training needs. Subclasses set `name` and `dtype` and implement every abstract method."""
 
     name: str = "abstract"
     dtype: np.dtype
@@ -84,24 +86,6 @@ class Backend(abc.ABC):
     ) -> None:
         """dst[...] = op(a) @ op(b) (or dst += with accumulate), no allocation."""
 
-    def batched_matmul(
-        self, a_list: Sequence[Mat], b_list: Sequence[Mat], transpose_a: bool, transpose_b: bool
-    ) -> list[Mat]:
-        """List of op(a_i) @ op(b_i), computed as one batched call."""
-        if len(a_list) != len(b_list):
-            raise ValueError(f"batched_matmul: {len(a_list)} left matrices but {len(b_list)} right ones")
-        if not a_list:
-            return []
-        out = self.bmm(self.stack(a_list), self.stack(b_list), transpose_a, transpose_b)
-        return [out[i] for i in range(out.shape[0])]
-
-    @abc.abstractmethod
-    def stack(self, mats: Sequence[Mat]) -> Mat:
-        """New (len, rows, cols) array from equally shaped matrices."""
-
-    @abc.abstractmethod
-    def transpose(self, a: Mat) -> Mat:
-        """New contiguous a.T."""
 
     @abc.abstractmethod
     def add(self, a: Mat, b: Mat) -> Mat:
@@ -119,9 +103,6 @@ class Backend(abc.ABC):
     def scale_(self, a: Mat, s: float) -> None:
         """In place a *= s."""
 
-    @abc.abstractmethod
-    def release(self, a: Mat) -> None:
-        """Free a's device memory now (a no-op where there is no device)."""
 
     # ---- element-wise and reductions ------------------------------------------------------
 
@@ -133,9 +114,6 @@ class Backend(abc.ABC):
     def softmax_backward(self, s: Mat, ds: Mat) -> Mat:
         """New s * (ds - rowsum(ds * s))."""
 
-    @abc.abstractmethod
-    def causal_mask(self, scores: Mat) -> None:
-        """In place: scores[i, j] = -1e9 for j > i."""
 
     @abc.abstractmethod
     def causal_mask_batched(self, scores: Mat, seq_len: int) -> None:
@@ -207,8 +185,7 @@ class Backend(abc.ABC):
         materialises the (n, Tq, Tk) probabilities; a backend may fuse it (flash attention) instead.
         It covers the square case (training, a prompt) and one query against a cache (Tq = 1).
         """
-        n, tq, w = q.shape
-        tk = k.shape[1]
+        n, tq, tk = q.shape[0], q.shape[1], k.shape[1]
         scores = self.bmm(q, k, False, True)  # (n, Tq, Tk)
         if tq == tk:
             probs = self.fused_attn_softmax(scores.reshape(n * tq, tk), scale)  # (n*T, T)
@@ -235,7 +212,20 @@ class Backend(abc.ABC):
         self.bias_add(x, bias)
         return self.relu_forward(x)
 
-    # ---- device memory --------------------------------------------------------------------
+    # ---- device -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """Wait for all queued device work (a no-op where there is no device)."""
+
+    @abc.abstractmethod
+    def finalize(self) -> None:
+        """Free everything the backend holds; idempotent."""
+
+
+class ReferenceAPI(abc.ABC):
+    """The reference CuBLASBackend's operations that the model, trainer and tools never call, kept for
+    compatibility with code written against that API. Mixed into a `Backend`, whose `bmm` it uses."""
 
     @abc.abstractmethod
     def gpu_alloc(self, size: int) -> int:
@@ -253,27 +243,56 @@ class Backend(abc.ABC):
     def gpu_download(self, dst: Any, src: int, size: int) -> None:
         """Copy `size` bytes from device to host."""
 
-    @abc.abstractmethod
-    def sync(self) -> None:
-        """Wait for all queued device work."""
-
     @property
     @abc.abstractmethod
     def handle(self) -> Any:
         """The backend's cuBLAS handle."""
 
     @abc.abstractmethod
-    def finalize(self) -> None:
-        """Free everything the backend holds; idempotent."""
+    def release(self, a: Mat) -> None:
+        """Free a's device memory now (a no-op where there is no device)."""
+
+    @abc.abstractmethod
+    def transpose(self, a: Mat) -> Mat:
+        """New contiguous a.T."""
+
+    def batched_matmul(
+        self, a_list: Sequence[Mat], b_list: Sequence[Mat], transpose_a: bool, transpose_b: bool
+    ) -> list[Mat]:
+        """List of op(a_i) @ op(b_i), computed as one batched call."""
+        if len(a_list) != len(b_list):
+            raise ValueError(f"batched_matmul: {len(a_list)} left matrices but {len(b_list)} right ones")
+        if not a_list:
+            return []
+        out = self.bmm(self.stack(a_list), self.stack(b_list), transpose_a, transpose_b)
+        return [out[i] for i in range(out.shape[0])]
+
+    @abc.abstractmethod
+    def stack(self, mats: Sequence[Mat]) -> Mat:
+        """New (len, rows, cols) array from equally shaped matrices."""
+
+    @abc.abstractmethod
+    def causal_mask(self, scores: Mat) -> None:
+        """In place: scores[i, j] = -1e9 for j > i."""
+
+
+def training_ops() -> list[str]:
+    """The operations of spec/ops.md that training uses (besides `Backend`'s plumbing), in Python spelling."""
+    return [
+        "matmul", "matmul_into", "add", "add_", "scale", "scale_", "softmax_rows", "softmax_backward",
+        "causal_mask_batched", "bias_add", "relu_forward", "relu_backward", "fused_bias_relu",
+        "layer_norm_forward", "layer_norm_backward", "adam_step", "rope_apply", "rope_apply_inverse",
+        "fused_attn_softmax", "fused_attn_softmax_backward", "fused_softmax_ce_grad", "embedding_gather",
+        "embedding_scatter_add", "sync", "finalize",
+    ]
+
+
+def reference_api_ops() -> list[str]:
+    """The rest of spec/ops.md: `ReferenceAPI`'s operations (its `stack` is plumbing for batched_matmul)."""
+    return ["batched_matmul", "transpose", "release", "causal_mask", "gpu_alloc", "gpu_free", "gpu_upload",
+            "gpu_download", "handle"]
 
 
 def contract_ops() -> list[str]:
-    """Every operation name of spec/ops.md, in Python spelling."""
-    return [
-        "matmul", "matmul_into", "batched_matmul", "transpose", "add", "add_", "scale", "scale_",
-        "release", "softmax_rows", "softmax_backward", "causal_mask", "causal_mask_batched", "bias_add",
-        "relu_forward", "relu_backward", "fused_bias_relu", "layer_norm_forward", "layer_norm_backward",
-        "adam_step", "rope_apply", "rope_apply_inverse", "fused_attn_softmax", "fused_attn_softmax_backward",
-        "fused_softmax_ce_grad", "embedding_gather", "embedding_scatter_add", "gpu_alloc", "gpu_free",
-        "gpu_upload", "gpu_download", "sync", "handle", "finalize",
-    ]
+    """Every operation name of spec/ops.md, in Python spelling: both parts."""
+    return training_ops() + reference_api_ops()

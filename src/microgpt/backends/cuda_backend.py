@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from microgpt.backends.base import Backend, DeviceToHost, HostToDevice, Mat
+from microgpt.backends.base import Backend, DeviceToHost, HostToDevice, Mat, ReferenceAPI
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
 from microgpt.backends.cuda_setup import _MODULES, _load_cupy, kernel_source
 
@@ -60,7 +60,7 @@ def _host_pointer(buffer: Any, size: int, op: str, writable: bool = False) -> in
     return buffer.ctypes.data
 
 
-class CuBLASBackend(Backend):
+class CuBLASBackend(Backend, ReferenceAPI):
     """float32 on the current CuPy device. Raises BackendUnavailable when CuPy, a GPU or cuBLAS is missing."""
 
     name = "cuda"

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from microgpt.backends.base import Backend, Mat
+from microgpt.backends.base import Backend, Mat, ReferenceAPI
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
 
 EXP_SAFE = 60.0  # |x| < 60: float32 exp(x) is a normal number and a row of a million of them sums finitely
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(Backend, ReferenceAPI):
     name = "numpy"
 
     def __init__(self, dtype: Any = np.float32):
