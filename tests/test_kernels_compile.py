@@ -27,7 +27,7 @@ import pytest
 
 from microgpt.backends import BackendUnavailable, cuda_backend, resolve_auto
 from microgpt.backends.cuda_backend import CuBLASBackend
-from microgpt.backends.cuda_setup import INCLUDE_LINE, KERNEL_DIR, kernel_files, kernel_source
+from microgpt.backends.cuda_setup import INCLUDE_LINE, kernel_files, kernel_source
 
 NVCC = shutil.which("nvcc")
 NVRTC_ARCH = "--gpu-architecture=compute_90"  # the H100/H200 generation; any supported arch would do

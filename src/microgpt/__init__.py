@@ -3,6 +3,15 @@
 The compute lives behind a pluggable backend (`microgpt.backends`): NumPy on
 the CPU, CuPy and cuBLAS on a GPU. The model (`microgpt.model`) is written once
 against that contract, with a hand-written backward pass and Adam.
+`microgpt.train(...)` trains from Python (see microgpt/run.py).
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "train":  # imported on first use, so `import microgpt` stays light
+        from microgpt.run import train
+
+        return train
+    raise AttributeError(f"module 'microgpt' has no attribute {name!r}")

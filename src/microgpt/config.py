@@ -1,8 +1,13 @@
-"""Configuration dataclasses and the parsers for head layouts.
+"""The settings of a run, each declared once: its default, type, help text and check.
 
-`ModelConfig` is the model's shape (what a checkpoint's config.json records);
-`TrainConfig` is how a run trains. `parse_heads` reads `--heads` (a count,
-explicit widths, or one of the reference's named sets).
+`ModelConfig` is the model's shape (what a checkpoint's config.json records),
+`TrainConfig` is how a run trains, and `RunConfig` is where it runs and what it
+writes. Every field made with `setting(...)` is a user setting: the train
+command's flag (`--d-model` for d_model), the key of a named run in YAML
+(`d_model`), its help line and the README's flag table are all derived from the
+field (see `settings_fields`), and `__post_init__` holds every value to the
+same check. `parse_heads` reads a `--heads` value (a count, explicit widths, or
+a named set).
 """
 
 from __future__ import annotations
@@ -10,29 +15,111 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-# The reference's named head sets; a named set fixes d_model to its sum.
+from microgpt.checks import (
+    BACKEND,
+    HEADS,
+    PATH,
+    POSITIVE_NUMBER,
+    SIZE,
+    SWITCH,
+    Check,
+    ConfigError,
+    whole,
+)
+
+# Named head sets; a named set fixes d_model to its sum.
 NAMED_HEADS: dict[str, tuple[int, ...]] = {
     "exponential": (1, 2, 4, 8, 16, 32),
     "prime": (2, 3, 5, 7, 11, 13, 23),
     "pyramid": (16, 8, 8, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2),
     "ones": (1,) * 64,
 }
+DEFAULT_HEAD_COUNT = 4  # without --heads, d_model is split into this many equal heads
+
+__all__ = ["NAMED_HEADS", "ConfigError", "ModelConfig", "RunConfig", "TrainConfig", "parse_heads", "settings_fields"]
 
 
-class ConfigError(ValueError):
-    """An invalid configuration value; the message names it and says how to fix it."""
+def setting(default, help: str, check: Check, *, key: str | None = None, shown_default: str | None = None,
+            metavar: str | None = None):
+    """A dataclass field that is a user setting.
+
+    `key` names the flag and YAML key when it differs from the field's name; `shown_default` describes a
+    default that is computed rather than fixed (None standing for "seq-len", say).
+    """
+    metadata = {"help": help, "check": check, "key": key, "shown_default": shown_default, "metavar": metavar}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class SettingField:
+    """One user setting, as the CLI, the YAML loader and the docs see it."""
+
+    key: str  # YAML key and flag name with underscores: "d_model", "heads"
+    field: str  # the dataclass field: "d_model", "head_dims"
+    owner: type  # ModelConfig, TrainConfig or RunConfig
+    default: object
+    help: str
+    check: Check
+    shown_default: str | None
+    metavar: str | None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    @property
+    def flag_metavar(self) -> str | None:
+        """The flag's value as help shows it: the declared metavar, N for whole numbers, else argparse's."""
+        return self.metavar or ("N" if self.check.kind.startswith("a whole number") else None)
+
+    @property
+    def default_text(self) -> str:
+        """The default as the help and the README show it."""
+        if self.shown_default is not None:
+            return self.shown_default
+        return self.check.show(self.default)
+
+
+def settings_fields(*owners: type) -> list[SettingField]:
+    """The user settings of the given dataclasses (all three by default), in declaration order."""
+    fields = []
+    for owner in owners or (ModelConfig, TrainConfig, RunConfig):
+        for f in dataclasses.fields(owner):
+            if "check" in f.metadata:
+                m = f.metadata
+                fields.append(SettingField(m["key"] or f.name, f.name, owner, f.default, m["help"], m["check"],
+                                           m["shown_default"], m["metavar"]))
+    return fields
+
+
+def _check_fields(config) -> None:
+    """Hold every setting of a config dataclass to its check; the message names the flag."""
+    for f in settings_fields(type(config)):
+        value = getattr(config, f.field)
+        if value is None and f.default is None:
+            continue  # an optional setting left unset
+        try:
+            f.check.validate(value)
+        except ValueError as exc:
+            raise ConfigError(f"{f.flag} must be {exc}, got {value!r}") from None
 
 
 @dataclass
 class ModelConfig:
     vocab_size: int
-    d_model: int = 64
-    n_layers: int = 2
-    head_dims: tuple[int, ...] = (16, 16, 16, 16)
-    d_ff: int = 256
-    seq_len: int = 128
+    d_model: int = setting(64, "model width", whole(1))
+    n_layers: int = setting(2, "transformer blocks", whole(1))
+    head_dims: tuple[int, ...] | None = setting(
+        None, "a head count (4), explicit widths (8,8,16,32), or a named set: uniform (4 equal), "
+        "exponential (1,2,4,8,16,32), prime (2,3,5,7,11,13,23), pyramid (16,8,8,4,4,4,4,2x8), ones (64x1); "
+        "a named set or width list fixes d_model to its sum", HEADS, key="heads",
+        shown_default=str(DEFAULT_HEAD_COUNT), metavar="H")
+    d_ff: int = setting(256, "feed-forward width", whole(1))
+    seq_len: int = setting(128, "context length in characters", whole(1), metavar="T")
 
     def __post_init__(self) -> None:
+        if self.head_dims is None:
+            self.head_dims = parse_heads(str(DEFAULT_HEAD_COUNT), self.d_model)[0]
         self.head_dims = tuple(int(w) for w in self.head_dims)
         for name in ("vocab_size", "d_model", "n_layers", "d_ff", "seq_len"):
             if int(getattr(self, name)) < 1:
@@ -55,34 +142,40 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 10000
-    seed: int = 42
-    lr: float = 3e-4
-    batch_size: int = 1
-    stride: int | None = None  # tokens between sequential windows; None = seq_len
-    random_batches: bool = False
-    val_tokens: int = 0
-    val_interval: float = 30.0  # seconds between validation passes
-    eval_every: int = 0  # steps between validation passes; 0 = use val_interval
-    save_every: int = 0  # steps between checkpoints; 0 = only at the end (and on Ctrl-C)
+    steps: int = setting(10000, "train until step N (a total: a resumed run continues to it)", whole(0))
+    seed: int = setting(42, "seeds the initial weights and the random batches", whole(None), metavar="S")
+    lr: float = setting(3e-4, "Adam learning rate (β 0.9, 0.999, ε 1e-8, bias-corrected)", POSITIVE_NUMBER,
+                        metavar="X")
+    batch_size: int = setting(1, "sequences per step", whole(1), metavar="B")
+    stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
+                                 shown_default="seq-len")
+    random_batches: bool = setting(False, "seeded random windows instead of the sequential walk", SWITCH)
+    val_tokens: int = setting(0, "hold out the last N characters for validation", whole(0))
+    val_interval: float = setting(30.0, "seconds between validation passes", POSITIVE_NUMBER, metavar="S")
+    eval_every: int = setting(0, "validate every N steps instead of every --val-interval seconds (0: by time)",
+                              whole(0))
+    save_every: int = setting(0, "also save every N steps (always at the end, and on Ctrl-C; 0: only then)",
+                              whole(0))
 
     def __post_init__(self) -> None:
-        if self.steps < 0:
-            raise ConfigError(f"--steps must be 0 or more, got {self.steps}")
-        if not self.lr > 0:
-            raise ConfigError(f"--lr must be positive, got {self.lr}")
-        if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be at least 1, got {self.batch_size}")
-        if self.val_tokens < 0:
-            raise ConfigError(f"--val-tokens must be 0 or more, got {self.val_tokens}")
-        if self.save_every < 0:
-            raise ConfigError(f"--save-every must be 0 or more, got {self.save_every}")
-        if self.eval_every < 0:
-            raise ConfigError(f"--eval-every must be 0 or more, got {self.eval_every}")
-        if not self.val_interval > 0:
-            raise ConfigError(f"--val-interval must be a positive number of seconds, got {self.val_interval}")
-        if self.stride is not None and self.stride < 1:
-            raise ConfigError(f"--stride must be at least 1, got {self.stride}")
+        _check_fields(self)
+
+
+@dataclass
+class RunConfig:
+    backend: str = setting("auto", "compute backend; auto picks cuda when a GPU is usable, and says which",
+                           BACKEND, metavar="NAME")
+    max_memory: int = setting(3 * 1024**3, "refuse a step estimated to need more, e.g. 512MiB, 8GiB", SIZE,
+                              metavar="SIZE")
+    gen: int = setting(200, "characters to sample after training (0: none; none with --compare)", whole(0))
+    file: str | None = setting(None, "UTF-8 text to train on", PATH,
+                               shown_default="Python's bundled docs", metavar="FILE")
+    model: str | None = setting(None, "checkpoint directory to write (with --compare, the directory holding "
+                                "one checkpoint per spec)", PATH, shown_default="checkpoints/<run id or file name>",
+                                metavar="DIR")
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
 
 
 def parse_heads(text: str, d_model: int) -> tuple[tuple[int, ...], int]:

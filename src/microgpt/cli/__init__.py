@@ -15,7 +15,7 @@ from microgpt.backends import BackendUnavailable
 from microgpt.checkpoint import CheckpointError
 from microgpt.config import ConfigError
 from microgpt.data import DataError
-from microgpt.train import TrainingStopped
+from microgpt.trainer import TrainingStopped
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped)
 EXIT_USER_ERROR = 2

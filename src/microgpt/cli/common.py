@@ -1,9 +1,14 @@
-"""Flag types shared by the subcommands: typed parsers that give argparse a clear message."""
+"""Flags shared by the subcommands: the setting flags made from the config dataclasses, and typed number
+parsers that give argparse a clear message."""
 
 from __future__ import annotations
 
 import argparse
 import math
+
+from microgpt.checks import Switch
+from microgpt.config import SettingField
+from microgpt.settings import FIELDS
 
 
 def _number_parser(convert, kind: str, minimum: float, strict: bool):
@@ -24,12 +29,35 @@ def _number_parser(convert, kind: str, minimum: float, strict: bool):
 
 positive_int = _number_parser(int, "whole number", 0, strict=True)
 non_negative_int = _number_parser(int, "whole number", 0, strict=False)
-positive_float = _number_parser(float, "number", 0, strict=True)
 non_negative_float = _number_parser(float, "number", 0, strict=False)
 
 
-def add_backend_flag(parser: argparse.ArgumentParser) -> None:
-    from microgpt.backends import CHOICES
+def _flag_type(field: SettingField):
+    """argparse's type for a setting: its check reading the text, with the check's words on failure."""
 
-    parser.add_argument("--backend", choices=CHOICES, default="auto",
-                        help="compute backend; auto picks cuda when a GPU is usable, else numpy (default: auto)")
+    def parse(text: str):
+        try:
+            return field.check.from_text(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"must be {exc}, got {text!r}") from None
+
+    parse.__name__ = field.key  # argparse names the type in some messages
+    return parse
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField]) -> None:
+    """One flag per setting. Every flag defaults to None, so that a value given can be told from the default
+    (a named run or a checkpoint may supply it); the help shows the declared default."""
+    for field in fields:
+        help_text = f"{field.help} (default: {field.default_text})"
+        if isinstance(field.check, Switch):
+            parser.add_argument(field.flag, action="store_true", default=None, help=help_text)
+        else:
+            parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar, help=help_text)
+
+
+def add_backend_flag(parser: argparse.ArgumentParser) -> None:
+    """--backend as train has it, with its declared default (for the commands without the other settings)."""
+    field = FIELDS["backend"]
+    parser.add_argument(field.flag, choices=field.check.options, default=field.default,
+                        help=f"{field.help} (default: {field.default_text})")

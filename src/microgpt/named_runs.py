@@ -2,8 +2,8 @@
 
 The file has a `runs:` mapping of run id -> settings, and optionally a
 `defaults:` mapping merged under every run. Settings are named like the train
-flags, with underscores (d_model for --d-model); each is checked for its type
-here, and its value by the same code that checks the flag:
+flags, with underscores (d_model for --d-model); each is read and checked by
+the same `Check` as the flag (microgpt/config.py declares both):
 
     defaults:
       steps: 2000
@@ -22,75 +22,11 @@ from pathlib import Path
 
 import yaml
 
-from microgpt.backends import CHOICES
-from microgpt.config import ConfigError
-from microgpt.memory import parse_size
+from microgpt.config import ConfigError, settings_fields
 
-
-def _whole(minimum: int | None):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError("a whole number")
-        if minimum is not None and value < minimum:
-            raise ValueError(f"a whole number of at least {minimum}")
-        return value
-    return check
-
-
-def _positive_number(value):
-    if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError("a number") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError("a positive number")
-    return float(value)
-
-
-def _flag(value):
-    if not isinstance(value, bool):
-        raise TypeError("true or false")
-    return value
-
-
-def _heads(value):
-    """A count (4), widths ([8, 8, 16, 32] or "8,8,16,32") or a named set, as the --heads text."""
-    if isinstance(value, list) and value and all(isinstance(w, int) and not isinstance(w, bool) for w in value):
-        return ",".join(str(w) for w in value)
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
-        return str(value)
-    raise ValueError("a head count, a list of widths or a named set")
-
-
-def _backend(value):
-    if value not in CHOICES:
-        raise ValueError(f"one of {', '.join(CHOICES)}")
-    return value
-
-
-def _size(value):
-    try:
-        return parse_size(value)
-    except ConfigError:
-        raise ValueError("a memory size such as 3GiB, 512MiB or a number of bytes") from None
-
-
-def _path(value):
-    if not isinstance(value, str) or not value:
-        raise ValueError("a path")
-    return value
-
-
-# The settings a run may give, named like the train flags; each checker returns the clean value or raises
-# TypeError or ValueError naming what was expected.
-KEYS = {
-    "steps": _whole(0), "seed": _whole(None), "lr": _positive_number, "batch_size": _whole(1),
-    "d_model": _whole(1), "n_layers": _whole(1), "d_ff": _whole(1), "heads": _heads, "seq_len": _whole(1),
-    "stride": _whole(1), "random_batches": _flag, "val_tokens": _whole(0), "val_interval": _positive_number,
-    "eval_every": _whole(0), "save_every": _whole(0), "backend": _backend, "max_memory": _size,
-    "gen": _whole(0), "file": _path, "model": _path,
-}
+# The settings a run may give, named like the train flags (every user setting of the config dataclasses);
+# each is read by its check, which raises ValueError naming what was expected.
+KEYS = {f.key: f.check for f in settings_fields()}
 PATH_KEYS = ("file", "model")
 
 
@@ -151,8 +87,8 @@ def _check_settings(settings, where: str, path: Path) -> dict:
         if key not in KEYS:
             raise ConfigError(f"{where}: unknown setting {key!r}; the settings are: {', '.join(KEYS)}")
         try:
-            values[key] = KEYS[key](value)
-        except (TypeError, ValueError) as exc:
+            values[key] = KEYS[key].from_yaml(value)
+        except ValueError as exc:
             raise ConfigError(f"{where}: {key} must be {exc}, not {value!r}") from None
         if key in PATH_KEYS:
             values[key] = str(path.parent / values[key])

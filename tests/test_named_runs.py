@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from microgpt.config import ConfigError
-from microgpt.configs import KEYS, load_run
+from microgpt.named_runs import KEYS, load_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "configs.yaml"
 

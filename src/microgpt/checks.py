@@ -1,0 +1,197 @@
+"""The kinds of value a setting can take, each read and checked one way everywhere.
+
+A `Check` turns a flag's text (`from_text`, for argparse) or a YAML value
+(`from_yaml`) into a clean value, and `validate`s a value however it arrived
+(a flag, a named run, a checkpoint, Python code). Each raises ValueError with
+words that finish the sentence "<setting> must be ...". `ConfigError` is the
+user-facing error for a bad setting: its message names the setting and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names it and says how to fix it."""
+
+
+class Check:
+    """A kind of value. Subclasses set `kind` (what the value must be) and override what differs."""
+
+    kind = "a value"
+
+    def from_text(self, text: str):
+        """The value of a flag's text."""
+        return self.validate(text)
+
+    def from_yaml(self, value):
+        """The value of a YAML scalar or list."""
+        return self.validate(value)
+
+    def validate(self, value):
+        """The value itself when it is allowed; ValueError(self.kind) otherwise."""
+        raise NotImplementedError
+
+    def show(self, value) -> str:
+        """The value as help and docs print it."""
+        return str(value)
+
+
+class Whole(Check):
+    """An int (not a bool), at least `minimum` when one is given."""
+
+    def __init__(self, minimum: int | None):
+        self.minimum = minimum
+        self.kind = "a whole number" + ("" if minimum is None else f" of at least {minimum}")
+
+    def from_text(self, text: str):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(self.kind) from None
+        return self.validate(value)
+
+    def validate(self, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(self.kind)  # noqa: TRY004 - one error kind for every bad value
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(self.kind)
+        return value
+
+
+def whole(minimum: int | None) -> Whole:
+    return Whole(minimum)
+
+
+class PositiveNumber(Check):
+    """A finite float above 0 (YAML's 3e-4, without a dot, arrives as a string and is read as a number)."""
+
+    kind = "a positive number"
+
+    def from_text(self, text: str):
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError("a number") from None
+        return self.validate(value)
+
+    def from_yaml(self, value):
+        return self.from_text(value) if isinstance(value, str) else self.validate(value)
+
+    def validate(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(self.kind)
+        return float(value)
+
+    def show(self, value) -> str:
+        """3e-4 rather than 0.0003; 30 rather than 30.0."""
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}" if abs(int(exponent)) >= 3 else f"{value:g}"
+
+
+class Switch(Check):
+    """On or off: a flag without a value, or true/false in YAML."""
+
+    kind = "true or false"
+
+    def validate(self, value):
+        if not isinstance(value, bool):
+            raise ValueError(self.kind)  # noqa: TRY004 - one error kind for every bad value
+        return value
+
+    def show(self, value) -> str:
+        return "on" if value else "off"
+
+
+class Choice(Check):
+    """One of a fixed set of names; the set is read when first needed (the backend registry)."""
+
+    def __init__(self, options):
+        self._options = options
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return tuple(self._options())
+
+    @property
+    def kind(self) -> str:
+        return f"one of {', '.join(self.options)}"
+
+    def validate(self, value):
+        if value not in self.options:
+            raise ValueError(self.kind)
+        return value
+
+
+class Size(Check):
+    """A number of bytes, from "3GiB", "512MiB", "1.5GB" or a plain number."""
+
+    kind = "a memory size such as 3GiB, 512MiB or a number of bytes"
+
+    def validate(self, value):
+        from microgpt.memory import parse_size  # memory.py needs the configs, so it is imported late
+
+        if isinstance(value, bool):
+            raise ValueError(self.kind)  # noqa: TRY004 - one error kind for every bad value
+        try:
+            return parse_size(value)
+        except ConfigError:
+            raise ValueError(self.kind) from None
+
+    def show(self, value) -> str:
+        from microgpt.memory import format_bytes
+
+        return format_bytes(value).replace(".0 ", "").replace(" ", "")
+
+
+class Path(Check):
+    """A non-empty path, kept as text."""
+
+    kind = "a path"
+
+    def validate(self, value):
+        if not isinstance(value, str) or not value:
+            raise ValueError(self.kind)
+        return value
+
+
+class Heads(Check):
+    """A head layout as --heads text: a count, widths ("8,8,16,32" or a YAML list) or a named set.
+
+    The text is kept as given; `config.parse_heads` resolves it against d_model. As a ModelConfig value it
+    is a tuple of widths.
+    """
+
+    kind = "a head count, a list of widths or a named set"
+
+    def from_text(self, text: str):
+        if not text.strip():
+            raise ValueError(self.kind)
+        return text
+
+    def from_yaml(self, value):
+        if isinstance(value, list) and value and all(isinstance(w, int) and not isinstance(w, bool) for w in value):
+            return ",".join(str(w) for w in value)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return self.from_text(str(value))
+        raise ValueError(self.kind)
+
+    def validate(self, value):
+        if isinstance(value, (tuple, list)) and all(isinstance(w, int) and not isinstance(w, bool) for w in value):
+            return value
+        raise ValueError("a list of head widths")
+
+
+def _backend_choices():
+    from microgpt.backends import CHOICES
+
+    return CHOICES
+
+
+POSITIVE_NUMBER = PositiveNumber()
+SWITCH = Switch()
+BACKEND = Choice(_backend_choices)
+SIZE = Size()
+PATH = Path()
+HEADS = Heads()

@@ -1,0 +1,45 @@
+"""The README's table of `microgpt train` flags, made from the same declarations as the flags themselves.
+
+`python -m microgpt.cli.flag_table` prints it; tests/test_flag_table.py fails
+when the README's copy (between the two marker lines) drifts from it.
+"""
+
+from __future__ import annotations
+
+from microgpt.checks import Switch
+from microgpt.cli.train import INVOCATION_FLAGS
+from microgpt.settings import FIELDS
+
+BEGIN = "<!-- train flags: made by `python -m microgpt.cli.flag_table`; a test checks this table -->"
+END = "<!-- end of train flags -->"
+
+
+def flag_table() -> str:
+    """The markdown table: FILE, one row per setting (flag, meaning, default), then the invocation flags."""
+    rows = ["| flag | meaning | default |", "| --- | --- | --- |"]
+    for field in FIELDS.values():
+        if field.key == "file":
+            name = "`FILE`"
+        elif isinstance(field.check, Switch):
+            name = f"`{field.flag}`"
+        else:
+            name = f"`{field.flag} {field.flag_metavar or 'VALUE'}`"
+        rows.append(f"| {name} | {_cell(field.help)} | {_cell(field.default_text)} |")
+    for flags, keywords in INVOCATION_FLAGS:
+        metavar = f" {keywords['metavar']}" if "metavar" in keywords else ""
+        rows.append(f"| `{flags[0]}{metavar}` | {_cell(keywords['help'])} | |")
+    return "\n".join(rows)
+
+
+def _cell(text: str) -> str:
+    """Text safe in a markdown table cell: pipes escaped, and anything with <angle brackets> as code."""
+    text = text.replace("|", "\\|")
+    return f"`{text}`" if "<" in text and len(text) < 40 else text.replace("<", "&lt;")
+
+
+def readme_block() -> str:
+    return f"{BEGIN}\n{flag_table()}\n{END}"
+
+
+if __name__ == "__main__":
+    print(readme_block())

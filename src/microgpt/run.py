@@ -1,0 +1,271 @@
+"""A training run, from settings to a trained model and everything written beside it.
+
+`prepare` turns `Settings` into a ready `Run`: the backend, the corpus and its
+tokenizer, the model (new, or restored from a checkpoint to resume), the
+batches, the held-out tokens and where the checkpoint goes, after every check
+that can fail early (shapes, memory, a directory that is not a checkpoint).
+`Run.train` runs the `Trainer`; `Run.finish` appends the results line and draws
+the loss plot. `prepare_compare` does the same for several model specs on the
+same data. `train` is the whole thing in one call, for use from Python:
+
+    import microgpt
+    run, summary = microgpt.train("input.txt", steps=2000, d_model=128, batch_size=16)
+    print(run.sample(200))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.backends import Backend, get_backend, resolve_auto
+from microgpt.checkpoint import CONFIG, load_checkpoint
+from microgpt.config import ConfigError, ModelConfig, TrainConfig
+from microgpt.data import (
+    CharTokenizer,
+    RandomBatches,
+    SequentialBatches,
+    default_corpus,
+    read_corpus,
+    split_validation,
+)
+from microgpt.memory import check_memory
+from microgpt.model import GPT
+from microgpt.plot import plot_available, write_loss_plot
+from microgpt.progress import Progress
+from microgpt.sample import generate
+from microgpt.settings import Settings
+from microgpt.specs import ModelSpec, format_spec, parse_spec_list
+from microgpt.trainer import RunPaths, RunSummary, Trainer
+
+DEFAULT_CORPUS_NAME = "python-docs"
+RESULTS_LOG = "results.jsonl"
+SPEC_SHAPE_KEYS = ("d_model", "heads", "n_layers")  # what a --compare spec fixes
+
+
+@dataclass
+class Corpus:
+    text: str
+    description: str  # "FILE (N characters)", for messages and the checkpoint
+    name: str  # the default checkpoint name
+    file: str | None  # None: the bundled Python docs
+    sha256: str
+
+    @classmethod
+    def load(cls, file: str | None) -> Corpus:
+        if file is None:
+            text, description = default_corpus()
+            name = DEFAULT_CORPUS_NAME
+        else:
+            text = read_corpus(file)
+            description, name = f"{file} ({len(text):,} characters)", Path(file).stem
+        return cls(text, description, name, file, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def run_info(self, train_config: TrainConfig, best_val_loss: float | None = None) -> dict:
+        """What a run keeps in train_state.json besides the step and data position: its corpus (the file as an
+        absolute path, so a resume finds it from any directory) and settings."""
+        absolute = None if self.file is None else str(Path(self.file).resolve())
+        return {"corpus": self.description, "corpus_file": absolute, "corpus_sha256": self.sha256,
+                "best_val_loss": best_val_loss, "train_config": vars(train_config)}
+
+
+@dataclass
+class Run:
+    """One training run, ready to train: the model, its data, its settings and where it writes."""
+
+    model: GPT
+    tokenizer: CharTokenizer
+    corpus: Corpus
+    batches: SequentialBatches | RandomBatches
+    val_tokens: np.ndarray | None
+    train_config: TrainConfig
+    paths: RunPaths
+    run_info: dict
+    label: str | None  # the run id or spec, for results.jsonl and the plot title
+    resumed: bool = False
+
+    def train(self, progress: Progress | None = None) -> RunSummary:
+        progress = progress or Progress(quiet=True)
+        trainer = Trainer(self.model, self.tokenizer.vocab, self.batches, self.val_tokens, self.train_config,
+                          self.paths, progress, self.run_info)
+        return trainer.run()
+
+    def finish(self, summary: RunSummary) -> Path | None:
+        """After a run that saved a checkpoint: one line in results.jsonl beside it, and the loss plot where
+        matplotlib is installed. Returns the plot's path, or None when none was drawn."""
+        if summary.checkpoint is None or summary.steps_run == 0:
+            return None
+        self._log_result(summary)
+        if not plot_available():
+            return None
+        cfg = self.model.config
+        title = (f"{self.label or summary.checkpoint.name}: {format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff)}, "
+                 f"{self.model.n_params:,} parameters")
+        return write_loss_plot(self.paths.metrics, summary.checkpoint.with_name(summary.checkpoint.name + ".loss.png"),
+                               title)
+
+    def sample(self, n_tokens: int, prompt: str = "", temperature: float = 0.8, seed: int | None = None,
+               on_text=None) -> str:
+        """n_tokens characters from the trained model (the run's seed unless one is given)."""
+        seed = self.train_config.seed if seed is None else seed
+        return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
+                        on_text=on_text)
+
+    def _log_result(self, summary: RunSummary) -> None:
+        """One line in results.jsonl beside a saved checkpoint: what was trained, how long, and how well."""
+        cfg, tc = self.model.config, self.train_config
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run": self.label,
+            "spec": format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff), "d_model": cfg.d_model,
+            "n_layers": cfg.n_layers, "head_dims": list(cfg.head_dims), "d_ff": cfg.d_ff, "seq_len": cfg.seq_len,
+            "vocab_size": cfg.vocab_size, "parameters": self.model.n_params, "steps": summary.steps,
+            "steps_run": summary.steps_run, "batch_size": tc.batch_size, "lr": tc.lr,
+            "final_loss": summary.final_loss, "val_loss": summary.val_loss, "best_val_loss": summary.best_val_loss,
+            "seconds": round(summary.seconds, 3), "tokens_per_sec": round(summary.tokens_per_sec, 1),
+            "backend": self.model.be.name, "checkpoint": str(summary.checkpoint), "interrupted": summary.interrupted,
+        }
+        with open(summary.checkpoint.parent / RESULTS_LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+
+
+def start_backend(name: str) -> tuple[Backend, str | None]:
+    """The backend a run asked for, and for "auto" a note saying which one it picked and why."""
+    if name != "auto":
+        return get_backend(name), None
+    picked = resolve_auto()
+    return get_backend(picked), f"backend: {picked} (auto: {'a GPU is usable' if picked == 'cuda' else 'no usable GPU'})"
+
+
+def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig):
+    if config.random_batches:
+        return RandomBatches(train_tokens, seq_len, config.batch_size, config.seed)
+    return SequentialBatches(train_tokens, seq_len, config.batch_size, config.stride)
+
+
+def check_not_clobbering(directory: Path) -> None:
+    """Saving replaces the whole checkpoint directory, so it must not be a directory of other things."""
+    if directory.is_dir() and not (directory / CONFIG).exists() and any(directory.iterdir()):
+        raise ConfigError(f"{directory} exists and is not a checkpoint (it holds other files, e.g. --compare "
+                          "checkpoints); saving a checkpoint there would replace them; pick another --model")
+
+
+def _dtype_bytes(backend: Backend) -> int:
+    return np.dtype(backend.dtype).itemsize
+
+
+def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True) -> Run:
+    """A run ready to train: a new model from the settings, or the checkpoint `resume` continued."""
+    cap = settings.value("max_memory")
+    resume_state: dict = {}
+    if resume is not None:
+        model, vocab, info = load_checkpoint(resume, backend, with_optimizer=True)
+        if "train_state" not in info:
+            raise ConfigError(f"{resume} holds weights only (no optimizer state), so it cannot be resumed")
+        resume_state = info["train_state"]
+        saved = dict(resume_state.get("train_config", {}))
+        if resume_state.get("corpus_file"):
+            saved["file"] = resume_state["corpus_file"]
+        settings = settings.resumed_from(saved)
+    train_config = settings.train_config()
+    corpus = Corpus.load(settings.value("file"))
+    if resume is not None:
+        settings.check_shape_against(model.config, resume)
+        check_memory(model.config, train_config.batch_size, _dtype_bytes(backend), cap)
+        tokenizer = CharTokenizer(vocab)
+        if train_config.steps <= model.params.step:
+            raise ConfigError(f"{resume} is already at step {model.params.step}; "
+                              f"ask for more with --steps (a total, e.g. --steps {model.params.step + 1000})")
+    else:
+        tokenizer = CharTokenizer.from_text(corpus.text)
+        config = settings.model_config(tokenizer.size)
+        check_memory(config, train_config.batch_size, _dtype_bytes(backend), cap)
+        model = GPT(config, backend, seed=train_config.seed)
+    seq_len = model.config.seq_len
+    tokens = tokenizer.encode(corpus.text, source=corpus.description)
+    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
+    batches = make_batches(train_tokens, seq_len, train_config)
+    if resume_state:
+        if resume_state.get("corpus_sha256") not in (None, corpus.sha256):
+            print(f"note: {corpus.description} differs from the text this checkpoint was trained on", file=sys.stderr)
+        if resume_state["data"]["kind"] == batches.state()["kind"]:
+            batches.restore(resume_state["data"])
+    label = settings.named.id if settings.named else None
+    checkpoint_dir = None
+    if save:
+        checkpoint_dir = settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)
+        check_not_clobbering(checkpoint_dir)
+    run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
+    return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(checkpoint_dir), run_info,
+               label, resumed=resume is not None)
+
+
+@dataclass
+class Comparison:
+    """Several model specs to train in turn on the same data, batches, seed and steps."""
+
+    specs: list[ModelSpec]
+    configs: list[ModelConfig]
+    corpus: Corpus
+    tokenizer: CharTokenizer
+    train_tokens: np.ndarray
+    val_tokens: np.ndarray | None
+    train_config: TrainConfig
+    backend: Backend
+    base: Path | None  # the directory holding one checkpoint per spec; None without saving
+
+    def runs(self) -> Iterator[Run]:
+        """Each spec's run, made when it is reached (so only one model is in memory at a time)."""
+        for spec, config in zip(self.specs, self.configs):
+            model = GPT(config, self.backend, seed=self.train_config.seed)
+            batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
+            paths = RunPaths(None if self.base is None else self.base / spec.text)
+            yield Run(model, self.tokenizer, self.corpus, batches, self.val_tokens, self.train_config, paths,
+                      self.corpus.run_info(self.train_config), spec.text)
+
+
+def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True) -> Comparison:
+    """Every spec of `specs_text` checked (shape, memory) before any training."""
+    for key in SPEC_SHAPE_KEYS:
+        if settings.given(key):
+            raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
+    specs = parse_spec_list(specs_text)
+    train_config = settings.train_config()
+    corpus = Corpus.load(settings.value("file"))
+    tokenizer = CharTokenizer.from_text(corpus.text)
+    d_ff = settings.value("d_ff") if settings.given("d_ff") else None
+    configs = [spec.model_config(tokenizer.size, settings.value("seq_len"), d_ff) for spec in specs]
+    for spec, config in zip(specs, configs):
+        check_memory(config, train_config.batch_size, _dtype_bytes(backend), settings.value("max_memory"),
+                     f"spec {spec.text}")
+    base = None
+    if save:
+        label = settings.named.id if settings.named else corpus.name
+        base = settings.path("model") or Path("checkpoints") / f"{label}-compare"
+        if (base / CONFIG).exists():
+            raise ConfigError(f"{base} is a checkpoint; --compare writes one checkpoint per spec inside --model DIR, "
+                              "so pick a directory that is not a checkpoint")
+    tokens = tokenizer.encode(corpus.text, source=corpus.description)
+    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, settings.value("seq_len"))
+    return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base)
+
+
+def train(file: str | None = None, *, resume: str | Path | None = None, save: bool = True, quiet: bool = True,
+          **settings) -> tuple[Run, RunSummary]:
+    """Train from Python: `file` (default: the bundled Python docs) and any settings by their keys
+    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...).
+    Returns the run (its model, tokenizer and `sample`) and its summary; writes what the CLI writes."""
+    if file is not None:
+        settings["file"] = str(file)
+    chosen = Settings(settings)
+    backend, _ = start_backend(chosen.value("backend"))
+    run = prepare(chosen, backend, None if resume is None else Path(resume), save)
+    summary = run.train(Progress(quiet))
+    run.finish(summary)
+    return run, summary

@@ -1,0 +1,41 @@
+"""The settings are declared once: the README's flag table, the train flags, their help and the YAML keys
+all follow the config dataclasses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from microgpt.cli import build_parser
+from microgpt.cli.flag_table import BEGIN, END, readme_block
+from microgpt.config import settings_fields
+from microgpt.named_runs import KEYS
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def train_parser():
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    return commands.choices["train"]
+
+
+def test_readme_flag_table_is_the_generated_one():
+    text = README.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, "README.md lost its train-flag table markers"
+    in_readme = text[text.index(BEGIN) : text.index(END) + len(END)]
+    assert in_readme == readme_block(), (
+        "README.md's flag table differs from the settings; paste the output of "
+        "`python -m microgpt.cli.flag_table` over it"
+    )
+
+
+def test_every_setting_is_a_flag_and_a_yaml_key_with_its_default_in_the_help():
+    parser = train_parser()
+    flags = {option: action for action in parser._actions for option in action.option_strings}
+    fields = settings_fields()
+    assert {f.key for f in fields} == set(KEYS)
+    for f in fields:
+        if f.key == "file":
+            continue  # the positional FILE
+        assert f.flag in flags, f"{f.flag} is not a train flag"
+        assert flags[f.flag].default is None, f"{f.flag}: a flag's default must be None (the settings supply it)"
+        assert f"(default: {f.default_text})" in flags[f.flag].help

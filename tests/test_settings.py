@@ -1,0 +1,51 @@
+"""Settings: each comes from the highest of default < named run < checkpoint < explicit value, and the configs
+built from nothing given are the dataclasses' own defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from microgpt.config import ConfigError, ModelConfig, RunConfig, TrainConfig
+from microgpt.named_runs import NamedRun
+from microgpt.settings import Settings
+
+
+def test_nothing_given_is_the_declared_defaults():
+    settings = Settings()
+    assert settings.train_config() == TrainConfig()
+    assert settings.run_config() == RunConfig()
+    assert settings.model_config(vocab_size=50) == ModelConfig(vocab_size=50)
+    assert ModelConfig(vocab_size=50).head_dims == (16, 16, 16, 16)  # 4 equal heads of the default width
+
+
+def test_precedence_default_named_saved_explicit():
+    named = NamedRun("r", {"steps": 7, "lr": 0.5, "seed": 3}, "run r in f.yaml")
+    settings = Settings({"steps": 9}, named).resumed_from({"steps": 8, "lr": 0.25})
+    assert settings.value("steps") == 9  # explicit beats the checkpoint
+    assert settings.value("lr") == 0.25  # the checkpoint beats the named run
+    assert settings.value("seed") == 3  # the named run beats the default
+    assert settings.value("batch_size") == TrainConfig().batch_size
+    assert settings.given("seed") and not settings.given("batch_size")
+    assert settings.origin("seed") == "seed (run r in f.yaml)" and settings.origin("steps") == "--steps"
+
+
+def test_values_from_python_are_read_and_checked_like_flags():
+    settings = Settings({"heads": [8, 8, 16], "max_memory": "1GiB", "lr": "3e-4"})
+    assert settings.model_config(10).head_dims == (8, 8, 16) and settings.model_config(10).d_model == 32
+    assert settings.value("max_memory") == 1024**3 and settings.value("lr") == 3e-4
+    with pytest.raises(ConfigError, match="--batch-size must be a whole number of at least 1"):
+        Settings({"batch_size": 0})
+    with pytest.raises(ConfigError, match="unknown setting 'd_modle'"):
+        Settings({"d_modle": 3})
+
+
+def test_heads_that_contradict_d_model_name_both_sources():
+    with pytest.raises(ConfigError, match="--heads exponential makes d_model 63, but --d-model is 64"):
+        Settings({"heads": "exponential", "d_model": 64}).model_config(10)
+
+
+def test_a_config_checks_every_setting_however_it_is_made():
+    with pytest.raises(ConfigError, match="--steps must be a whole number of at least 0"):
+        TrainConfig(steps=-1)
+    with pytest.raises(ConfigError, match="--backend must be one of"):
+        RunConfig(backend="tpu")
