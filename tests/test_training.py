@@ -64,3 +64,18 @@ def test_resume_without_the_file_finds_the_corpus_from_another_directory(tmp_pat
     monkeypatch.chdir(elsewhere)
     assert main(["train", "--resume", str(tmp_path / "ck"), "--steps", "6", "--gen", "0", "--quiet"]) == 0
     assert len(metrics_losses(tmp_path / "ck.metrics.jsonl")) == 6
+
+
+def test_train_from_python_in_one_call(tmp_path):
+    """microgpt.train: the README's three lines, with the CLI's settings by their YAML keys."""
+    import microgpt
+
+    corpus = tmp_path / "t.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    run, summary = microgpt.train(corpus, steps=4, d_model=16, heads="2", n_layers=1, d_ff=32, seq_len=16,
+                                  backend="numpy", model=str(tmp_path / "ck"))
+    assert summary.steps == 4 and len(summary.losses) == 4 and summary.checkpoint == tmp_path / "ck"
+    assert (tmp_path / "ck" / "config.json").exists() and (tmp_path / "results.jsonl").exists()
+    assert run.model.config.head_dims == (8, 8)
+    text = run.sample(10)
+    assert len(text) == 10 and set(text) <= set(run.tokenizer.vocab)

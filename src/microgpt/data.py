@@ -4,7 +4,7 @@
   empty, binary or non-UTF-8 file; `default_corpus` is the documentation text
   that every Python installation carries (`pydoc_data.topics`).
 - `CharTokenizer`: the vocabulary is the corpus's sorted unique characters.
-- `SequentialBatches` walks the tokens in order (the reference's walk: stride
+- `SequentialBatches` walks the tokens in order (window b of a batch starts b strides after window 0; stride
   seq_len by default, so each token is seen once per epoch, then wraps and
   counts an epoch); `RandomBatches` draws seeded random windows. Both yield
   (batch, seq_len + 1) windows: inputs are [:, :-1], targets [:, 1:].
@@ -101,7 +101,7 @@ def check_length(tokens: np.ndarray, seq_len: int, what: str) -> None:
 
 
 class SequentialBatches:
-    """The reference's walk: B windows at pos, pos + stride, ...; then pos += B * stride; wraps to 0 (epoch + 1)."""
+    """B windows at pos, pos + stride, ...; then pos += B * stride; wraps to 0 (epoch + 1)."""
 
     def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, stride: int | None = None):
         check_length(tokens, seq_len, "the training text")

@@ -33,7 +33,6 @@ from microgpt.model.attention import head_groups
 
 UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-DEFAULT_MAX_MEMORY = 3 * 1024**3  # the reference's cap: 3 GiB
 _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 
 
