@@ -10,7 +10,13 @@ Layout (docs/checkpoint.md is the full description):
 Atomic: everything is written into `DIR.tmp`, then the old `DIR` is moved to
 `DIR.prev`, `DIR.tmp` to `DIR`, and `DIR.prev` is removed. A process killed at
 any point leaves either `DIR` or `DIR.prev` whole; loading `DIR` falls back to
-`DIR.prev` when `DIR` is missing.
+`DIR.prev` when `DIR` is missing. A write that fails (a full disk, a read-only
+directory) removes `DIR.tmp` and leaves `DIR` as it was.
+
+Only sound weights are saved or loaded: every value finite and none larger in
+magnitude than `WEIGHT_LIMIT` (a diverging run's weights blow past it long
+before they overflow). Loading checks config.json against the weights' header
+and the memory cap before anything is allocated.
 """
 
 from __future__ import annotations
@@ -21,32 +27,81 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load_file, save_file
 
 from microgpt import __version__
 from microgpt.backends.base import Backend
-from microgpt.config import ConfigError, ModelConfig
+from microgpt.config import ConfigError, ModelConfig, RunConfig
+from microgpt.memory import estimate_training_bytes, format_bytes
 from microgpt.model import GPT
 
 FORMAT_VERSION = 1
 WEIGHTS, CONFIG, OPTIMIZER, TRAIN_STATE = "model.safetensors", "config.json", "optimizer.safetensors", "train_state.json"
+FILES = (WEIGHTS, CONFIG, OPTIMIZER, TRAIN_STATE)
+# Trained weights of these models stay within a few units (Adam moves a weight by at most about lr per
+# step); a run whose weights pass 1e4 has diverged, and its outputs overflow float32 soon after.
+WEIGHT_LIMIT = 1e4
+SHAPE_FIELDS = ("d_model", "n_layers", "d_ff", "seq_len")
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message says what is wrong and what to do."""
 
 
+class UnsoundWeights(CheckpointError):
+    """Weights that are not fit to save or use: non-finite, or past WEIGHT_LIMIT."""
+
+
+def weight_problem(tensors: dict[str, np.ndarray]) -> str | None:
+    """Why these weights are unsound (the first NaN/infinite or oversized tensor), or None when they are fine."""
+    for name, tensor in tensors.items():
+        if not np.all(np.isfinite(tensor)):
+            return f"{name} holds NaN or infinite values"
+        largest = float(np.max(np.abs(tensor), initial=0.0))
+        if largest > WEIGHT_LIMIT:
+            return f"{name} holds a weight of magnitude {largest:.3g}, past the limit {WEIGHT_LIMIT:g} (training diverged)"
+    return None
+
+
 def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: dict | None = None) -> Path:
-    """Write model (and, with train_state, the optimizer state) to `directory`, atomically."""
+    """Write model (and, with train_state, the optimizer state) to `directory`, atomically.
+
+    Unsound weights raise UnsoundWeights before anything is written; a failed write raises CheckpointError
+    naming the path and the cause, with `directory` as it was and no `DIR.tmp` left behind.
+    """
     directory = Path(directory)
+    weights = model.params.to_host()
+    problem = weight_problem(weights)
+    if problem:
+        raise UnsoundWeights(f"not saving {directory}: {problem}")
     tmp, prev = _sibling(directory, ".tmp"), _sibling(directory, ".prev")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        _write_files(tmp, model, weights, vocab, train_state)
+        if directory.exists():
+            if prev.exists():
+                shutil.rmtree(prev)
+            os.rename(directory, prev)
+        os.rename(tmp, directory)
+        _fsync(directory.parent)
+        if prev.exists():
+            shutil.rmtree(prev)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        where = exc.filename or tmp
+        kept = f"the previous checkpoint at {directory} is intact" if (directory.exists() or prev.exists()) else (
+            "nothing was saved")
+        raise CheckpointError(f"cannot write {where} ({exc.strerror or exc}); {kept}") from None
+    return directory
+
+
+def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: str, train_state: dict | None) -> None:
     params = model.params
     config = {"format_version": FORMAT_VERSION, "microgpt_version": __version__, **model.config.to_dict(), "vocab": vocab}
-    save_file(_float32(params.to_host()), tmp / WEIGHTS, metadata={"format": "microgpt", "format_version": "1"})
+    save_file(_float32(weights), tmp / WEIGHTS, metadata={"format": "microgpt", "format_version": "1"})
     _write_json(tmp / CONFIG, config)
     if train_state is not None:
         moments = {f"m.{k}": v for k, v in params.to_host(params.m).items()}
@@ -56,39 +111,38 @@ def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: 
     for path in tmp.iterdir():
         _fsync(path)
     _fsync(tmp)
-    if directory.exists():
-        if prev.exists():
-            shutil.rmtree(prev)
-        os.rename(directory, prev)
-    os.rename(tmp, directory)
-    _fsync(directory.parent)
-    if prev.exists():
-        shutil.rmtree(prev)
-    return directory
 
 
-def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: bool = False) -> tuple[GPT, str, dict]:
-    """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved."""
+def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: bool = False,
+                    max_memory: int | None = None) -> tuple[GPT, str, dict]:
+    """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved.
+
+    The config is held against the weights' header, and the model's memory estimate against `max_memory`
+    (default: the train command's cap), before the model is built.
+    """
     directory = _existing(Path(directory))
     config_dict = read_config(directory)
-    try:
-        config = ModelConfig(
-            vocab_size=len(config_dict["vocab"]),
-            d_model=config_dict["d_model"],
-            n_layers=config_dict["n_layers"],
-            head_dims=tuple(config_dict["head_dims"]),
-            d_ff=config_dict["d_ff"],
-            seq_len=config_dict["seq_len"],
-        )
-    except (KeyError, TypeError, ConfigError) as exc:
-        raise CheckpointError(f"{directory / CONFIG} does not describe a microgpt model ({exc})") from None
+    config = _model_config(directory, config_dict, _header_shapes(directory / WEIGHTS))
+    cap = RunConfig().max_memory if max_memory is None else max_memory
+    needed = estimate_training_bytes(config, 1, np.dtype(backend.dtype).itemsize)
+    if needed > cap:
+        raise CheckpointError(f"{directory / CONFIG} describes a model that needs about {format_bytes(needed)} "
+                              f"(seq_len {config.seq_len}, d_model {config.d_model}), over the {format_bytes(cap)} "
+                              "cap; raise --max-memory if it is really meant")
     model = GPT(config, backend)
     tensors = _read_tensors(directory / WEIGHTS)
     _check_tensors(directory / WEIGHTS, tensors, {name: spec.shape for name, spec in model.params.specs.items()})
+    problem = weight_problem(tensors)
+    if problem:
+        raise UnsoundWeights(f"{directory / WEIGHTS}: {problem}; the checkpoint is unusable, retrain it "
+                             "(with a lower --lr if it diverged)")
     model.params.from_host(tensors)
     info = dict(config_dict)
     if with_optimizer and (directory / TRAIN_STATE).exists():
         state = _read_json(directory / TRAIN_STATE)
+        if not isinstance(state, dict) or not isinstance(state.get("adam_step"), int):
+            raise CheckpointError(f"{directory / TRAIN_STATE} lacks 'adam_step'; the training state is damaged, so "
+                                  "the run cannot resume (its weights still load)")
         moments = _read_tensors(directory / OPTIMIZER)
         shapes = {f"{p}.{name}": spec.shape for p in ("m", "v") for name, spec in model.params.specs.items()}
         _check_tensors(directory / OPTIMIZER, moments, shapes)
@@ -97,6 +151,48 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
         model.params.step = int(state["adam_step"])
         info["train_state"] = state
     return model, config_dict["vocab"], info
+
+
+def _header_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape from a safetensors file's header alone (nothing else is read)."""
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint")
+    try:
+        with safe_open(str(path), "np") as weights:
+            return {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
+
+
+def _model_config(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]]) -> ModelConfig:
+    """The ModelConfig of config.json, each field checked for its type and against the weights' shapes."""
+    where = directory / CONFIG
+    for field in (*SHAPE_FIELDS, "head_dims"):
+        if field not in config:
+            raise CheckpointError(f"{where} has no {field}; it does not describe a microgpt model")
+    for field in SHAPE_FIELDS:
+        value = config[field]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CheckpointError(f"{where}: {field} must be a whole number of at least 1, not {value!r}")
+    heads = config["head_dims"]
+    if not isinstance(heads, list) or not heads or not all(isinstance(w, int) and not isinstance(w, bool) for w in heads):
+        raise CheckpointError(f"{where}: head_dims must be a list of whole numbers, not {heads!r}")
+    layers_in_weights = len({name.split(".")[1] for name in shapes if name.startswith("blocks.")})
+    expected = {
+        "vocab (its length)": (len(config["vocab"]), shapes.get("tok_emb", (None, None))[0]),
+        "d_model": (config["d_model"], shapes.get("tok_emb", (None, None))[1]),
+        "n_layers": (config["n_layers"], layers_in_weights),
+        "d_ff": (config["d_ff"], shapes.get("blocks.0.ff.l1.w", (None, None))[1]),
+    }
+    for field, (declared, in_weights) in expected.items():
+        if declared != in_weights:
+            raise CheckpointError(f"{where}: {field} is {declared}, but {directory / WEIGHTS} holds "
+                                  f"{in_weights}; the checkpoint is damaged or its files come from different models")
+    try:
+        return ModelConfig(vocab_size=len(config["vocab"]), d_model=config["d_model"], n_layers=config["n_layers"],
+                           head_dims=tuple(heads), d_ff=config["d_ff"], seq_len=config["seq_len"])
+    except ConfigError as exc:
+        raise CheckpointError(f"{where} does not describe a microgpt model ({exc})") from None
 
 
 def read_config(directory: str | Path) -> dict:
@@ -158,8 +254,6 @@ def _check_tensors(path: Path, tensors: dict[str, np.ndarray], expected: dict[st
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != tuple(shape):
             raise CheckpointError(f"{path}: {name} has shape {tuple(tensors[name].shape)}, the config needs {tuple(shape)}")
-        if not np.all(np.isfinite(tensors[name])):
-            raise CheckpointError(f"{path}: {name} holds NaN or infinite values; the checkpoint is unusable")
 
 
 def _float32(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
