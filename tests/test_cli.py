@@ -144,7 +144,7 @@ def test_a_nan_loss_stops_and_keeps_the_last_good_checkpoint(workdir, capsys, mo
     monkeypatch.setattr(GPT, "loss_and_backward", nan_at_step_5)
     assert main(["train", "text.txt", "--resume", "ck", "--steps", "10", "--quiet", "--gen", "0"]) == 2
     line = one_error_line(capsys)
-    assert "the loss became nan at step 5" in line and "left as it was" in line
+    assert "the loss became nan at step 5" in line and "the checkpoint at ck (step 3) was kept as it was" in line
     assert (workdir / "ck" / "model.safetensors").read_bytes() == before
 
 

@@ -15,6 +15,8 @@ from microgpt.data import (
     split_validation,
 )
 
+CAP = 1024**2  # a corpus cap far above these tests' files
+
 
 def test_tokenizer_vocab_is_sorted_unique_characters_and_round_trips():
     tok = CharTokenizer.from_text("hello, world")
@@ -48,14 +50,14 @@ def test_unusable_files_are_clear_errors(tmp_path, content, message):
     path = tmp_path / "corpus.txt"
     path.write_bytes(content)
     with pytest.raises(DataError, match=message):
-        read_corpus(path)
+        read_corpus(path, CAP)
 
 
 def test_missing_file_and_directory_are_clear_errors(tmp_path):
     with pytest.raises(DataError, match="no such file"):
-        read_corpus(tmp_path / "nope.txt")
+        read_corpus(tmp_path / "nope.txt", CAP)
     with pytest.raises(DataError, match="is a directory"):
-        read_corpus(tmp_path)
+        read_corpus(tmp_path, CAP)
 
 
 def test_validation_split_holds_out_the_last_tokens():

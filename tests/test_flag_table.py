@@ -23,8 +23,8 @@ def test_readme_flag_table_is_the_generated_one():
     assert BEGIN in text and END in text, "README.md lost its train-flag table markers"
     in_readme = text[text.index(BEGIN) : text.index(END) + len(END)]
     assert in_readme == readme_block(), (
-        "README.md's flag table differs from the settings; paste the output of "
-        "`python -m microgpt.cli.flag_table` over it"
+        "README.md's flag table differs from the settings; run "
+        "`python -m microgpt.cli.flag_table --write README.md`"
     )
 
 

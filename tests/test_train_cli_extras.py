@@ -119,7 +119,7 @@ def test_compare_and_plain_runs_do_not_overwrite_each_other(workdir, capsys):
     assert main(["train", "text.txt", "--compare", "d8n1", "--model", "cmp", *TINY[8:]]) == 0
     capsys.readouterr()
     assert main(["train", "text.txt", *TINY, "--model", "cmp"]) == 2
-    assert "cmp exists and is not a checkpoint" in error_line(capsys)
+    assert "cmp exists and is not a microgpt checkpoint" in error_line(capsys)
 
 
 def test_no_save_writes_no_results_and_no_plot(workdir):

@@ -143,7 +143,7 @@ class ModelConfig:
 @dataclass
 class TrainConfig:
     steps: int = setting(10000, "train until step N (a total: a resumed run continues to it)", whole(0))
-    seed: int = setting(42, "seeds the initial weights and the random batches", whole(None), metavar="S")
+    seed: int = setting(42, "seeds the initial weights and the random batches", whole(0), metavar="S")
     lr: float = setting(3e-4, "Adam learning rate (β 0.9, 0.999, ε 1e-8, bias-corrected)", POSITIVE_NUMBER,
                         metavar="X")
     batch_size: int = setting(1, "sequences per step", whole(1), metavar="B")
@@ -168,6 +168,8 @@ class RunConfig:
     max_memory: int = setting(3 * 1024**3, "refuse a step estimated to need more, e.g. 512MiB, 8GiB", SIZE,
                               metavar="SIZE")
     gen: int = setting(200, "characters to sample after training (0: none; none with --compare)", whole(0))
+    max_corpus: int = setting(256 * 1024**2, "refuse a corpus file larger than this, e.g. 64MiB, 2GiB", SIZE,
+                              metavar="SIZE")
     file: str | None = setting(None, "UTF-8 text to train on", PATH,
                                shown_default="Python's bundled docs", metavar="FILE")
     model: str | None = setting(None, "checkpoint directory to write (with --compare, the directory holding "

@@ -1,7 +1,8 @@
 """Text in, token windows out: the corpus, the character tokenizer and the batchers.
 
-- `read_corpus` reads a UTF-8 text file, with a clear error for a missing,
-  empty, binary or non-UTF-8 file; `default_corpus` is the documentation text
+- `read_corpus` reads a regular UTF-8 text file up to a size cap, with a clear
+  error for a missing, empty, binary, oversized or non-UTF-8 file, or one that
+  is not a regular file; `default_corpus` is the documentation text
   that every Python installation carries (`pydoc_data.topics`).
 - `CharTokenizer`: the vocabulary is the corpus's sorted unique characters.
 - `SequentialBatches` walks the tokens in order (window b of a batch starts b strides after window 0; stride
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +23,33 @@ class DataError(ValueError):
     """Unusable training or evaluation text; the message names the problem and the fix."""
 
 
-def read_corpus(path: str | Path) -> str:
+def read_corpus(path: str | Path, max_bytes: int) -> str:
+    """The text of a regular UTF-8 file of at most max_bytes; a DataError naming the problem otherwise.
+
+    Only a regular file is read: a FIFO would block forever, and /dev/zero or /dev/urandom never end.
+    """
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file; give the path of a UTF-8 text file")
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; give the path of a UTF-8 text file") from None
+    except OSError as exc:
+        raise DataError(f"{path} cannot be read ({exc.strerror or exc}); give the path of a UTF-8 text file") from None
+    if stat.S_ISDIR(info.st_mode):
         raise DataError(f"{path} is a directory; give the path of a UTF-8 text file")
-    raw = path.read_bytes()
+    if not stat.S_ISREG(info.st_mode):
+        raise DataError(f"{path} is not a regular file (a pipe, a device or a socket); give the path of a "
+                        "UTF-8 text file")
+    if info.st_size > max_bytes:
+        raise DataError(f"{path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte corpus cap; raise "
+                        "--max-corpus if you mean it, or give a smaller file")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)  # the file may have grown since stat
+    except OSError as exc:
+        raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > max_bytes:
+        raise DataError(f"{path} is over the {max_bytes:,}-byte corpus cap; raise --max-corpus if you mean it")
     if not raw:
         raise DataError(f"{path} is empty; give a text file with at least seq_len + 1 characters")
     if b"\x00" in raw:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import Backend, get_backend, resolve_auto
-from microgpt.checkpoint import CONFIG, load_checkpoint
+from microgpt.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from microgpt.config import ConfigError, ModelConfig, TrainConfig
 from microgpt.data import (
     CharTokenizer,
@@ -40,6 +40,7 @@ from microgpt.memory import check_memory
 from microgpt.model import GPT
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.progress import Progress
+from microgpt.run_dir import WriterLock, check_target, check_writable
 from microgpt.sample import generate
 from microgpt.settings import Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
@@ -59,12 +60,12 @@ class Corpus:
     sha256: str
 
     @classmethod
-    def load(cls, file: str | None) -> Corpus:
+    def load(cls, file: str | None, max_bytes: int) -> Corpus:
         if file is None:
             text, description = default_corpus()
             name = DEFAULT_CORPUS_NAME
         else:
-            text = read_corpus(file)
+            text = read_corpus(file, max_bytes)
             description, name = f"{file} ({len(text):,} characters)", Path(file).stem
         return cls(text, description, name, file, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
@@ -90,6 +91,18 @@ class Run:
     run_info: dict
     label: str | None  # the run id or spec, for results.jsonl and the plot title
     resumed: bool = False
+    lock: WriterLock | None = None  # held on the checkpoint directory while the run lives
+
+    def __enter__(self) -> Run:  # noqa: PYI034 - typing.Self needs Python 3.11
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the checkpoint directory for other runs."""
+        if self.lock is not None:
+            self.lock.release()
 
     def train(self, progress: Progress | None = None) -> RunSummary:
         progress = progress or Progress(quiet=True)
@@ -102,14 +115,18 @@ class Run:
         matplotlib is installed. Returns the plot's path, or None when none was drawn."""
         if summary.checkpoint is None or summary.steps_run == 0:
             return None
-        self._log_result(summary)
-        if not plot_available():
-            return None
-        cfg = self.model.config
-        title = (f"{self.label or summary.checkpoint.name}: {format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff)}, "
-                 f"{self.model.n_params:,} parameters")
-        return write_loss_plot(self.paths.metrics, summary.checkpoint.with_name(summary.checkpoint.name + ".loss.png"),
-                               title)
+        png = summary.checkpoint.with_name(summary.checkpoint.name + ".loss.png")
+        try:
+            self._log_result(summary)
+            if not plot_available():
+                return None
+            cfg = self.model.config
+            title = (f"{self.label or summary.checkpoint.name}: {format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff)}, "
+                     f"{self.model.n_params:,} parameters")
+            return write_loss_plot(self.paths.metrics, png, title)
+        except OSError as exc:
+            raise CheckpointError(f"cannot write {exc.filename or png} ({exc.strerror or exc}); the checkpoint at "
+                                  f"{summary.checkpoint} was saved") from None
 
     def sample(self, n_tokens: int, prompt: str = "", temperature: float = 0.8, seed: int | None = None,
                on_text=None) -> str:
@@ -149,32 +166,33 @@ def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig):
     return SequentialBatches(train_tokens, seq_len, config.batch_size, config.stride)
 
 
-def check_not_clobbering(directory: Path) -> None:
-    """Saving replaces the whole checkpoint directory, so it must not be a directory of other things."""
-    if directory.is_dir() and not (directory / CONFIG).exists() and any(directory.iterdir()):
-        raise ConfigError(f"{directory} exists and is not a checkpoint (it holds other files, e.g. --compare "
-                          "checkpoints); saving a checkpoint there would replace them; pick another --model")
-
-
 def _dtype_bytes(backend: Backend) -> int:
     return np.dtype(backend.dtype).itemsize
 
 
 def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True) -> Run:
-    """A run ready to train: a new model from the settings, or the checkpoint `resume` continued."""
+    """A run ready to train: a new model from the settings, or the checkpoint `resume` continued.
+
+    With `save`, the checkpoint directory is checked (run_dir.check_target), locked for this run and found
+    writable before anything trains; use the Run as a context manager (or call `close`) to release it.
+    """
     cap = settings.value("max_memory")
     resume_state: dict = {}
     if resume is not None:
-        model, vocab, info = load_checkpoint(resume, backend, with_optimizer=True)
-        if "train_state" not in info:
-            raise ConfigError(f"{resume} holds weights only (no optimizer state), so it cannot be resumed")
-        resume_state = info["train_state"]
+        if save:
+            check_target(settings.path("model") or resume)
+        model, vocab, info = load_checkpoint(resume, backend, with_optimizer=True, max_memory=cap)
+        resume_state = _train_state(resume, info)
         saved = dict(resume_state.get("train_config", {}))
         if resume_state.get("corpus_file"):
             saved["file"] = resume_state["corpus_file"]
         settings = settings.resumed_from(saved)
     train_config = settings.train_config()
-    corpus = Corpus.load(settings.value("file"))
+    corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
+    label = settings.named.id if settings.named else None
+    target = (settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)) if save else None
+    if target is not None:
+        check_target(target)
     if resume is not None:
         settings.check_shape_against(model.config, resume)
         check_memory(model.config, train_config.batch_size, _dtype_bytes(backend), cap)
@@ -196,14 +214,33 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
             print(f"note: {corpus.description} differs from the text this checkpoint was trained on", file=sys.stderr)
         if resume_state["data"]["kind"] == batches.state()["kind"]:
             batches.restore(resume_state["data"])
-    label = settings.named.id if settings.named else None
-    checkpoint_dir = None
-    if save:
-        checkpoint_dir = settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)
-        check_not_clobbering(checkpoint_dir)
+    lock = None if target is None else _claim(target, model.n_params)  # last, so a refused run leaves nothing
     run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
-    return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(checkpoint_dir), run_info,
-               label, resumed=resume is not None)
+    return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info, label,
+               resumed=resume is not None, lock=lock)
+
+
+def _claim(directory: Path, n_params: int) -> WriterLock:
+    """Lock a checkpoint directory for this run, and make sure a checkpoint can be written there."""
+    lock = WriterLock(directory).acquire()
+    try:
+        check_writable(directory, n_params)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _train_state(checkpoint: Path, info: dict) -> dict:
+    """The training state a resume needs, or one clear line about what is missing."""
+    state = info.get("train_state")
+    if state is None:
+        raise ConfigError(f"{checkpoint} holds weights only (no optimizer state), so it cannot be resumed")
+    data = state.get("data")
+    if not isinstance(state.get("step"), int) or not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        raise CheckpointError(f"{checkpoint}/train_state.json lacks its step or data position; the training state "
+                              "is damaged, so the run cannot resume (sample and eval can still use the weights)")
+    return state
 
 
 @dataclass
@@ -221,13 +258,15 @@ class Comparison:
     base: Path | None  # the directory holding one checkpoint per spec; None without saving
 
     def runs(self) -> Iterator[Run]:
-        """Each spec's run, made when it is reached (so only one model is in memory at a time)."""
+        """Each spec's run, made when it is reached (so only one model is in memory at a time), its checkpoint
+        directory checked and locked as for a single run; close each run when it is done."""
         for spec, config in zip(self.specs, self.configs):
             model = GPT(config, self.backend, seed=self.train_config.seed)
+            lock = None if self.base is None else _claim(self.base / spec.text, model.n_params)
             batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
-            paths = RunPaths(None if self.base is None else self.base / spec.text)
+            paths = RunPaths(None if lock is None else lock.directory)
             yield Run(model, self.tokenizer, self.corpus, batches, self.val_tokens, self.train_config, paths,
-                      self.corpus.run_info(self.train_config), spec.text)
+                      self.corpus.run_info(self.train_config), spec.text, lock=lock)
 
 
 def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True) -> Comparison:
@@ -237,7 +276,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
             raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
     specs = parse_spec_list(specs_text)
     train_config = settings.train_config()
-    corpus = Corpus.load(settings.value("file"))
+    corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     tokenizer = CharTokenizer.from_text(corpus.text)
     d_ff = settings.value("d_ff") if settings.given("d_ff") else None
     configs = [spec.model_config(tokenizer.size, settings.value("seq_len"), d_ff) for spec in specs]
@@ -248,9 +287,11 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     if save:
         label = settings.named.id if settings.named else corpus.name
         base = settings.path("model") or Path("checkpoints") / f"{label}-compare"
-        if (base / CONFIG).exists():
-            raise ConfigError(f"{base} is a checkpoint; --compare writes one checkpoint per spec inside --model DIR, "
-                              "so pick a directory that is not a checkpoint")
+        if (base / CONFIG).exists() or (base.exists() and not base.is_dir()):
+            raise ConfigError(f"{base} is a checkpoint or a file; --compare writes one checkpoint per spec inside "
+                              "--model DIR, so pick a directory that is neither")
+        for spec in specs:
+            check_target(base / spec.text)
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, settings.value("seq_len"))
     return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base)
@@ -265,7 +306,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, save: bo
         settings["file"] = str(file)
     chosen = Settings(settings)
     backend, _ = start_backend(chosen.value("backend"))
-    run = prepare(chosen, backend, None if resume is None else Path(resume), save)
-    summary = run.train(Progress(quiet))
-    run.finish(summary)
+    with prepare(chosen, backend, None if resume is None else Path(resume), save) as run:
+        summary = run.train(Progress(quiet))
+        run.finish(summary)
     return run, summary

@@ -42,6 +42,13 @@ def is_checkpoint(directory: Path) -> bool:
             and config["format_version"] <= FORMAT_VERSION and WEIGHTS in names and names <= set(FILES))
 
 
+def _only_our_files(directory: Path) -> bool:
+    try:
+        return {entry.name for entry in directory.iterdir()} <= set(FILES)
+    except OSError:
+        return False
+
+
 def check_target(directory: Path) -> None:
     """Refuse, before any training, a checkpoint directory whose save would replace what is not ours."""
     try:
@@ -58,6 +65,8 @@ def check_target(directory: Path) -> None:
         if path.exists() and not path.is_dir():
             raise RunDirError(f"{path} is a file, not a checkpoint directory; saving would replace it; "
                               "pick another --model")
+        if path.name.endswith((".tmp", ".prev")) and path.is_dir() and _only_our_files(path):
+            continue  # a save cut short: part of one of our checkpoints, which the next save replaces
         if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
             raise RunDirError(f"{path} exists and is not a microgpt checkpoint (it holds other files); saving "
                               "would replace them; pick another --model or empty it")
@@ -94,9 +103,14 @@ class WriterLock:
         self.path = directory.with_name(f".{directory.name}.lock")
         self._file = None
 
-    def __enter__(self) -> WriterLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the run's lifetime
+    def acquire(self) -> WriterLock:
+        """Take the lock, or RunDirError naming the process that holds it."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock_file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open while the run lives
+        except OSError as exc:
+            raise RunDirError(f"cannot write in {self.path.parent} ({exc.strerror or exc}); the checkpoint, metrics "
+                              "and plots go there; pick a writable --model") from None
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -115,7 +129,7 @@ class WriterLock:
         self._file = lock_file
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def release(self) -> None:
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()

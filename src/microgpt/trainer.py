@@ -3,9 +3,16 @@
 `Trainer.run` trains a model to `TrainConfig.steps` (a total, so a resumed run
 continues to the same target), validates on held-out tokens every
 `val_interval` seconds or `eval_every` steps, keeps the best checkpoint, saves
-every `save_every` steps and at the end, and writes a JSONL metrics log. It
-stops cleanly: Ctrl-C saves a checkpoint first; a NaN or infinite loss stops at
-once and leaves the last good checkpoint as it was.
+every `save_every` steps and at the end, and writes a JSONL metrics log (on a
+resume, first cut back to the checkpoint's step, so a run killed after its last
+save leaves no steps that the resumed run repeats).
+
+It stops cleanly. Ctrl-C (SIGINT) or SIGTERM (what a scheduler sends before a
+kill) finishes the step, saves and returns, with the signal in the summary; a
+signal during a save lets the save finish. A NaN or infinite loss stops before
+the Adam step; weights that are unsound to save (checkpoint.WEIGHT_LIMIT) stop
+the run before the save; either way the last good checkpoint stays on disk,
+and the message says which step it holds.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -21,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.checkpoint import save_checkpoint
+from microgpt.checkpoint import CheckpointError, UnsoundWeights, save_checkpoint
 from microgpt.config import TrainConfig
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.progress import Progress
@@ -58,8 +66,12 @@ class RunSummary:
     seconds: float
     tokens_per_sec: float
     checkpoint: Path | None
-    interrupted: bool = False
+    stop_signal: int | None = None  # SIGINT or SIGTERM when a signal stopped the run
     losses: list[float] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_signal is not None
 
 
 class Trainer:
@@ -73,15 +85,24 @@ class Trainer:
             seq_len = model.config.seq_len
             count = min(VAL_MAX_WINDOWS, (len(val_tokens) - 1) // seq_len)
             self._val_windows = np.stack([val_tokens[s : s + seq_len + 1] for s in range(0, count * seq_len, seq_len)])
-        self._stop_requested = False
+        self._stop_signal: int | None = None
+        # the step the checkpoint on disk holds: a resumed model's step, or none yet
+        self._saved_step: int | None = model.params.step if model.params.step > 0 else None
 
     def train_state(self) -> dict:
         return {**self.run_info, "step": self.model.params.step, "data": self.batches.state(),
                 "best_val_loss": self.best_val_loss}
 
     def save(self, directory: Path | None) -> None:
-        if directory is not None:
+        if directory is None:
+            return
+        try:
             save_checkpoint(directory, self.model, self.vocab, self.train_state())
+        except UnsoundWeights as exc:
+            raise TrainingStopped(f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. "
+                                  "Try a lower --lr.") from None
+        if directory == self.paths.checkpoint:
+            self._saved_step = self.model.params.step
 
     def validation_loss(self) -> float:
         """Mean loss over the held-out windows, batch_size windows per forward."""
@@ -97,19 +118,15 @@ class Trainer:
         val_loss = None
         start = last_val = time.perf_counter()
         self.progress.start(total=cfg.steps, initial=first_step)
-        if self.paths.checkpoint is not None:
-            self.paths.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        previous_handler = signal.signal(signal.SIGINT, self._request_stop)
+        previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
         try:
-            with self._metrics_log(resumed=first_step > 0) as metrics:
-                while params.step < cfg.steps and not self._stop_requested:
+            with self._metrics_log(first_step) as metrics:
+                while params.step < cfg.steps and self._stop_signal is None:
                     windows = self.batches.next()
                     try:
                         loss = self.model.train_step(windows, cfg.lr)
                     except NonFiniteLoss as exc:
-                        kept = (f"the checkpoint at {self.paths.checkpoint} was left as it was"
-                                if self.paths.checkpoint else "nothing was saved")
-                        raise TrainingStopped(f"training stopped: {exc}; {kept}. Try a lower --lr.") from None
+                        raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
                     losses.append(loss)
                     step, now = params.step, time.perf_counter()
                     record = {"step": step, "loss": loss, "time": round(now - start, 4)}
@@ -119,30 +136,57 @@ class Trainer:
                         val_loss, last_val = self._validate(), time.perf_counter()
                         record["val_loss"] = val_loss
                     if metrics:
-                        metrics.write(json.dumps(record) + "\n")
-                        metrics.flush()
+                        self._write_metric(metrics, record)
                     if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
                         self.save(self.paths.checkpoint)
                     elapsed = time.perf_counter() - start
                     self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed)
-        finally:
-            signal.signal(signal.SIGINT, previous_handler)
             self.progress.close()
-        seconds = time.perf_counter() - start
-        if self._stop_requested or losses:
-            self.save(self.paths.checkpoint)
+            seconds = time.perf_counter() - start
+            if self._stop_signal is not None or losses:
+                self.save(self.paths.checkpoint)  # the handlers stay, so a signal now lets this save finish
+        finally:
+            self.progress.close()
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
         return RunSummary(
             steps=params.step, steps_run=len(losses), final_loss=losses[-1] if losses else math.nan,
             val_loss=val_loss, best_val_loss=self.best_val_loss, seconds=seconds,
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
-            checkpoint=self.paths.checkpoint, interrupted=self._stop_requested, losses=losses,
+            checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses,
         )
 
-    def _metrics_log(self, resumed: bool):
-        """The JSONL metrics file (a resumed run adds to its log, a new run starts one), or no log with --no-save."""
-        if self.paths.metrics is None:
+    def _kept(self) -> str:
+        """What is on disk after a stop, truthfully."""
+        if self.paths.checkpoint is None:
+            return "nothing was saved (--no-save)"
+        if self._saved_step is None:
+            return "no checkpoint had been saved yet"
+        return f"the checkpoint at {self.paths.checkpoint} (step {self._saved_step}) was kept as it was"
+
+    def _metrics_log(self, first_step: int):
+        """The JSONL metrics file, or no log with --no-save. A new run starts one; a resumed run keeps the
+        records up to its checkpoint's step and adds to them."""
+        path = self.paths.metrics
+        if path is None:
             return contextlib.nullcontext()
-        return open(self.paths.metrics, "a" if resumed else "w", encoding="utf-8")
+        try:
+            if first_step > 0 and path.exists():
+                kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+                        if _record_step(line) is not None and _record_step(line) <= first_step]
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+                os.replace(tmp, path)
+            return open(path, "a" if first_step > 0 else "w", encoding="utf-8")
+        except OSError as exc:
+            raise CheckpointError(f"cannot write {exc.filename or path} ({exc.strerror or exc}); {self._kept()}") from None
+
+    def _write_metric(self, metrics, record: dict) -> None:
+        try:
+            metrics.write(json.dumps(record) + "\n")
+            metrics.flush()
+        except OSError as exc:
+            raise CheckpointError(f"cannot write {self.paths.metrics} ({exc.strerror or exc}); {self._kept()}") from None
 
     def _validate(self) -> float:
         val_loss = self.validation_loss()
@@ -152,8 +196,24 @@ class Trainer:
         return val_loss
 
     def _request_stop(self, signum, frame) -> None:
-        if self._stop_requested:  # a second Ctrl-C: stop now, the checkpoint on disk is untouched
-            raise KeyboardInterrupt
-        self._stop_requested = True
-        print("\nstopping after this step and saving a checkpoint (Ctrl-C again to quit without saving)",
-              file=sys.stderr, flush=True)
+        if self._stop_signal is not None:
+            if signum == signal.SIGINT:  # a second Ctrl-C: stop now, the checkpoint on disk is untouched
+                raise KeyboardInterrupt
+            return  # already stopping; a repeated SIGTERM waits for the save like the first
+        self._stop_signal = signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        again = " (Ctrl-C again to quit without saving)" if signum == signal.SIGINT else ""
+        print(f"\n{name}: stopping after this step and saving a checkpoint{again}", file=sys.stderr, flush=True)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _record_step(line: str) -> int | None:
+    """The step of one metrics line, or None for a line that is not a whole record (cut short by a kill)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from microgpt.checks import Switch
+from microgpt.checks import Choice, Switch
 from microgpt.config import SettingField
 from microgpt.settings import FIELDS
 
@@ -56,8 +56,14 @@ def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField
             parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar, help=help_text)
 
 
-def add_backend_flag(parser: argparse.ArgumentParser) -> None:
-    """--backend as train has it, with its declared default (for the commands without the other settings)."""
-    field = FIELDS["backend"]
-    parser.add_argument(field.flag, choices=field.check.options, default=field.default,
-                        help=f"{field.help} (default: {field.default_text})")
+def add_own_setting_flags(parser: argparse.ArgumentParser, keys: tuple[str, ...]) -> None:
+    """Some of train's setting flags, for the commands that have no other settings: each with its declared
+    default (no named run or checkpoint supplies these there)."""
+    for key in keys:
+        field = FIELDS[key]
+        help_text = f"{field.help} (default: {field.default_text})"
+        if isinstance(field.check, Choice):
+            parser.add_argument(field.flag, choices=field.check.options, default=field.default, help=help_text)
+        else:
+            parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar,
+                                default=field.default, help=help_text)

@@ -7,7 +7,7 @@ import math
 
 from microgpt.backends import get_backend
 from microgpt.checkpoint import load_checkpoint
-from microgpt.cli.common import add_backend_flag, positive_int
+from microgpt.cli.common import add_own_setting_flags, positive_int
 from microgpt.data import CharTokenizer, read_corpus
 from microgpt.evaluate import evaluate
 
@@ -25,13 +25,13 @@ def add_parser(commands) -> None:
                    help="windows per forward pass (default: 32)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON line: model, file, positions, nll, perplexity, bits_per_char, seconds")
-    add_backend_flag(p)
+    add_own_setting_flags(p, ("backend", "max_memory", "max_corpus"))
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend))
-    tokens = CharTokenizer(vocab).encode(read_corpus(args.file), source=args.file)
+    model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend), max_memory=args.max_memory)
+    tokens = CharTokenizer(vocab).encode(read_corpus(args.file, args.max_corpus), source=args.file)
     result = evaluate(model, tokens, batch_size=args.batch_size, max_positions=args.max_positions, what=args.file)
     if args.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions, "nll": result.nll,

@@ -1,10 +1,14 @@
 """The README's table of `microgpt train` flags, made from the same declarations as the flags themselves.
 
-`python -m microgpt.cli.flag_table` prints it; tests/test_flag_table.py fails
-when the README's copy (between the two marker lines) drifts from it.
+`python -m microgpt.cli.flag_table` prints it, and with `--write README.md`
+puts it in place; tests/test_flag_table.py fails when the README's copy
+(between the two marker lines) drifts from it.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from microgpt.checks import Switch
 from microgpt.cli.train import INVOCATION_FLAGS
@@ -41,5 +45,15 @@ def readme_block() -> str:
     return f"{BEGIN}\n{flag_table()}\n{END}"
 
 
+def write_into(readme: Path) -> None:
+    """Replace the table between the markers of `readme` with the current one."""
+    text = readme.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    readme.write_text(text[:start] + readme_block() + text[end:], encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(readme_block())
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        write_into(Path(sys.argv[2]))
+    else:
+        print(readme_block())

@@ -7,7 +7,7 @@ import sys
 
 from microgpt.backends import get_backend
 from microgpt.checkpoint import load_checkpoint
-from microgpt.cli.common import add_backend_flag, non_negative_float, non_negative_int
+from microgpt.cli.common import add_own_setting_flags, non_negative_float, non_negative_int
 from microgpt.data import CharTokenizer
 from microgpt.sample import generate
 
@@ -36,16 +36,16 @@ def add_parser(commands) -> None:
     p.add_argument("--top-p", type=probability, default=1.0,
                    help="sample only from the most likely characters whose probabilities add up to P "
                    "(nucleus sampling); 1 keeps them all (default: 1)")
-    p.add_argument("--seed", type=int, default=0, help="random seed for sampling (default: 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed for sampling (default: 0)")
     p.add_argument("--no-cache", action="store_true",
                    help="re-run the model on the last seq_len characters for every new one instead of "
                    "reusing cached keys and values (slower; the same text while the context fits in seq_len)")
-    add_backend_flag(p)
+    add_own_setting_flags(p, ("backend", "max_memory"))
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend))
+    model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend), max_memory=args.max_memory)
     tokenizer = CharTokenizer(vocab)
     tokenizer.encode(args.prompt, source="the prompt")  # a character outside the vocabulary fails before any output
     sys.stdout.write(args.prompt)

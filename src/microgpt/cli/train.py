@@ -61,21 +61,21 @@ def run(args) -> int:
 
 
 def run_single(args, settings: Settings, backend) -> int:
-    run = prepare(settings, backend, args.resume, save=not args.no_save)
-    print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
-    cfg = run.model.config
-    print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
-          f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; backend {backend.name}"
-          + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
-    summary = run.train(Progress(args.quiet))
-    print_summary(summary)
-    report_plots([(run, summary)])
+    with prepare(settings, backend, args.resume, save=not args.no_save) as run:
+        print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
+        cfg = run.model.config
+        print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
+              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; backend {backend.name}"
+              + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
+        summary = run.train(Progress(args.quiet))
+        print_summary(summary)
+        hint_at_plots(report_plot(run, summary))
     gen = settings.value("gen")
     if gen and not summary.interrupted:
         print("sample:")
         run.sample(gen, on_text=lambda ch: print(ch, end="", flush=True))
         print()
-    return 130 if summary.interrupted else 0
+    return exit_status(summary)
 
 
 def run_compare(args, settings: Settings, backend) -> int:
@@ -83,30 +83,39 @@ def run_compare(args, settings: Settings, backend) -> int:
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
     print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
           f"backend {backend.name}")
-    rows, finished = [], []
+    rows, any_saved = [], False
     for i, run in enumerate(comparison.runs(), 1):
         cfg = run.model.config
         print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model {cfg.d_model}, "
               f"{cfg.n_layers} layers, heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}")
-        summary = run.train(Progress(args.quiet))
-        finished.append((run, summary))
+        with run:
+            summary = run.train(Progress(args.quiet))
+            any_saved |= report_plot(run, summary)
         rows.append((run.label, run.model.n_params, summary))
         if summary.interrupted:
             break
     print_table(rows)
-    report_plots(finished)
-    return 130 if rows[-1][2].interrupted else 0
+    hint_at_plots(any_saved)
+    return exit_status(rows[-1][2])
 
 
-def report_plots(finished: list[tuple[Run, RunSummary]]) -> None:
-    """Finish each run (results line, plot) and say where the plots went, or how to get them."""
-    saved = [(run, summary) for run, summary in finished if summary.checkpoint is not None and summary.steps_run]
-    for run, summary in saved:
-        png = run.finish(summary)
-        if png is not None:
-            print(f"loss plot: {png}")
-    if saved and not plot_available():
+def report_plot(run: Run, summary: RunSummary) -> bool:
+    """Finish a run (results line, plot) and say where its plot went; True when it saved a checkpoint."""
+    png = run.finish(summary)
+    if png is not None:
+        print(f"loss plot: {png}")
+    return summary.checkpoint is not None and summary.steps_run > 0
+
+
+def hint_at_plots(any_saved: bool) -> None:
+    """Once per command: how to get the plots that were not drawn."""
+    if any_saved and not plot_available():
         print(PLOT_HINT, file=sys.stderr)
+
+
+def exit_status(summary: RunSummary) -> int:
+    """0 for a finished run; 128 + the signal for one a signal stopped (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + summary.stop_signal if summary.interrupted else 0
 
 
 def print_summary(summary: RunSummary) -> None:
