@@ -168,9 +168,10 @@ def test_prefill_fills_the_cache_the_same_as_stepping():
     stepped = Decoder(model)
     for token in ids:
         stepped.step(int(token))
-    for layer_b, layer_s in zip(batched.keys + batched.values, stepped.keys + stepped.values):
-        for group_b, group_s in zip(layer_b, layer_s):
-            np.testing.assert_allclose(group_b, group_s, rtol=0, atol=1e-5)
+    for layer_b, layer_s in zip(batched.rings, stepped.rings):
+        for ring_b, ring_s in zip(layer_b, layer_s):
+            np.testing.assert_allclose(ring_b.keys, ring_s.keys, rtol=0, atol=1e-5)
+            np.testing.assert_allclose(ring_b.values, ring_s.values, rtol=0, atol=1e-5)
     assert batched.length == stepped.length == 5
 
 
