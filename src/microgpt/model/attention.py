@@ -57,9 +57,9 @@ def split_heads(x, group: HeadGroup):
 
 
 def merge_heads(dst, heads, group: HeadGroup) -> None:
-    """Write head outputs (G*rows, w), or (G*B, T, w) with B*T = rows, into the group's columns of dst (rows, d).
+    """Write head outputs (G*rows, w), or (G*B, T, w) with B*T = rows, into the group's columns of dst.
 
-    One slice assignment into dst itself: it does not rely on a reshape of dst being a view.
+    dst is (rows, d). One slice assignment into dst itself: no reliance on a reshape of dst being a view.
     """
     rows = dst.shape[0]
     side_by_side = heads.reshape(group.count, rows, group.width).transpose(1, 0, 2)  # (rows, G, w)
@@ -93,13 +93,17 @@ class Attention:
         for i, g in enumerate(self.groups):
             n, w = g.count * batch, g.width  # n: (T, w) blocks in this group
             cos, sin = self.rope.tables(w, T, first_position=start)  # each (T, w)
-            q_heads, k_heads, v_heads = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # each (n*T, w)
+            q_heads = split_heads(q, g)  # (n*T, w)
+            k_heads = split_heads(k, g)  # (n*T, w)
+            v_heads = split_heads(v, g)  # (n*T, w)
             be.rope_apply(q_heads, cos, sin)
             be.rope_apply(k_heads, cos, sin)
             keys, values = k_heads.reshape(n, T, w), v_heads.reshape(n, T, w)  # each (n, T, w)
             if cache is not None:
                 keys, values = cache[i].add(keys, values, start)  # each (n, Tk, w): every key the rows see
-            out, saved = be.causal_attention(q_heads.reshape(n, T, w), keys, values, 1.0 / math.sqrt(w))  # (n, T, w)
+            queries = q_heads.reshape(n, T, w)  # (n, T, w)
+            scale = 1.0 / math.sqrt(w)
+            out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
             merge_heads(mixed, out, g)
             group_saved.append(saved)
         return self.wo.forward(mixed), (x, mixed, group_saved)  # (B*T, d)
@@ -114,12 +118,13 @@ class Attention:
             n, w = g.count * batch, g.width
             cos, sin = self.rope.tables(w, T)  # each (T, w)
             dout = split_heads(dmixed, g).reshape(n, T, w)  # (n, T, w)
-            dq_heads, dk_heads, dv_heads = be.causal_attention_backward(dout, attn_saved, 1.0 / math.sqrt(w))  # each (n, T, w)
-            dq_heads, dk_heads = dq_heads.reshape(n * T, w), dk_heads.reshape(n * T, w)  # each (n*T, w)
-            be.rope_apply_inverse(dq_heads, cos, sin)
-            be.rope_apply_inverse(dk_heads, cos, sin)
-            merge_heads(dq, dq_heads, g)
-            merge_heads(dk, dk_heads, g)
+            scale = 1.0 / math.sqrt(w)
+            dq_heads, dk_heads, dv_heads = be.causal_attention_backward(dout, attn_saved, scale)  # each (n, T, w)
+            dq_rows, dk_rows = dq_heads.reshape(n * T, w), dk_heads.reshape(n * T, w)  # each (n*T, w)
+            be.rope_apply_inverse(dq_rows, cos, sin)
+            be.rope_apply_inverse(dk_rows, cos, sin)
+            merge_heads(dq, dq_rows, g)
+            merge_heads(dk, dk_rows, g)
             merge_heads(dv, dv_heads, g)
         dx = self.wq.backward(dq, x)  # (B*T, d)
         be.add_(dx, self.wk.backward(dk, x))

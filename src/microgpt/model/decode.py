@@ -32,7 +32,7 @@ from microgpt.model.gpt import GPT
 
 
 class KVRing:
-    """One head group's keys and values at one layer: two rings of `capacity` slots, position p in slot p % capacity."""
+    """One head group's keys and values at one layer: rings of `capacity` slots, position p in slot p % capacity."""
 
     def __init__(self, backend: Backend, group: HeadGroup, capacity: int):
         self.capacity = capacity
@@ -64,8 +64,8 @@ class Decoder:
         self.position = 0  # position of the next token (the first token in the cache is position 0)
         self.consumed = 0  # context tokens accounted for, including those a long prompt had cropped
         groups = head_groups(model.config.head_dims)
-        # rings[layer][group]
-        self.rings = [[KVRing(model.be, g, self.capacity) for g in groups] for _ in range(model.config.n_layers)]
+        layers = range(model.config.n_layers)
+        self.rings = [[KVRing(model.be, g, self.capacity) for g in groups] for _ in layers]  # [layer][group]
 
     @property
     def length(self) -> int:

@@ -46,7 +46,7 @@ class Block:
         self.ff = FeedForward(backend, params, f"{name}.ff")
 
     def forward(self, x, batch: int, seq_len: int, cache=None, start: int = 0):
-        """(output (B*T, d), saved) for x (B*T, d) at positions start..; cache and start as in Attention.forward."""
+        """(output (B*T, d), saved) for x (B*T, d); cache and start as in Attention.forward."""
         attn_input, ln1_saved = self.ln1.forward(x)  # (B*T, d)
         attn_output, attn_saved = self.attn.forward(attn_input, batch, seq_len, cache, start)  # (B*T, d)
         after_attn = self.be.add(x, attn_output)  # (B*T, d): the residual stream between the two halves
@@ -59,7 +59,8 @@ class Block:
         ln1_saved, attn_saved, ln2_saved, ff_saved = saved
         d_after_attn = self.ln2.backward(self.ff.backward(dout, ff_saved), ln2_saved)  # (B*T, d)
         self.be.add_(d_after_attn, dout)
-        dx = self.ln1.backward(self.attn.backward(d_after_attn, attn_saved, batch, seq_len), ln1_saved)  # (B*T, d)
+        d_attn_input = self.attn.backward(d_after_attn, attn_saved, batch, seq_len)  # (B*T, d)
+        dx = self.ln1.backward(d_attn_input, ln1_saved)  # (B*T, d)
         self.be.add_(dx, d_after_attn)
         return dx
 
@@ -92,9 +93,9 @@ class GPT:
         return batch, seq_len
 
     def _blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0):
-        """The last block's output (B*T, d) for device ids (B*T,) at positions start.., and each block's saved.
+        """The last block's output (B*T, d) for device ids (B*T,), and what each block saved.
 
-        caches: None, or one KV cache per layer (see Attention.forward).
+        caches: None, or one KV cache per layer; it and start are as in Attention.forward.
         """
         x = self.be.embedding_gather(self.tok_emb, ids, batch * seq_len, self.config.d_model)  # (B*T, d)
         block_saved = []

@@ -52,12 +52,12 @@ class LayerNorm:
         self.dgamma, self.dbeta = params.gradient[f"{name}.gamma"], params.gradient[f"{name}.beta"]
 
     def forward(self, x):
-        out, norm, std_inv = self.be.layer_norm_forward(x, self.gamma, self.beta)  # (rows, d) twice, (rows, 1)
+        out, norm, std_inv = self.be.layer_norm_forward(x, self.gamma, self.beta)  # (rows, d) x2, (rows, 1)
         return out, (norm, std_inv)
 
     def backward(self, dy, saved):
         norm, std_inv = saved
-        dx, dgamma, dbeta = self.be.layer_norm_backward(dy, norm, std_inv, self.gamma)  # (rows, d), (1, d) twice
+        dx, dgamma, dbeta = self.be.layer_norm_backward(dy, norm, std_inv, self.gamma)  # (rows, d), (1, d) x2
         self.be.add_(self.dgamma, dgamma)
         self.be.add_(self.dbeta, dbeta)
         return dx

@@ -43,7 +43,7 @@ class RopeTables:
         self.be = backend
         self.seq_len = seq_len
         self._resident: dict[int, tuple] = {}  # width -> (cos, sin), each (seq_len, width)
-        self._latest: dict[int, tuple] = {}  # width -> ((first_position, n_positions), (cos, sin)), each (n, width)
+        self._latest: dict[int, tuple] = {}  # width -> ((first_position, n), (cos, sin)), each (n, width)
 
     def tables(self, width: int, n_positions: int, first_position: int = 0):
         """(cos, sin), each (n_positions, width), for positions first_position onwards."""
