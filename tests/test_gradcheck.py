@@ -26,10 +26,10 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
 from microgpt.model.attention import Attention
-from microgpt.model.gpt import GPT, Block, RopeTables
+from microgpt.model.gpt import GPT, Block
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters
-from microgpt.model.rope import rope_tables
+from microgpt.model.rope import RopeTables, rope_tables
 
 H = 1e-6  # finite-difference step
 ATOL = 1e-7  # see the module docstring: ~100x the finite-difference error, far below a real bug

@@ -160,6 +160,48 @@ def test_cached_and_uncached_generation_agree_while_the_context_fits(backend_nam
         assert cached == generate(model, TOKENIZER, "a", 5, temperature=temperature, seed=seed, use_cache=False)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_cached_forward_is_the_training_forward(shape):
+    # Prefill and single steps run the training forward's own attention code, so in float64 they agree with
+    # the full forward to rounding: only summation orders differ (one row's head matmul instead of all rows',
+    # a softmax over the visible keys instead of the masked square): seen <= 5e-15 on logits of size ~3.
+    config = tiny_model(**shape).config
+    model = GPT(config, get_backend("numpy", dtype=np.float64), seed=3)
+    ids = TOKENIZER.encode("ab cdef")[: config.seq_len]
+    full = model.be.to_host(model.logits(ids[None, :]))  # (T, vocab)
+    for n in range(1, len(ids) + 1):
+        np.testing.assert_allclose(Decoder(model).prefill(ids[:n])[0], full[n - 1], rtol=0, atol=1e-12)
+    stepped = Decoder(model)
+    for i, token in enumerate(ids):
+        np.testing.assert_allclose(stepped.step(int(token))[0], full[i], rtol=0, atol=1e-12)
+
+
+def test_a_cached_forward_takes_a_prompt_at_position_0_or_one_token_after_it():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="got 2 tokens at position 3"):
+        model.next_token_logits(np.array([1, 2], dtype=np.int32), Decoder(model).rings, 3)
+    with pytest.raises(ValueError, match="got 7 tokens at position 0"):
+        model.next_token_logits(np.arange(7, dtype=np.int32), Decoder(model).rings, 0)
+
+
+def test_sampling_twenty_times_seq_len_keeps_the_rope_tables_bounded_and_the_logits_right():
+    # Positions past seq_len get RoPE tables of their own rows (tests/test_rope.py), identical to the rows of
+    # tables grown to cover them, so the logits keep matching the float64 sliding-window forward to float32
+    # rounding (LOGITS_ATOL) however long the sequence; the tables never grow past seq_len rows.
+    model = tiny_model()
+    seq_len = model.config.seq_len
+    context = list(TOKENIZER.encode("ab"))
+    decoder = Decoder(model)
+    for _ in range(20 * seq_len):
+        cached = next_logits(model, context, decoder)
+        context.append(int(np.argmax(cached)))
+    assert decoder.position == len(context) - 1 == 20 * seq_len + 1
+    reference = sliding_window_logits(model, np.array(context[:-1]))[-1]
+    np.testing.assert_allclose(cached, reference, rtol=0, atol=LOGITS_ATOL)
+    shapes = model.rope.held_shapes()
+    assert shapes and all(rows <= seq_len for rows, _ in shapes)
+
+
 def test_prefill_fills_the_cache_the_same_as_stepping():
     model = tiny_model()
     ids = TOKENIZER.encode("ab cd")
@@ -168,9 +210,10 @@ def test_prefill_fills_the_cache_the_same_as_stepping():
     stepped = Decoder(model)
     for token in ids:
         stepped.step(int(token))
-    for layer_b, layer_s in zip(batched.keys + batched.values, stepped.keys + stepped.values):
-        for group_b, group_s in zip(layer_b, layer_s):
-            np.testing.assert_allclose(group_b, group_s, rtol=0, atol=1e-5)
+    for layer_b, layer_s in zip(batched.rings, stepped.rings):
+        for ring_b, ring_s in zip(layer_b, layer_s):
+            np.testing.assert_allclose(ring_b.keys, ring_s.keys, rtol=0, atol=1e-5)
+            np.testing.assert_allclose(ring_b.values, ring_s.values, rtol=0, atol=1e-5)
     assert batched.length == stepped.length == 5
 
 

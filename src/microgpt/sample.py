@@ -7,7 +7,8 @@ to top-p). `generate` extends a prompt one character at a time; the model
 sees at most seq_len tokens. With `use_cache` (the default) the prompt is run
 once and each new token reuses the keys and values already computed
 (`microgpt.model.decode`), O(T) per token; past seq_len the cache slides
-(sliding-window attention over the last seq_len positions at every layer).
+(sliding-window attention over the last seq_len positions at every layer), and
+its memory stays bounded by seq_len however many tokens are generated.
 Without it, each token re-runs the full model on the last seq_len tokens. The
 two agree while the context fits in seq_len, and for one-layer models always.
 """

@@ -5,7 +5,12 @@ width, so equal heads are one group and all their work is one batched matmul
 over (heads x sequences). A batch of B sequences of length T arrives packed as
 B*T rows. Inside a group, the G heads are laid out as G*B*T rows of width w,
 ordered (head, sequence, position), so row r is at position r % T: exactly the
-layout `rope_apply` and `fused_attn_softmax` expect for stacked blocks.
+layout `rope_apply` expects for stacked blocks, and (G*B, T, w) blocks for
+`causal_attention`.
+
+The same forward serves training and decoding: given a KV cache (one ring per
+head group, `microgpt.model.decode.KVRing`) and the position of the first new
+row, it adds the new keys and values to the cache and attends to all it holds.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from microgpt.backends.base import Backend
 from microgpt.model.layers import Linear, linear_specs
 from microgpt.model.params import Parameters, ParamSpec
+from microgpt.model.rope import RopeTables
 
 
 @dataclass(frozen=True)
@@ -46,62 +52,81 @@ def head_groups(head_dims: tuple[int, ...]) -> list[HeadGroup]:
 def split_heads(x, group: HeadGroup):
     """New contiguous (G*rows, w) from the group's columns of x (rows, d), ordered (head, row)."""
     rows = x.shape[0]
-    cols = x[:, group.col : group.end].reshape(rows, group.count, group.width)
-    return cols.transpose(1, 0, 2).copy().reshape(group.count * rows, group.width)
+    cols = x[:, group.col : group.end].reshape(rows, group.count, group.width)  # (rows, G, w)
+    return cols.transpose(1, 0, 2).copy().reshape(group.count * rows, group.width)  # (G*rows, w)
 
 
 def merge_heads(dst, heads, group: HeadGroup) -> None:
-    """Write (G*rows, w) head outputs back into the group's columns of dst (rows, d)."""
+    """Write head outputs (G*rows, w), or (G*B, T, w) with B*T = rows, into the group's columns of dst.
+
+    dst is (rows, d). One slice assignment into dst itself: no reliance on a reshape of dst being a view.
+    """
     rows = dst.shape[0]
-    target = dst[:, group.col : group.end].reshape(rows, group.count, group.width)  # a view
-    target[...] = heads.reshape(group.count, rows, group.width).transpose(1, 0, 2)
+    side_by_side = heads.reshape(group.count, rows, group.width).transpose(1, 0, 2)  # (rows, G, w)
+    dst[:, group.col : group.end] = side_by_side.reshape(rows, group.count * group.width)  # (rows, G*w)
 
 
 class Attention:
-    def __init__(self, backend: Backend, params: Parameters, name: str, head_dims: tuple[int, ...], rope):
+    def __init__(self, backend: Backend, params: Parameters, name: str, head_dims: tuple[int, ...],
+                 rope: RopeTables):
         self.be = backend
         self.wq, self.wk, self.wv, self.wo = (Linear(backend, params, f"{name}.{p}") for p in ("wq", "wk", "wv", "wo"))
         self.groups = head_groups(head_dims)
-        self.rope = rope  # RopeTables: (cos, sin) per width, on the backend
+        self.rope = rope
 
     @staticmethod
     def specs(name: str, d_model: int) -> list[ParamSpec]:
         return [s for p in ("wq", "wk", "wv", "wo") for s in linear_specs(f"{name}.{p}", d_model, d_model)]
 
-    def forward(self, x, batch: int, seq_len: int):
+    def forward(self, x, batch: int, seq_len: int, cache=None, start: int = 0):
+        """(output (B*T, d), saved) for x (B*T, d): B sequences of T rows at positions start .. start + T - 1.
+
+        Without a cache (training, a full forward) start is 0 and each row attends to the rows up to its
+        own. With one (a list of one KV ring per head group; B is 1), the new keys and values are added to
+        it and the rows attend to every key it holds before them: either start is 0 (a prompt) or T is 1
+        (one new token, which sees all the cache holds). `saved` is what `backward` needs (training only).
+        """
         be, T = self.be, seq_len
         q, k, v = self.wq.forward(x), self.wk.forward(x), self.wv.forward(x)  # each (B*T, d)
         mixed = be.zeros(x.shape)  # (B*T, d): the heads' outputs side by side
-        saved = []
-        for g in self.groups:
-            n = g.count * batch  # (T, w) blocks in this group
-            cos, sin = self.rope.tables(g.width, T)
-            qg, kg, vg = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # each (n*T, w)
-            be.rope_apply(qg, cos, sin)
-            be.rope_apply(kg, cos, sin)
-            out, attn_saved = be.causal_attention(qg.reshape(n, T, g.width), kg.reshape(n, T, g.width),
-                                                  vg.reshape(n, T, g.width), 1.0 / math.sqrt(g.width))  # (n, T, w)
+        group_saved = []
+        for i, g in enumerate(self.groups):
+            n, w = g.count * batch, g.width  # n: (T, w) blocks in this group
+            cos, sin = self.rope.tables(w, T, first_position=start)  # each (T, w)
+            q_heads = split_heads(q, g)  # (n*T, w)
+            k_heads = split_heads(k, g)  # (n*T, w)
+            v_heads = split_heads(v, g)  # (n*T, w)
+            be.rope_apply(q_heads, cos, sin)
+            be.rope_apply(k_heads, cos, sin)
+            keys, values = k_heads.reshape(n, T, w), v_heads.reshape(n, T, w)  # each (n, T, w)
+            if cache is not None:
+                keys, values = cache[i].add(keys, values, start)  # each (n, Tk, w): every key the rows see
+            queries = q_heads.reshape(n, T, w)  # (n, T, w)
+            scale = 1.0 / math.sqrt(w)
+            out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
             merge_heads(mixed, out, g)
-            saved.append(attn_saved)
-        return self.wo.forward(mixed), (x, mixed, saved)
+            group_saved.append(saved)
+        return self.wo.forward(mixed), (x, mixed, group_saved)  # (B*T, d)
 
-    def backward(self, dy, cache, batch: int, seq_len: int):
+    def backward(self, dy, saved, batch: int, seq_len: int):
+        """dx (B*T, d) for dy (B*T, d) and forward's `saved` (a training forward: no cache, start 0)."""
         be, T = self.be, seq_len
-        x, mixed, saved = cache
+        x, mixed, group_saved = saved
         dmixed = self.wo.backward(dy, mixed)  # (B*T, d)
-        dq, dk, dv = be.zeros(x.shape), be.zeros(x.shape), be.zeros(x.shape)
-        for g, attn_saved in zip(self.groups, saved):
+        dq, dk, dv = be.zeros(x.shape), be.zeros(x.shape), be.zeros(x.shape)  # each (B*T, d)
+        for g, attn_saved in zip(self.groups, group_saved):
             n, w = g.count * batch, g.width
-            cos, sin = self.rope.tables(w, T)
-            dout = split_heads(dmixed, g).reshape(n, T, w)
-            dqg, dkg, dvg = be.causal_attention_backward(dout, attn_saved, 1.0 / math.sqrt(w))  # each (n, T, w)
-            dqg, dkg = dqg.reshape(n * T, w), dkg.reshape(n * T, w)
-            be.rope_apply_inverse(dqg, cos, sin)
-            be.rope_apply_inverse(dkg, cos, sin)
-            merge_heads(dq, dqg, g)
-            merge_heads(dk, dkg, g)
-            merge_heads(dv, dvg, g)
-        dx = self.wq.backward(dq, x)
+            cos, sin = self.rope.tables(w, T)  # each (T, w)
+            dout = split_heads(dmixed, g).reshape(n, T, w)  # (n, T, w)
+            scale = 1.0 / math.sqrt(w)
+            dq_heads, dk_heads, dv_heads = be.causal_attention_backward(dout, attn_saved, scale)  # each (n, T, w)
+            dq_rows, dk_rows = dq_heads.reshape(n * T, w), dk_heads.reshape(n * T, w)  # each (n*T, w)
+            be.rope_apply_inverse(dq_rows, cos, sin)
+            be.rope_apply_inverse(dk_rows, cos, sin)
+            merge_heads(dq, dq_rows, g)
+            merge_heads(dk, dk_rows, g)
+            merge_heads(dv, dv_heads, g)
+        dx = self.wq.backward(dq, x)  # (B*T, d)
         be.add_(dx, self.wk.backward(dk, x))
         be.add_(dx, self.wv.backward(dv, x))
         return dx

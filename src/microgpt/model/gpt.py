@@ -2,7 +2,9 @@
 
 Written once against the backend contract, so it runs unchanged on every
 backend. `loss_and_backward` does one forward and backward pass over a batch
-and accumulates every parameter gradient; `logits` is the forward alone.
+and accumulates every parameter gradient; `logits` is the forward alone;
+`next_token_logits` is the same forward over the newest tokens of one sequence,
+reading and extending a KV cache (`microgpt.model.decode`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from microgpt.config import ModelConfig
 from microgpt.model.attention import Attention
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters, ParamSpec
-from microgpt.model.rope import rope_tables
+from microgpt.model.rope import RopeTables
 
 
 def param_specs(config: ModelConfig) -> list[ParamSpec]:
@@ -33,26 +35,6 @@ def param_specs(config: ModelConfig) -> list[ParamSpec]:
     return specs
 
 
-class RopeTables:
-    """cos/sin tables on the backend, one pair per head width, grown on demand."""
-
-    def __init__(self, backend: Backend, n_positions: int):
-        self.be = backend
-        self.n_positions = n_positions
-        self._tables: dict[int, tuple] = {}
-
-    def tables(self, width: int, n_positions: int, first_position: int = 0):
-        """(cos, sin), each (n_positions, width), for positions first_position onwards."""
-        end = first_position + n_positions
-        if width not in self._tables or self._tables[width][0].shape[0] < end:
-            if end > self.n_positions:  # grow by doubling, so generating N tokens rebuilds O(log N) times
-                self.n_positions = max(end, 2 * self.n_positions)
-            cos, sin = rope_tables(width, self.n_positions)
-            self._tables[width] = (self.be.from_host(cos), self.be.from_host(sin))
-        cos, sin = self._tables[width]
-        return cos[first_position:end], sin[first_position:end]
-
-
 class Block:
     """x + Attn(LN1(x)), then x + FFN(LN2(x))."""
 
@@ -63,25 +45,29 @@ class Block:
         self.ln2 = LayerNorm(backend, params, f"{name}.ln2")
         self.ff = FeedForward(backend, params, f"{name}.ff")
 
-    def forward(self, x, batch: int, seq_len: int):
-        a_in, ln1_saved = self.ln1.forward(x)
-        a_out, attn_saved = self.attn.forward(a_in, batch, seq_len)
-        mid = self.be.add(x, a_out)
-        f_in, ln2_saved = self.ln2.forward(mid)
-        f_out, ff_saved = self.ff.forward(f_in)
-        out = self.be.add(mid, f_out)
+    def forward(self, x, batch: int, seq_len: int, cache=None, start: int = 0):
+        """(output (B*T, d), saved) for x (B*T, d); cache and start as in Attention.forward."""
+        attn_input, ln1_saved = self.ln1.forward(x)  # (B*T, d)
+        attn_output, attn_saved = self.attn.forward(attn_input, batch, seq_len, cache, start)  # (B*T, d)
+        after_attn = self.be.add(x, attn_output)  # (B*T, d): the residual stream between the two halves
+        ffn_input, ln2_saved = self.ln2.forward(after_attn)  # (B*T, d)
+        ffn_output, ff_saved = self.ff.forward(ffn_input)  # (B*T, d)
+        out = self.be.add(after_attn, ffn_output)  # (B*T, d)
         return out, (ln1_saved, attn_saved, ln2_saved, ff_saved)
 
     def backward(self, dout, saved, batch: int, seq_len: int):
         ln1_saved, attn_saved, ln2_saved, ff_saved = saved
-        dmid = self.ln2.backward(self.ff.backward(dout, ff_saved), ln2_saved)
-        self.be.add_(dmid, dout)
-        dx = self.ln1.backward(self.attn.backward(dmid, attn_saved, batch, seq_len), ln1_saved)
-        self.be.add_(dx, dmid)
+        d_after_attn = self.ln2.backward(self.ff.backward(dout, ff_saved), ln2_saved)  # (B*T, d)
+        self.be.add_(d_after_attn, dout)
+        d_attn_input = self.attn.backward(d_after_attn, attn_saved, batch, seq_len)  # (B*T, d)
+        dx = self.ln1.backward(d_attn_input, ln1_saved)  # (B*T, d)
+        self.be.add_(dx, d_after_attn)
         return dx
 
 
 class GPT:
+    """The whole model: its parameters, its layers, and the passes over them."""
+
     def __init__(self, config: ModelConfig, backend: Backend, seed: int = 42):
         self.config = config
         self.be = backend
@@ -106,22 +92,45 @@ class GPT:
             raise ValueError(f"sequence length {seq_len} is outside 1..{self.config.seq_len} (the model's seq_len)")
         return batch, seq_len
 
+    def _blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0):
+        """The last block's output (B*T, d) for device ids (B*T,), and what each block saved.
+
+        caches: None, or one KV cache per layer; it and start are as in Attention.forward.
+        """
+        x = self.be.embedding_gather(self.tok_emb, ids, batch * seq_len, self.config.d_model)  # (B*T, d)
+        block_saved = []
+        for layer, block in enumerate(self.blocks):
+            cache = None if caches is None else caches[layer]
+            x, saved = block.forward(x, batch, seq_len, cache, start)  # (B*T, d)
+            block_saved.append(saved)
+        return x, block_saved
+
     def _forward(self, ids, batch: int, seq_len: int):
         """Logits (B*T, vocab) for device ids (B*T,), and what backward needs."""
-        d = self.config.d_model
-        x = self.be.embedding_gather(self.tok_emb, ids, batch * seq_len, d)  # (B*T, d)
-        block_saved = []
-        for block in self.blocks:
-            x, saved = block.forward(x, batch, seq_len)
-            block_saved.append(saved)
-        h, norm_saved = self.final_norm.forward(x)
+        x, block_saved = self._blocks_forward(ids, batch, seq_len)  # (B*T, d)
+        h, norm_saved = self.final_norm.forward(x)  # (B*T, d)
         logits = self.head.forward(h)  # (B*T, vocab)
         return logits, (h, norm_saved, block_saved)
+
+    def next_token_logits(self, token_ids: np.ndarray, caches, start: int):
+        """Backend logits (1, vocab) for the token after host token_ids (n,), the tokens at positions
+        start .. start + n - 1 of one sequence whose earlier keys and values `caches` holds (one list of
+        KV rings per layer, `microgpt.model.decode`); their own keys and values are added to it.
+
+        Either start is 0 (a prompt of at most seq_len tokens) or n is 1 (one new token).
+        """
+        n = len(token_ids)
+        if not (1 <= n <= self.config.seq_len and (start == 0 or n == 1)):
+            raise ValueError(f"a cached forward takes a prompt of 1..{self.config.seq_len} tokens at position 0 "
+                             f"or one token after it, got {n} tokens at position {start}")
+        x, _ = self._blocks_forward(self.be.ids(token_ids), 1, n, caches, start)  # (n, d)
+        h, _ = self.final_norm.forward(x[n - 1 :])  # (1, d): only the last token's prediction is wanted
+        return self.head.forward(h)  # (1, vocab)
 
     def logits(self, ids: np.ndarray):
         """Forward only: backend logits (B*T, vocab) for host ids (B, T)."""
         batch, seq_len = self._check_ids(ids)
-        logits, _ = self._forward(self.be.ids(ids.reshape(-1)), batch, seq_len)
+        logits, _ = self._forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
         return logits
 
     def _upload_windows(self, windows: np.ndarray):
@@ -134,18 +143,18 @@ class GPT:
     def loss(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1), forward only."""
         batch, seq_len, inputs, targets = self._upload_windows(windows)
-        logits, _ = self._forward(inputs, batch, seq_len)
+        logits, _ = self._forward(inputs, batch, seq_len)  # (B*T, vocab)
         loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
         return loss
 
     def loss_and_backward(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad."""
         batch, seq_len, inputs, targets = self._upload_windows(windows)
-        logits, (h, norm_saved, block_saved) = self._forward(inputs, batch, seq_len)
-        loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)
-        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)
+        logits, (h, norm_saved, block_saved) = self._forward(inputs, batch, seq_len)  # logits (B*T, vocab)
+        loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
+        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
         for block, saved in zip(reversed(self.blocks), reversed(block_saved)):
-            dx = block.backward(dx, saved, batch, seq_len)
+            dx = block.backward(dx, saved, batch, seq_len)  # (B*T, d)
         self.be.embedding_scatter_add(dx, inputs, self.d_tok_emb, batch * seq_len, self.config.d_model)
         return loss
 

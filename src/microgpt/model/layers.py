@@ -40,8 +40,9 @@ class Linear:
     def backward(self, dy, x):
         """x is the forward input; returns dx."""
         self.be.matmul_into(x, dy, self.dw, transpose_a=True, accumulate=True)
-        self.be.add_(self.db, self.be.sum_rows(dy))
-        return self.be.matmul(dy, self.w, transpose_b=True)
+        self.be.add_(self.db, self.be.sum_rows(dy))  # the column sums of dy: (1, d_out)
+        dx = self.be.matmul(dy, self.w, transpose_b=True)  # (rows, d_in)
+        return dx
 
 
 class LayerNorm:
@@ -51,12 +52,12 @@ class LayerNorm:
         self.dgamma, self.dbeta = params.gradient[f"{name}.gamma"], params.gradient[f"{name}.beta"]
 
     def forward(self, x):
-        out, norm, std_inv = self.be.layer_norm_forward(x, self.gamma, self.beta)
+        out, norm, std_inv = self.be.layer_norm_forward(x, self.gamma, self.beta)  # (rows, d) x2, (rows, 1)
         return out, (norm, std_inv)
 
     def backward(self, dy, saved):
         norm, std_inv = saved
-        dx, dgamma, dbeta = self.be.layer_norm_backward(dy, norm, std_inv, self.gamma)
+        dx, dgamma, dbeta = self.be.layer_norm_backward(dy, norm, std_inv, self.gamma)  # (rows, d), (1, d) x2
         self.be.add_(self.dgamma, dgamma)
         self.be.add_(self.dbeta, dbeta)
         return dx
@@ -75,12 +76,14 @@ class FeedForward:
         return linear_specs(f"{name}.l1", d_model, d_ff) + linear_specs(f"{name}.l2", d_ff, d_model)
 
     def forward(self, x):
-        pre = self.be.matmul(x, self.l1.w)  # (rows, d_ff)
-        hidden, mask = self.be.fused_bias_relu(pre, self.l1.b)
-        return self.l2.forward(hidden), (x, hidden, mask)
+        pre_activation = self.be.matmul(x, self.l1.w)  # (rows, d_ff)
+        hidden, mask = self.be.fused_bias_relu(pre_activation, self.l1.b)  # each (rows, d_ff)
+        out = self.l2.forward(hidden)  # (rows, d_model)
+        return out, (x, hidden, mask)
 
     def backward(self, dy, saved):
         x, hidden, mask = saved
-        dhidden = self.l2.backward(dy, hidden)
-        dpre = self.be.relu_backward(dhidden, mask)
-        return self.l1.backward(dpre, x)
+        dhidden = self.l2.backward(dy, hidden)  # (rows, d_ff)
+        dpre_activation = self.be.relu_backward(dhidden, mask)  # (rows, d_ff)
+        dx = self.l1.backward(dpre_activation, x)  # (rows, d_model)
+        return dx

@@ -51,9 +51,11 @@ class Parameters:
         self.gradient = {name: self._view(self.grad, name) for name in self.specs}
 
     def _view(self, buffer, name: str):
+        """The parameter's (mem_shape) view into buffer (1, total). Writes through it must land in buffer: the
+        reshape is of a contiguous 1-D slice, which NumPy and CuPy always reshape to a view, never a copy."""
         spec = self.specs[name]
         start = self._offsets[name]
-        return buffer[0, start : start + spec.size].reshape(spec.mem_shape)
+        return buffer[0, start : start + spec.size].reshape(spec.mem_shape)  # (mem_shape), a view
 
     def initialize(self, seed: int) -> None:
         """Draw every parameter from its init distribution with a host RNG, so all backends start alike."""
