@@ -101,12 +101,12 @@ def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: 
 def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: str, train_state: dict | None) -> None:
     params = model.params
     config = {"format_version": FORMAT_VERSION, "microgpt_version": __version__, **model.config.to_dict(), "vocab": vocab}
-    save_file(_float32(weights), tmp / WEIGHTS, metadata={"format": "microgpt", "format_version": "1"})
+    _save_tensors(_float32(weights), tmp / WEIGHTS, metadata={"format": "microgpt", "format_version": "1"})
     _write_json(tmp / CONFIG, config)
     if train_state is not None:
         moments = {f"m.{k}": v for k, v in params.to_host(params.m).items()}
         moments.update({f"v.{k}": v for k, v in params.to_host(params.v).items()})
-        save_file(_float32(moments), tmp / OPTIMIZER)
+        _save_tensors(_float32(moments), tmp / OPTIMIZER)
         _write_json(tmp / TRAIN_STATE, {**train_state, "adam_step": params.step})
     for path in tmp.iterdir():
         _fsync(path)
@@ -254,6 +254,14 @@ def _check_tensors(path: Path, tensors: dict[str, np.ndarray], expected: dict[st
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != tuple(shape):
             raise CheckpointError(f"{path}: {name} has shape {tuple(tensors[name].shape)}, the config needs {tuple(shape)}")
+
+
+def _save_tensors(tensors: dict[str, np.ndarray], path: Path, metadata: dict | None = None) -> None:
+    """save_file, with its I/O failures (a full disk) raised as the OSError they are, naming the file."""
+    try:
+        save_file(tensors, path, metadata=metadata)
+    except SafetensorError as exc:
+        raise OSError(0, str(exc).rsplit("I/O error: ", 1)[-1], str(path)) from None
 
 
 def _float32(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

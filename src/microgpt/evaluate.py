@@ -9,6 +9,7 @@ back, and the log-softmax and the sum run on the host in float64.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from microgpt.data import DataError
 from microgpt.model import GPT
+from microgpt.sample import UnsoundOutputs
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,8 @@ class Evaluation:
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.nll)
+        """exp(nll); infinite for a model so bad that exp overflows (nll past about 709 nats)."""
+        return math.exp(self.nll) if self.nll < math.log(sys.float_info.max) else math.inf
 
     @property
     def bits_per_char(self) -> float:
@@ -61,6 +64,9 @@ def evaluate(model: GPT, tokens: np.ndarray, batch_size: int = 32, max_positions
         logits = model.logits(windows).reshape(len(targets), seq_len, -1)[:, -1].copy()  # (B, vocab)
         total += float(np.sum(nll_rows(model.be.to_host(logits), tokens[targets])))
     model.be.sync()
+    if not math.isfinite(total):
+        raise UnsoundOutputs(f"the model's outputs on {what} are not finite; its weights are unusable, retrain it "
+                             "(with a lower --lr if it diverged)")
     return Evaluation(positions=positions, nll=total / positions, seconds=time.perf_counter() - start)
 
 

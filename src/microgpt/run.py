@@ -222,13 +222,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
 
 def _claim(directory: Path, n_params: int) -> WriterLock:
     """Lock a checkpoint directory for this run, and make sure a checkpoint can be written there."""
-    lock = WriterLock(directory).acquire()
-    try:
-        check_writable(directory, n_params)
-    except BaseException:
-        lock.release()
-        raise
-    return lock
+    check_writable(directory, n_params)
+    return WriterLock(directory).acquire()
 
 
 def _train_state(checkpoint: Path, info: dict) -> dict:

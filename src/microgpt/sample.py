@@ -60,6 +60,10 @@ def choose_token(logits: np.ndarray, temperature: float, rng: np.random.Generato
     return int(rng.choice(len(probs), p=probs))
 
 
+class UnsoundOutputs(ValueError):
+    """A model whose outputs are NaN or infinite; the message says so and what to do."""
+
+
 def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_tokens: int, temperature: float = 1.0,
              seed: int = 0, on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
              use_cache: bool = True) -> str:
@@ -70,7 +74,11 @@ def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_tokens: int, t
     decoder = Decoder(model) if use_cache else None
     out = []
     for _ in range(n_tokens):
-        token = choose_token(next_logits(model, context, decoder), temperature, rng, top_k, top_p)
+        logits = next_logits(model, context, decoder)  # (vocab,)
+        if not np.all(np.isfinite(logits)):
+            raise UnsoundOutputs(f"the model's outputs are not finite (after {len(out)} characters); its weights "
+                                 "are unusable, retrain it (with a lower --lr if it diverged)")
+        token = choose_token(logits, temperature, rng, top_k, top_p)
         context.append(token)
         ch = tokenizer.vocab[token]
         out.append(ch)

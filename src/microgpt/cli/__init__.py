@@ -15,9 +15,10 @@ from microgpt.backends import BackendUnavailable
 from microgpt.checkpoint import CheckpointError
 from microgpt.config import ConfigError
 from microgpt.data import DataError
+from microgpt.sample import UnsoundOutputs
 from microgpt.trainer import TrainingStopped
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped)
+USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped, UnsoundOutputs)
 EXIT_USER_ERROR = 2
 
 

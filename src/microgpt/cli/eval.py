@@ -35,7 +35,7 @@ def run(args) -> int:
     result = evaluate(model, tokens, batch_size=args.batch_size, max_positions=args.max_positions, what=args.file)
     if args.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions, "nll": result.nll,
-                          "perplexity": result.perplexity, "bits_per_char": result.bits_per_char,
+                          "perplexity": result.perplexity if math.isfinite(result.perplexity) else "inf", "bits_per_char": result.bits_per_char,
                           "seconds": round(result.seconds, 3)}))
         return 0
     seq_len = model.config.seq_len
