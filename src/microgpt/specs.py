@@ -1,4 +1,4 @@
-"""Model spec strings, the reference's short names for a model shape: d64n2, d4x16n2, d1+2+4+8+16+32n2.
+"""Model spec strings, short names for a model shape: d64n2, d4x16n2, d1+2+4+8+16+32n2.
 
 Grammar (SPEC_GRAMMAR): the heads, then the layers, then an optional FFN width.
 - `d<width>`: one head of that width (d64: one head, d_model 64);

@@ -208,7 +208,7 @@ class Backend(abc.ABC):
         return dq, dk, dv
 
     def fused_bias_relu(self, x: Mat, bias: Mat) -> tuple[Mat, Mat]:
-        """bias_add(x, bias) then relu_forward(x); x is changed in place, as the reference does."""
+        """bias_add(x, bias) then relu_forward(x); x itself is left holding x + bias."""
         self.bias_add(x, bias)
         return self.relu_forward(x)
 
