@@ -15,7 +15,9 @@ No torch.compile. The module is device- and dtype-agnostic (`.to(device)`,
 the activations' dtype (cached per dtype and device), so a float64 model is
 exact to float64 and a float32 one pays no cast per step.
 
-`load_from_microgpt(model, tensors)` copies a microgpt checkpoint-named state
+`make_adam` and `make_adamw` (decay on the Linear weights), `warmup_cosine` and
+`train_step` (optional clipping, an lr per step) are microgpt's optimiser and
+schedule in PyTorch's own terms. `load_from_microgpt(model, tensors)` copies a microgpt checkpoint-named state
 (`GPT.params.to_host()`) into a TorchGPT; `microgpt_named_parameters(model)`
 gives each of its parameters under the microgpt name (for comparing gradients).
 """
@@ -216,11 +218,37 @@ def make_adam(model: nn.Module, lr: float) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8)
 
 
-def train_step(model: TorchGPT, optimizer: torch.optim.Optimizer, windows: torch.Tensor) -> float:
-    """microgpt's training step in PyTorch: mean next-token cross-entropy of windows (B, T+1), one Adam step."""
+def make_adamw(model: TorchGPT, lr: float, betas: tuple[float, float], weight_decay: float) -> torch.optim.AdamW:
+    """torch.optim.AdamW (eps 1e-8) decaying the nn.Linear weights only: not the embedding, LayerNorm or biases."""
+    decayed = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    ids = {id(p) for p in decayed}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=1e-8)
+
+
+def warmup_cosine(lr: float, t: int, warmup: int, decay_steps: int, min_lr: float) -> float:
+    """nanoGPT's schedule with steps counted from 1: lr * t / warmup up to warmup, then cosine to min_lr at
+    decay_steps, min_lr after."""
+    if t <= warmup:
+        return lr * t / warmup
+    if t >= decay_steps:
+        return min_lr
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * (t - warmup) / (decay_steps - warmup))) * (lr - min_lr)
+
+
+def train_step(model: TorchGPT, optimizer: torch.optim.Optimizer, windows: torch.Tensor, lr: float | None = None,
+               grad_clip: float | None = None) -> float:
+    """microgpt's training step in PyTorch: mean next-token cross-entropy of windows (B, T+1), gradients clipped
+    to a global norm of grad_clip if given, one step of the optimizer at lr (if given)."""
     optimizer.zero_grad(set_to_none=True)
     logits = model(windows[:, :-1])  # (B, T, V)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1))
     loss.backward()
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if lr is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
     optimizer.step()
     return loss.item()

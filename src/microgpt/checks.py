@@ -90,6 +90,17 @@ class PositiveNumber(Check):
         return f"{float(mantissa):g}e{int(exponent)}" if abs(int(exponent)) >= 3 else f"{value:g}"
 
 
+class Number(PositiveNumber):
+    """Any finite float; where its range depends on other settings it is checked beside them (config.py)."""
+
+    kind = "a number"
+
+    def validate(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(self.kind)
+        return float(value)
+
+
 class Switch(Check):
     """On or off: a flag without a value, or true/false in YAML."""
 
@@ -189,7 +200,16 @@ def _backend_choices():
     return CHOICES
 
 
+def _preset_choices():
+    from microgpt.presets import PRESETS
+
+    return tuple(PRESETS)
+
+
 POSITIVE_NUMBER = PositiveNumber()
+NUMBER = Number()
+SCHEDULE = Choice(lambda: ("constant", "cosine"))
+PRESET = Choice(_preset_choices)
 SWITCH = Switch()
 BACKEND = Choice(_backend_choices)
 SIZE = Size()

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from microgpt.checks import (
     BACKEND,
     HEADS,
+    NUMBER,
     PATH,
     POSITIVE_NUMBER,
+    PRESET,
+    SCHEDULE,
     SIZE,
     SWITCH,
     Check,
@@ -144,8 +147,23 @@ class ModelConfig:
 class TrainConfig:
     steps: int = setting(10000, "train until step N (a total: a resumed run continues to it)", whole(0))
     seed: int = setting(42, "seeds the initial weights and the random batches", whole(0), metavar="S")
-    lr: float = setting(3e-4, "Adam learning rate (β 0.9, 0.999, ε 1e-8, bias-corrected)", POSITIVE_NUMBER,
-                        metavar="X")
+    lr: float = setting(3e-4, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
+                        POSITIVE_NUMBER, metavar="X")
+    warmup: int = setting(0, "raise the learning rate linearly over the first N steps (lr/N, 2 lr/N, ... lr)",
+                          whole(0))
+    lr_schedule: str = setting("constant", "after warm-up: constant, or cosine (decays to --min-lr by "
+                               "--decay-steps)", SCHEDULE, metavar="NAME")
+    min_lr: float | None = setting(None, "where cosine decay ends", NUMBER, shown_default="lr/10", metavar="X")
+    decay_steps: int | None = setting(None, "the step at which cosine reaches --min-lr (min-lr after it)", whole(1),
+                                      shown_default="--steps")
+    weight_decay: float = setting(0.0, "decoupled (AdamW) weight decay of the weight matrices: attention, "
+                                  "feed-forward and output head; not embeddings, LayerNorm gains or biases",
+                                  NUMBER, metavar="W")
+    beta1: float = setting(0.9, "Adam's first-moment decay", NUMBER, metavar="X")
+    beta2: float = setting(0.999, "Adam's second-moment decay", NUMBER, metavar="X")
+    grad_clip: float | None = setting(None, "scale the gradients down to this global L2 norm when above it "
+                                      "(the norm is logged as grad_norm)", NUMBER, shown_default="off",
+                                      metavar="C")
     batch_size: int = setting(1, "sequences per step", whole(1), metavar="B")
     stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
@@ -159,10 +177,27 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be at least 0 and below 1, got {getattr(self, name)}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"--weight-decay must be 0 or more, got {self.weight_decay}")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ConfigError(f"--grad-clip must be above 0, got {self.grad_clip}; leave it out for no clipping")
+        if self.min_lr is not None and not 0 <= self.min_lr <= self.lr:
+            raise ConfigError(f"--min-lr {self.min_lr} must be between 0 and --lr {self.lr}")
+        if self.decay_steps is None and self.warmup > self.steps:
+            raise ConfigError(f"--warmup {self.warmup} is longer than the run (--steps {self.steps}); shorten the "
+                              "warm-up, train longer, or give --decay-steps to train part of a longer schedule")
+        if self.decay_steps is not None and self.decay_steps <= self.warmup:
+            raise ConfigError(f"--decay-steps {self.decay_steps} must come after the warm-up (--warmup {self.warmup})")
 
 
 @dataclass
 class RunConfig:
+    preset: str | None = setting(None, "a named bundle of settings, under named runs and flags: reference (the "
+                                 "reference's model, batch, steps and plain Adam)", PRESET, shown_default="none",
+                                 metavar="NAME")
     backend: str = setting("auto", "compute backend; auto picks cuda when a GPU is usable, and says which",
                            BACKEND, metavar="NAME")
     max_memory: int = setting(3 * 1024**3, "refuse a step estimated to need more, e.g. 512MiB, 8GiB", SIZE,

@@ -20,7 +20,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +42,8 @@ from microgpt.plot import plot_available, write_loss_plot
 from microgpt.progress import Progress
 from microgpt.run_dir import WriterLock, check_target, check_writable
 from microgpt.sample import generate
-from microgpt.settings import Settings
+from microgpt.presets import REFERENCE_OPTIMIZER
+from microgpt.settings import FIELDS, Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
 from microgpt.trainer import RunPaths, RunSummary, Trainer
 
@@ -92,6 +93,7 @@ class Run:
     label: str | None  # the run id or spec, for results.jsonl and the plot title
     resumed: bool = False
     lock: WriterLock | None = None  # held on the checkpoint directory while the run lives
+    notes: list[str] = field(default_factory=list)  # settings of a resume that override the checkpoint's
 
     def __enter__(self) -> Run:  # noqa: PYI034 - typing.Self needs Python 3.11
         return self
@@ -183,11 +185,13 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
             check_target(settings.path("model") or resume)
         model, vocab, info = load_checkpoint(resume, backend, with_optimizer=True, max_memory=cap)
         resume_state = _train_state(resume, info)
-        saved = dict(resume_state.get("train_config", {}))
+        # a checkpoint from before the optimiser settings existed was trained with the reference's
+        saved = {**REFERENCE_OPTIMIZER, **resume_state.get("train_config", {})}
         if resume_state.get("corpus_file"):
             saved["file"] = resume_state["corpus_file"]
         settings = settings.resumed_from(saved)
     train_config = settings.train_config()
+    notes = schedule_overrides(settings, saved, train_config) if resume is not None else []
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     label = settings.named.id if settings.named else None
     target = (settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)) if save else None
@@ -217,7 +221,17 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     lock = None if target is None else _claim(target, model.n_params)  # last, so a refused run leaves nothing
     run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
     return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info, label,
-               resumed=resume is not None, lock=lock)
+               resumed=resume is not None, lock=lock, notes=notes)
+
+
+def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> list[str]:
+    """On a resume: each optimiser or schedule flag that changes what the checkpoint was trained with."""
+    notes = [f"{FIELDS[key].flag} {settings.value(key)} overrides the checkpoint's {saved.get(key)}"
+             for key in REFERENCE_OPTIMIZER if key in settings.explicit and settings.explicit[key] != saved.get(key)]
+    old_steps = saved.get("steps")
+    if config.lr_schedule == "cosine" and config.decay_steps is None and old_steps not in (None, config.steps):
+        notes.append(f"the cosine decay now ends at step {config.steps} (--steps), not {old_steps}")
+    return notes
 
 
 def _claim(directory: Path, n_params: int) -> WriterLock:

@@ -1,8 +1,9 @@
 """Where each setting of a run comes from, and the configs built from them.
 
 Sources, lowest to highest precedence: the default declared in config.py, the
-named run of `--config` (named_runs.py), the checkpoint being resumed (its
-training settings and corpus), and an explicit flag or keyword. `Settings`
+preset (`--preset`, or a named run's `preset:`; presets.py), the named run of
+`--config` (named_runs.py), the checkpoint being resumed (its training settings
+and corpus), and an explicit flag or keyword. `Settings`
 answers "what is this setting, and who said so" for the run module, and builds
 the `ModelConfig`, `TrainConfig` and `RunConfig` of a run.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from microgpt.config import ConfigError, ModelConfig, RunConfig, TrainConfig, parse_heads, settings_fields
 from microgpt.named_runs import NamedRun
+from microgpt.presets import PRESETS
 
 FIELDS = {f.key: f for f in settings_fields()}
 SHAPE_KEYS = tuple(f.key for f in settings_fields(ModelConfig))  # d_model, n_layers, heads, d_ff, seq_len
@@ -20,7 +22,7 @@ SHAPE_KEYS = tuple(f.key for f in settings_fields(ModelConfig))  # d_model, n_la
 
 class Settings:
     """Each setting from its explicit value, else the checkpoint (for the keys it keeps), else the named run,
-    else the declared default."""
+    else the preset, else the declared default."""
 
     def __init__(self, explicit: dict | None = None, named: NamedRun | None = None, saved: dict | None = None):
         explicit = {key: value for key, value in (explicit or {}).items() if value is not None}
@@ -33,13 +35,15 @@ class Settings:
             except ValueError as exc:
                 raise ConfigError(f"{FIELDS[key].flag} must be {exc}, not {value!r}") from None
         self.explicit, self.named, self.saved = explicit, named, saved or {}
+        preset = explicit.get("preset") or (named.values.get("preset") if named is not None else None)
+        self.preset: dict = PRESETS[preset] if preset else {}
 
     def resumed_from(self, saved: dict) -> Settings:
         """These settings over a checkpoint's saved ones (its training settings, corpus file)."""
         return Settings(self.explicit, self.named, saved)
 
     def given(self, key: str) -> bool:
-        """Set explicitly or by the named run (not a default, not the checkpoint)."""
+        """Set explicitly or by the named run (not a default, a preset or the checkpoint)."""
         return key in self.explicit or (self.named is not None and key in self.named.values)
 
     def value(self, key: str):
@@ -49,6 +53,8 @@ class Settings:
             return self.saved[key]
         if self.named is not None and key in self.named.values:
             return self.named.values[key]
+        if key in self.preset:
+            return self.preset[key]
         return FIELDS[key].default
 
     def origin(self, key: str) -> str:

@@ -9,8 +9,10 @@ save leaves no steps that the resumed run repeats).
 
 It stops cleanly. Ctrl-C (SIGINT) or SIGTERM (what a scheduler sends before a
 kill) finishes the step, saves and returns, with the signal in the summary; a
-signal during a save lets the save finish. A NaN or infinite loss stops before
-the Adam step; weights that are unsound to save (checkpoint.WEIGHT_LIMIT) stop
+signal during a save lets the save finish. Each step's update is the
+optimiser's (optim.py: schedule, clipping, Adam or AdamW); its learning rate,
+and with clipping the gradient norm, go into the metrics log. A NaN or
+infinite loss stops before the update; weights that are unsound to save (checkpoint.WEIGHT_LIMIT) stop
 the run before the save; either way the last good checkpoint stays on disk,
 and the message says which step it holds.
 """
@@ -32,6 +34,7 @@ import numpy as np
 from microgpt.checkpoint import CheckpointError, UnsoundWeights, save_checkpoint
 from microgpt.config import TrainConfig
 from microgpt.model import GPT, NonFiniteLoss
+from microgpt.optim import Optimizer
 from microgpt.progress import Progress
 
 VAL_MAX_WINDOWS = 64  # validation uses at most this many windows of seq_len + 1
@@ -80,6 +83,7 @@ class Trainer:
         self.model, self.vocab, self.batches = model, vocab, batches
         self.val_tokens, self.config, self.paths, self.progress = val_tokens, config, paths, progress
         self.run_info = run_info  # corpus and flags, kept in train_state.json
+        self.optimizer = Optimizer(model.params, config)
         self.best_val_loss: float | None = run_info.get("best_val_loss")
         if val_tokens is not None:  # up to VAL_MAX_WINDOWS non-overlapping windows of seq_len + 1, made once
             seq_len = model.config.seq_len
@@ -124,12 +128,15 @@ class Trainer:
                 while params.step < cfg.steps and self._stop_signal is None:
                     windows = self.batches.next()
                     try:
-                        loss = self.model.train_step(windows, cfg.lr)
+                        loss = self.model.gradients(windows)
                     except NonFiniteLoss as exc:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
+                    update = self.optimizer.step()
                     losses.append(loss)
                     step, now = params.step, time.perf_counter()
-                    record = {"step": step, "loss": loss, "time": round(now - start, 4)}
+                    record = {"step": step, "loss": loss, "time": round(now - start, 4), "lr": update.lr}
+                    if update.grad_norm is not None:
+                        record["grad_norm"] = update.grad_norm
                     due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
                     due_by_time = not cfg.eval_every and now - last_val >= cfg.val_interval
                     if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):

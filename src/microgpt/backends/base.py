@@ -6,7 +6,9 @@ products (`matmul`, `matmul_into`, the 3-D batched `bmm`), and the row,
 element-wise, embedding and optimiser ops of spec/ops.md (`add_` and `scale_`
 are the in-place twins of `add!` and `scale!` there). A new backend implements
 its abstract methods and can train. The fused ops and `causal_attention` have
-default implementations built from the separate ones, to be fused later.
+default implementations built from the separate ones, to be fused later;
+`adamw_step` (ours, not the spec's: the optimiser of optim.py beyond the
+reference's Adam) has a default that computes on the host.
 
 `ReferenceAPI` holds the operations of the reference's CuBLASBackend that
 nothing here calls (raw device memory, the cuBLAS handle, `release`,
@@ -24,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from microgpt.backends.adamw import adamw_update
 
 Mat = Any  # the backend's native array type
 
@@ -206,6 +210,17 @@ class Backend(abc.ABC):
         dq = self.bmm(dscores, k)  # (n, T, w)
         dk = self.bmm(dscores, q, True, False)  # (n, T, w)
         return dq, dk, dv
+
+    def adamw_step(self, param: Mat, grad: Mat, m: Mat, v: Mat, decay_mask: Mat, lr: float, t: int,
+                   beta1: float, beta2: float, weight_decay: float, grad_scale: float) -> None:
+        """In place AdamW over flat (1, total) buffers (backends/adamw.py gives the formula): Adam with these
+        betas on grad * grad_scale, and decoupled decay lr * weight_decay where decay_mask is 1. `grad` is
+        left as it was. This default runs the NumPy formula on host copies (correct on any backend, with a
+        round trip per step); a backend overrides it with its own update."""
+        host = [self.to_host(a) for a in (param, grad, m, v, decay_mask)]
+        adamw_update(*host, lr, t, beta1, beta2, weight_decay, grad_scale)
+        for target, updated in zip((param, m, v), (host[0], host[2], host[3])):
+            target[...] = self.from_host(updated)
 
     def fused_bias_relu(self, x: Mat, bias: Mat) -> tuple[Mat, Mat]:
         """bias_add(x, bias) then relu_forward(x); x itself is left holding x + bias."""

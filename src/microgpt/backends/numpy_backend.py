@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from microgpt.backends.adamw import adamw_update
 from microgpt.backends.base import Backend, Mat, ReferenceAPI
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
@@ -166,6 +167,9 @@ class NumpyBackend(Backend, ReferenceAPI):
         denom = np.sqrt(v / (1 - ADAM_BETA2**t))
         denom += ADAM_EPS
         param -= self.dtype.type(step) * m / denom
+
+    def adamw_step(self, param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
+        adamw_update(param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale)
 
     def rope_apply(self, x, cos_cache, sin_cache):
         self._rope(x, cos_cache, sin_cache, sign=1)

@@ -69,6 +69,8 @@ def run_single(args, settings: Settings, backend) -> int:
               + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
         summary = run.train(Progress(args.quiet))
         print_summary(summary)
+        for note in run.notes:
+            print(f"note: {note}")
         hint_at_plots(report_plot(run, summary))
     gen = settings.value("gen")
     if gen and not summary.interrupted:

@@ -158,15 +158,20 @@ class GPT:
         self.be.embedding_scatter_add(dx, inputs, self.d_tok_emb, batch * seq_len, self.config.d_model)
         return loss
 
-    def train_step(self, windows: np.ndarray, lr: float) -> float:
-        """Zero the gradients, one forward/backward, one Adam step; returns the loss (before the step).
+    def gradients(self, windows: np.ndarray) -> float:
+        """Zero the gradients and take one forward/backward into params.grad; returns the loss.
 
-        A NaN or infinite loss raises NonFiniteLoss before the step, so the weights stay as they were.
+        A NaN or infinite loss raises NonFiniteLoss, so no update follows and the weights stay as they were.
         """
         self.params.zero_grad()
         loss = self.loss_and_backward(windows)
         if not math.isfinite(loss):
             raise NonFiniteLoss(loss, self.params.step + 1)
+        return loss
+
+    def train_step(self, windows: np.ndarray, lr: float) -> float:
+        """`gradients`, then one Adam step at lr; returns the loss (before the step)."""
+        loss = self.gradients(windows)
         self.params.adam_step(lr)
         return loss
 

@@ -1,0 +1,91 @@
+"""The optimiser over the flat parameter store: learning-rate schedule, gradient clipping, Adam or AdamW.
+
+`learning_rate(config, t)` is the schedule: a linear warm-up over `warmup`
+steps, then constant or a cosine decay to `min_lr` at `decay_steps` (default:
+`steps`). `Optimizer.step()`, after a backward, takes one update of every
+parameter: with the reference's betas and no decay or clipping it is the
+reference's op, `Backend.adam_step` (so such a run is bit-identical to one
+from before these settings existed); otherwise one `Backend.adamw_step` over
+the flat buffers, with the gradients scaled to `grad_clip` where their global
+L2 norm is above it and decoupled weight decay on the weight matrices only
+(`decay_mask`). The schedule depends only on the step and the settings, so a
+resumed run continues it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2
+from microgpt.config import TrainConfig
+from microgpt.model.params import Parameters
+
+CLIP_EPS = 1e-6  # added to the norm before dividing, as torch.nn.utils.clip_grad_norm_ does
+
+
+def learning_rate(config: TrainConfig, t: int) -> float:
+    """The learning rate of step t (t = 1 for the first step)."""
+    if t <= config.warmup:
+        return config.lr * t / config.warmup
+    if config.lr_schedule == "constant":
+        return config.lr
+    min_lr = config.lr / 10 if config.min_lr is None else config.min_lr
+    end = config.decay_steps or config.steps
+    if t >= end:
+        return min_lr
+    progress = (t - config.warmup) / (end - config.warmup)  # in (0, 1)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (config.lr - min_lr)
+
+
+def decays(name: str) -> bool:
+    """Weight decay applies to the weight matrices of the Linear layers (attention, feed-forward, output head);
+    not to the token embedding, LayerNorm gains and shifts, or biases."""
+    return name.endswith(".w")
+
+
+def decay_mask(params: Parameters):
+    """(1, total) on the backend: 1.0 over the parameters that decay, 0.0 elsewhere."""
+    mask = params.backend.zeros((1, params.total))  # (1, total)
+    params.from_host({name: np.full(spec.shape, float(decays(name))) for name, spec in params.specs.items()}, mask)
+    return mask
+
+
+def grad_norm(params: Parameters) -> float:
+    """The global L2 norm of every gradient: one reduction, grad (1, total) @ grad^T."""
+    squares = params.backend.matmul(params.grad, params.grad, transpose_b=True)  # (1, 1)
+    return math.sqrt(float(params.backend.to_host(squares)[0, 0]))
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    lr: float  # the learning rate the step used
+    grad_norm: float | None  # the gradients' global norm before clipping (with grad_clip only)
+
+
+class Optimizer:
+    """One update of every parameter per `step()`, as the training settings ask."""
+
+    def __init__(self, params: Parameters, config: TrainConfig):
+        self.params, self.config = params, config
+        self.plain = ((config.beta1, config.beta2) == (ADAM_BETA1, ADAM_BETA2) and config.weight_decay == 0
+                      and config.grad_clip is None)
+        self.mask = None if self.plain else decay_mask(params)
+
+    def step(self) -> StepInfo:
+        """Update every parameter from params.grad (left as it is) and count the step."""
+        p, cfg = self.params, self.config
+        lr = learning_rate(cfg, p.step + 1)
+        if self.plain:
+            p.adam_step(lr)
+            return StepInfo(lr, None)
+        norm, scale = None, 1.0
+        if cfg.grad_clip is not None:
+            norm = grad_norm(p)
+            scale = min(1.0, cfg.grad_clip / (norm + CLIP_EPS))
+        p.step += 1
+        p.backend.adamw_step(p.data, p.grad, p.m, p.v, self.mask, lr, p.step, cfg.beta1, cfg.beta2,
+                             cfg.weight_decay, scale)
+        return StepInfo(lr, norm)
