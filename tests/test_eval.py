@@ -47,6 +47,38 @@ def test_batched_evaluation_matches_one_window_at_a_time(backend_name, batch_siz
     assert result.bits_per_char == pytest.approx(result.nll / math.log(2))
 
 
+def slow_strided_nll(model, tokens, stride):
+    """The strided definition, one window per forward: window k scores positions seq_len + k * stride onwards
+    (up to stride of them), reading the seq_len tokens that end at its last scored position."""
+    seq_len, end = model.config.seq_len, len(tokens)
+    losses = []
+    for first in range(seq_len, end, stride):
+        last = min(first + stride, end) - 1
+        start = last - seq_len
+        logits = model.be.to_host(model.logits(tokens[None, start : start + seq_len])).astype(np.float64)  # (T, V)
+        for t in range(first, last + 1):
+            row = logits[t - start - 1]
+            losses.append(-math.log(np.exp(row - row.max())[tokens[t]] / np.exp(row - row.max()).sum()))
+    assert len(losses) == end - seq_len  # every position once
+    return math.fsum(losses) / len(losses)
+
+
+@pytest.mark.parametrize("stride", [2, 4, 6])
+def test_strided_evaluation_matches_its_definition(stride):
+    model = tiny_model()
+    tokens = CharTokenizer(VOCAB).encode(TEXT)  # 56 positions: strides 4 and 6 leave a short last window
+    result = evaluate(model, tokens, batch_size=3, stride=stride)
+    assert result.positions == len(TEXT) - 6
+    # float32 logits summed in a different order than the loop's: relative rounding ~1e-7, 1e-5 is a margin
+    assert result.nll == pytest.approx(slow_strided_nll(model, tokens, stride), rel=1e-5)
+    assert result.nll != pytest.approx(evaluate(model, tokens).nll, rel=1e-4)  # shorter contexts: another figure
+
+
+def test_a_stride_beyond_seq_len_is_refused():
+    with pytest.raises(DataError, match="--stride must be between 1 and the model's seq_len 6"):
+        evaluate(tiny_model(), CharTokenizer(VOCAB).encode(TEXT), stride=7)
+
+
 def test_max_positions_scores_only_the_first_positions():
     model = tiny_model()
     tokens = CharTokenizer(VOCAB).encode(TEXT)
@@ -79,7 +111,7 @@ def test_cli_eval_json_is_one_parsable_line_with_the_figures(checkpoint, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
     report = json.loads(lines[0])
-    assert set(report) == {"model", "file", "positions", "nll", "perplexity", "bits_per_char", "seconds"}
+    assert set(report) == {"model", "file", "positions", "stride", "nll", "perplexity", "bits_per_char", "seconds"}
     assert (report["model"], report["file"], report["positions"]) == (ck, text_file, 20)
     assert report["nll"] == pytest.approx(slow_nll(model, CharTokenizer(VOCAB).encode(TEXT), 20), rel=1e-5)
     assert report["perplexity"] == pytest.approx(math.exp(report["nll"]))
@@ -109,3 +141,13 @@ def test_cli_eval_unusable_text_is_one_clear_line(checkpoint, tmp_path, capsys, 
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("microgpt eval: error: ") and message in lines[0]
     assert str(bad) in lines[0] and "Traceback" not in captured.err
+
+
+def test_cli_eval_stride_reports_the_strided_figure(checkpoint, capsys):
+    model, ck, text_file = checkpoint
+    assert main(["eval", ck, text_file, "--json", "--stride", "4", "--backend", "numpy"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["stride"] == 4
+    assert report["nll"] == evaluate(model, CharTokenizer(VOCAB).encode(TEXT), stride=4).nll
+    assert main(["eval", ck, text_file, "--stride", "4", "--backend", "numpy"]) == 0
+    assert "(--stride 4: an approximation)" in capsys.readouterr().out

@@ -49,3 +49,22 @@ def test_without_matplotlib_plotting_is_unavailable_and_the_hint_names_the_extra
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
     assert plot_available() is False
     assert "pip install 'microgpt[plot]'" in PLOT_HINT
+
+
+def test_several_runs_in_one_png_against_step_or_time(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    from microgpt.cli import main
+
+    with_val = [{"step": s, "loss": 4.0 / s, "time": s * 0.1, **({"val_loss": 4.5 / s} if s % 10 == 0 else {})}
+                for s in range(1, 101)]
+    write_metrics(tmp_path / "a.metrics.jsonl", with_val)
+    write_metrics(tmp_path / "b.metrics.jsonl", [{"step": s, "loss": 3.0 / s, "time": s * 0.2} for s in range(1, 51)])
+    (tmp_path / "a").mkdir()  # a checkpoint directory: its log is beside it
+    for axis in ("step", "time"):
+        out = tmp_path / f"{axis}.png"
+        assert main(["plot", str(tmp_path / "a"), str(tmp_path / "b.metrics.jsonl"), "--x", axis, "--out",
+                     str(out)]) == 0
+        assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"plot: {tmp_path / 'time.png'}" in capsys.readouterr().out
+    assert main(["plot", str(tmp_path / "missing")]) == 2
+    assert "has no metrics log" in capsys.readouterr().err

@@ -141,3 +141,15 @@ def test_without_matplotlib_one_hint_line_and_no_plot(workdir, capsys, monkeypat
     assert err.count("pip install 'microgpt[plot]'") == 1, err
     assert not list(workdir.glob("**/*.png"))
     assert len(results(workdir / "cmp" / "results.jsonl")) == 2
+
+
+def test_compare_and_named_runs_draw_their_curves_together(workdir, capsys):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    assert main(["train", "text.txt", "--compare", "d8n1,d2x4n1", "--model", "cmp", "--val-tokens", "100",
+                 *TINY[8:]]) == 0
+    assert (workdir / "cmp" / "compare.png").read_bytes().startswith(b"\x89PNG")
+    assert f"comparison plot: {Path('cmp') / 'compare.png'}" in capsys.readouterr().out
+    for run_id in ("small", "odd"):
+        assert main(["train", "text.txt", "--config", "runs.yaml", "--run", run_id, "--quiet"]) == 0
+    assert (workdir / "checkpoints" / "runs.png").read_bytes().startswith(b"\x89PNG")
+    assert f"runs of runs.yaml: {Path('checkpoints') / 'runs.png'}" in capsys.readouterr().out

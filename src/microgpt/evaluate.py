@@ -1,9 +1,13 @@
 """Held-out evaluation: negative log-likelihood, perplexity and bits per character of a text.
 
-Every position t from seq_len on is scored once, with the seq_len characters
-before it as context: -log p(text[t] | text[t - seq_len : t]). Windows are
-batched (many per forward); only the last row of each window's logits is read
-back, and the log-softmax and the sum run on the host in float64.
+Every position t from seq_len on is scored once. With stride 1 (exact) each has
+the seq_len characters before it as context: -log p(text[t] | text[t - seq_len
+: t]), one window per position. With stride S (the standard strided
+perplexity, an approximation) each window of seq_len characters scores its last
+S positions, so position t has between seq_len - S + 1 and seq_len characters
+of context and the text takes 1/S as many windows. Windows are batched (many
+per forward); only the scored rows of the logits are read back, and the
+log-softmax and the sum run on the host in float64.
 """
 
 from __future__ import annotations
@@ -47,22 +51,33 @@ def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text") -> i
 
 
 def evaluate(model: GPT, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
-             what: str = "the text") -> Evaluation:
-    """Mean NLL of tokens[t] given tokens[t - seq_len : t], for t = seq_len, seq_len + 1, ... (at most max_positions)."""
+             what: str = "the text", stride: int = 1) -> Evaluation:
+    """Mean NLL of tokens[t] for t = seq_len, seq_len + 1, ... (at most max_positions), each scored once in a window
+    that ends at most stride - 1 positions after it (stride 1: exactly seq_len characters of context)."""
+    seq_len = model.config.seq_len
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    seq_len = model.config.seq_len
+    if not 1 <= stride <= seq_len:
+        raise DataError(f"--stride must be between 1 and the model's seq_len {seq_len}, got {stride}")
     tokens = np.asarray(tokens, dtype=np.int32)
     positions = scorable_positions(len(tokens), seq_len, what)
     if max_positions is not None:
         positions = min(positions, max_positions)
+    end = seq_len + positions  # one past the last scored position
+    firsts = np.arange(seq_len, end, stride)  # (windows,) the first position each window scores
+    rows = np.arange(seq_len - stride, seq_len)  # (S,) the logits rows that can be scored
     start = time.perf_counter()
     total = 0.0  # float64 sum of -log p over the scored positions
-    for first in range(seq_len, seq_len + positions, batch_size):
-        targets = np.arange(first, min(first + batch_size, seq_len + positions))  # (B,) positions scored
-        windows = tokens[targets[:, None] + np.arange(-seq_len, 0)[None, :]]  # (B, T) contexts
-        logits = model.logits(windows).reshape(len(targets), seq_len, -1)[:, -1].copy()  # (B, vocab)
-        total += float(np.sum(nll_rows(model.be.to_host(logits), tokens[targets])))
+    for i in range(0, len(firsts), batch_size):
+        first = firsts[i : i + batch_size]  # (B,)
+        last = np.minimum(first + stride, end) - 1  # (B,) the last position each window scores
+        starts = last - seq_len  # (B,) row j of a window predicts position starts + j + 1
+        windows = tokens[starts[:, None] + np.arange(seq_len)[None, :]]  # (B, T)
+        targets = starts[:, None] + rows[None, :] + 1  # (B, S) the positions the rows predict
+        scored = targets >= first[:, None]  # (B, S) the last window may repeat positions already scored
+        logits = model.logits(windows).reshape(len(first), seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
+        nll = nll_rows(model.be.to_host(logits).reshape(len(first) * stride, -1), tokens[targets.reshape(-1)])
+        total += float(np.sum(nll[scored.reshape(-1)]))
     model.be.sync()
     if not math.isfinite(total):
         raise UnsoundOutputs(f"the model's outputs on {what} are not finite; its weights are unusable, retrain it "

@@ -52,6 +52,11 @@ def load_run(path: str | Path, run_id: str | None) -> NamedRun:
     return NamedRun(run_id, {**defaults, **own}, f"run {run_id} in {path}")
 
 
+def run_ids(path: str | Path) -> list[str]:
+    """The ids of the runs in the YAML file at `path`, in file order."""
+    return list(_read_yaml(Path(path))["runs"])
+
+
 def _read_yaml(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,8 +1,10 @@
-"""Loss-curve PNGs from a run's metrics log (`<checkpoint>.metrics.jsonl`), drawn with matplotlib if installed.
+"""Loss-curve PNGs from runs' metrics logs (`<checkpoint>.metrics.jsonl`), drawn with matplotlib if installed.
 
 matplotlib is the optional `plot` extra; `plot_available` says whether it
-imports, and `write_loss_plot` draws headless (the Agg backend): the raw
-training loss, its moving average, and the validation loss points.
+imports. Both plots draw headless (the Agg backend): `write_loss_plot` one run's
+raw training loss, its moving average and its validation points;
+`write_runs_plot` several runs in one figure, each as its validation curve
+(its smoothed training loss where it has none), against step or seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ def read_metrics(path: Path) -> list[dict]:
             records.pop()
         records.append(record)
     return records
+
+
+def metrics_path(run: Path) -> Path:
+    """A run's metrics log, from its checkpoint directory or the log itself."""
+    return run if run.name.endswith(".metrics.jsonl") else run.with_name(run.name + ".metrics.jsonl")
 
 
 def plot_available() -> bool:
@@ -76,6 +83,44 @@ def write_loss_plot(metrics: Path, out: Path, title: str) -> Path | None:
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         ax.legend()
+        fig.tight_layout()
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step") -> Path | None:
+    """Each run's (label -> metrics log) curve in one PNG `out`, against "step" or "time" (seconds); None when no
+    log has any steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    histories = {label: read_metrics(path) for label, path in runs.items()}
+    histories = {label: records for label, records in histories.items() if records}
+    if not histories:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
+    try:
+        kinds = set()
+        for label, records in histories.items():
+            val = [r for r in records if r.get("val_loss") is not None]
+            if val:
+                xs, ys, kind = [r[x] for r in val], [r["val_loss"] for r in val], "validation"
+            else:
+                losses = np.array([r["loss"] for r in records], dtype=float)
+                xs, kind = [r[x] for r in records], "training, smoothed"
+                ys = moving_average(losses, max(1, min(SMOOTH_STEPS, len(losses) // 10)))
+            kinds.add(kind)
+            ax.plot(xs, ys, "-" if kind != "validation" or len(xs) > 30 else "o-", markersize=3,
+                    label=f"{label} ({kind})" if len(histories) > 1 else label)
+        ax.set_xlabel("step" if x == "step" else "seconds")
+        ax.set_ylabel(f"{' / '.join(sorted(kinds))} loss (nats per character)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(out)
     finally:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from microgpt.cli.common import add_setting_flags
 from microgpt.config import ConfigError
-from microgpt.named_runs import load_run
-from microgpt.plot import PLOT_HINT, plot_available
+from microgpt.named_runs import load_run, run_ids
+from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
 from microgpt.run import Run, prepare, prepare_compare, start_backend
 from microgpt.settings import FIELDS, Settings
@@ -71,7 +71,10 @@ def run_single(args, settings: Settings, backend) -> int:
         print_summary(summary)
         for note in run.notes:
             print(f"note: {note}")
-        hint_at_plots(report_plot(run, summary))
+        saved = report_plot(run, summary)
+        if saved and args.config is not None and plot_available():
+            plot_config_runs(args.config, run)
+        hint_at_plots(saved)
     gen = settings.value("gen")
     if gen and not summary.interrupted:
         print("sample:")
@@ -85,7 +88,7 @@ def run_compare(args, settings: Settings, backend) -> int:
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
     print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
           f"backend {backend.name}")
-    rows, any_saved = [], False
+    rows, logs, any_saved = [], {}, False
     for i, run in enumerate(comparison.runs(), 1):
         cfg = run.model.config
         print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model {cfg.d_model}, "
@@ -94,11 +97,32 @@ def run_compare(args, settings: Settings, backend) -> int:
             summary = run.train(Progress(args.quiet))
             any_saved |= report_plot(run, summary)
         rows.append((run.label, run.model.n_params, summary))
+        if run.paths.metrics is not None:
+            logs[run.label] = run.paths.metrics
         if summary.interrupted:
             break
     print_table(rows)
+    if any_saved and plot_available():
+        png = write_runs_plot(logs, comparison.base / "compare.png",
+                              f"{comparison.corpus.name}: {len(logs)} specs, {comparison.train_config.steps} steps")
+        if png is not None:
+            print(f"comparison plot: {png}")
     hint_at_plots(any_saved)
     return exit_status(rows[-1][2])
+
+
+def plot_config_runs(config: Path, run: Run) -> None:
+    """After a named run: every run of its YAML file trained so far, in one PNG beside the checkpoints."""
+    logs = {}
+    for run_id in run_ids(config):
+        checkpoint = run.paths.checkpoint if run_id == run.label else Settings({}, load_run(config, run_id)).path(
+            "model") or Path("checkpoints") / run_id
+        log = checkpoint.with_name(checkpoint.name + ".metrics.jsonl")
+        if log.is_file():
+            logs[run_id] = log
+    png = write_runs_plot(logs, run.paths.checkpoint.parent / f"{config.stem}.png", f"the runs of {config}")
+    if png is not None:
+        print(f"runs of {config}: {png}")
 
 
 def report_plot(run: Run, summary: RunSummary) -> bool:
