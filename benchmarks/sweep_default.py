@@ -6,7 +6,13 @@ the bundled Python docs with the last --holdout characters held out, and scored
 on every non-overlapping window of that tail. The table (docs/recipe.md keeps
 the one that chose the defaults) is printed as Markdown.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/sweep_default.py [--budget 60] [--only NAME ...]
+Time is the process's CPU time, run with one BLAS thread: on a shared machine
+wall time moves with everyone else's jobs, while one thread's CPU time is about
+what the step costs on a quiet core, so a budget of 60 s is a run of at most
+about a minute on a quiet 2-core machine (where BLAS may use both cores).
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 \
+        python benchmarks/sweep_default.py [--budget 60] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -61,24 +67,24 @@ def run(name: str, values: dict, budget: float, holdout: int, text: str) -> dict
     batches = RandomBatches(train_tokens, config.seq_len, base.batch_size, base.seed)
     for _ in range(3):  # warm the allocator and BLAS
         model.gradients(batches.next())
-    start = time.perf_counter()
-    for _ in range(10):
+    start = time.process_time()
+    for _ in range(20):
         model.gradients(batches.next())
         probe.step()
-    per_step = (time.perf_counter() - start) / 10
+    per_step = (time.process_time() - start) / 20
     steps = base.steps if not values else max(200, int(budget / per_step))  # the reference keeps its 10,000
     train = TrainConfig(**{**vars(base), "steps": steps})
     model = GPT(config, get_backend("numpy"), seed=base.seed)  # a fresh start for the measured run
     optimizer = Optimizer(model.params, train)
     batches = make_batches(train_tokens, config.seq_len, train)
-    start = time.perf_counter()
+    start, wall = time.process_time(), time.perf_counter()
     for _ in range(steps):
         model.gradients(batches.next())
         optimizer.step()
-    seconds = time.perf_counter() - start
+    seconds, wall = time.process_time() - start, time.perf_counter() - wall
     result = {"name": name, "params": model.n_params, "steps": steps, "seconds": seconds,
               "val": tail_loss(model, val_tokens)}
-    print(f"| {name} | {model.n_params:,} | {base.batch_size} | {train.lr:g} | {steps} | {seconds:.0f} | "
+    print(f"| {name} | {model.n_params:,} | {base.batch_size} | {train.lr:g} | {steps} | {seconds:.0f} ({wall:.0f}) | "
           f"{result['val']:.4f} |", flush=True)
     return result
 
@@ -92,7 +98,7 @@ def main() -> None:
     text, description = default_corpus()
     print(f"{description}; last {args.holdout:,} held out; budget {args.budget:.0f}s; "
           f"load average {os.getloadavg()[0]:.2f}")
-    print("| candidate | parameters | batch | lr | steps | seconds | held-out loss |")
+    print("| candidate | parameters | batch | lr | steps | CPU s (wall s) | held-out loss |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, values in CANDIDATES.items():
         if not args.only or name in args.only:

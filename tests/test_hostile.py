@@ -72,7 +72,7 @@ def weights(directory: Path) -> dict[str, np.ndarray]:
 
 
 def long_run(model: str = "ck") -> list[str]:
-    return ["train", "text.txt", *TINY, "--steps", "1000000", "--model", model, "--gen", "0"]
+    return ["train", "text.txt", *TINY, "--preset", "reference", "--steps", "1000000", "--model", model, "--gen", "0"]
 
 
 # ---- 1. never touch what is not a microgpt checkpoint -----------------------------------------------

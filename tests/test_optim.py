@@ -34,7 +34,7 @@ def tiny_model(dtype=np.float32, seed: int = 0) -> tuple[GPT, SequentialBatches]
 # ---- the schedule --------------------------------------------------------------------------------------
 
 def test_constant_schedule_with_warmup():
-    cfg = TrainConfig(steps=100, lr=1e-3, warmup=10)
+    cfg = TrainConfig(steps=100, lr=1e-3, warmup=10, lr_schedule="constant")
     for t in (1, 5, 10):
         assert learning_rate(cfg, t) == pytest.approx(1e-3 * t / 10, rel=1e-15)  # rounding of one product
     assert learning_rate(cfg, 11) == learning_rate(cfg, 100) == 1e-3
@@ -52,7 +52,7 @@ def test_cosine_schedule_at_chosen_steps():
 
 
 def test_cosine_ends_at_decay_steps_and_defaults_to_a_tenth_of_lr():
-    cfg = TrainConfig(steps=1000, lr=1e-3, lr_schedule="cosine", decay_steps=400)
+    cfg = TrainConfig(steps=1000, lr=1e-3, warmup=0, lr_schedule="cosine", decay_steps=400)
     assert cfg.min_lr is None
     assert learning_rate(cfg, 200) == pytest.approx(1e-4 + 0.5 * 9e-4, rel=1e-12)
     assert learning_rate(cfg, 400) == learning_rate(cfg, 900) == pytest.approx(1e-4, rel=1e-15)
@@ -68,11 +68,11 @@ def test_grad_norm_is_the_global_l2_norm_and_clipping_scales_to_it():
     by_hand = math.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads.values()))
     assert grad_norm(model.params) == pytest.approx(by_hand, rel=1e-12)  # float64: rounding of one dot product
     clip = by_hand / 4  # well under the norm, so the step must see the gradients at a quarter of their size
-    clipped = Optimizer(model.params, TrainConfig(lr=1e-2, grad_clip=clip, beta2=0.99))
+    clipped = Optimizer(model.params, TrainConfig(lr=1e-2, warmup=0, weight_decay=0.0, grad_clip=clip, beta2=0.99))
     twin, _ = tiny_model(np.float64)
     twin.gradients(windows)
     twin.params.grad[...] *= clip / (by_hand + 1e-6)  # what torch.nn.utils.clip_grad_norm_ does
-    unclipped = Optimizer(twin.params, TrainConfig(lr=1e-2, grad_clip=1e9, beta2=0.99))
+    unclipped = Optimizer(twin.params, TrainConfig(lr=1e-2, warmup=0, weight_decay=0.0, grad_clip=1e9, beta2=0.99))
     assert clipped.step().grad_norm == pytest.approx(by_hand, rel=1e-12)
     unclipped.step()
     # the same update from the same numbers, one side scaling inside the update: rounding only
@@ -151,6 +151,12 @@ def test_bad_optimiser_settings_get_one_clear_line(settings, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(")) as caught:
         Settings(settings).train_config()
     assert "\n" not in str(caught.value)
+
+
+def test_grad_clip_off_and_the_default_warmup():
+    assert Settings({"grad_clip": "off"}).train_config().grad_clip is None
+    assert Settings({"steps": 50}).train_config().warmup == 5  # the default warm-up is at most a tenth of the run
+    assert Settings({"steps": 5000}).train_config().warmup == 100
 
 
 def run_losses(path) -> list[float]:

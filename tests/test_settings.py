@@ -15,7 +15,8 @@ def test_nothing_given_is_the_declared_defaults():
     assert settings.train_config() == TrainConfig()
     assert settings.run_config() == RunConfig()
     assert settings.model_config(vocab_size=50) == ModelConfig(vocab_size=50)
-    assert ModelConfig(vocab_size=50).head_dims == (16, 16, 16, 16)  # 4 equal heads of the default width
+    default = ModelConfig(vocab_size=50)
+    assert default.head_dims == (default.d_model // 4,) * 4  # 4 equal heads of the default width
 
 
 def test_precedence_default_named_saved_explicit():

@@ -78,7 +78,7 @@ def test_flags_override_the_shape_of_a_named_run(workdir, capsys):
     (["--compare", "d8n1", "--n-layers", "2"], "--n-layers 2 sets the model shape, but --compare takes it"),
     (["--compare", "d8n1", "--config", "runs.yaml", "--run", "small"], "d_model: 8 (run small in runs.yaml) sets"),
     (["--compare", "d8n1", "--resume", "ck"], "cannot --resume"),
-    (["--d-model", "64", "--seq-len", "1024", "--batch-size", "64", "--max-memory", "64MiB"],
+    (["--preset", "reference", "--seq-len", "1024", "--batch-size", "64", "--max-memory", "64MiB"],
      "needs about 5.6 GiB (weights, gradients and Adam moments 1.6 MiB"),
 ])
 def test_bad_combinations_are_one_clear_line(workdir, capsys, flags, expected):

@@ -46,7 +46,7 @@ def metrics_losses(path) -> list[float]:
 def test_resume_gives_bit_identical_losses(tmp_path, monkeypatch, walk):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "text.txt").write_text(TEXT)
-    common = ["train", "text.txt", *TINY, "--batch-size", "2", "--lr", "3e-3", *walk]
+    common = ["train", "text.txt", *TINY, "--preset", "reference", "--batch-size", "2", "--lr", "3e-3", *walk]
     assert main([*common, "--steps", "200", "--model", "one"]) == 0
     assert main([*common, "--steps", "100", "--model", "two"]) == 0
     assert main(["train", "text.txt", "--resume", "two", "--steps", "200", "--gen", "0", "--quiet"]) == 0

@@ -101,6 +101,24 @@ class Number(PositiveNumber):
         return float(value)
 
 
+class NumberOrOff(Number):
+    """A finite float, or "off" (None in Python and YAML) for a feature that a default turns on."""
+
+    kind = "a number or off"
+
+    def from_text(self, text: str):
+        return None if text.strip().lower() in ("off", "none") else super().from_text(text)
+
+    def from_yaml(self, value):
+        return None if value is None else self.from_text(str(value))
+
+    def validate(self, value):
+        return None if value is None else super().validate(value)
+
+    def show(self, value) -> str:
+        return "off" if value is None else super().show(value)
+
+
 class Switch(Check):
     """On or off: a flag without a value, or true/false in YAML."""
 
@@ -208,6 +226,7 @@ def _preset_choices():
 
 POSITIVE_NUMBER = PositiveNumber()
 NUMBER = Number()
+NUMBER_OR_OFF = NumberOrOff()
 SCHEDULE = Choice(lambda: ("constant", "cosine"))
 PRESET = Choice(_preset_choices)
 SWITCH = Switch()

@@ -19,6 +19,7 @@ from microgpt.checks import (
     BACKEND,
     HEADS,
     NUMBER,
+    NUMBER_OR_OFF,
     PATH,
     POSITIVE_NUMBER,
     PRESET,
@@ -27,6 +28,7 @@ from microgpt.checks import (
     SWITCH,
     Check,
     ConfigError,
+    NumberOrOff,
     whole,
 )
 
@@ -38,6 +40,7 @@ NAMED_HEADS: dict[str, tuple[int, ...]] = {
     "ones": (1,) * 64,
 }
 DEFAULT_HEAD_COUNT = 4  # without --heads, d_model is split into this many equal heads
+DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the run
 
 __all__ = ["NAMED_HEADS", "ConfigError", "ModelConfig", "RunConfig", "TrainConfig", "parse_heads", "settings_fields"]
 
@@ -99,8 +102,8 @@ def _check_fields(config) -> None:
     """Hold every setting of a config dataclass to its check; the message names the flag."""
     for f in settings_fields(type(config)):
         value = getattr(config, f.field)
-        if value is None and f.default is None:
-            continue  # an optional setting left unset
+        if value is None and (f.default is None or isinstance(f.check, NumberOrOff)):
+            continue  # an optional setting left unset, or switched off
         try:
             f.check.validate(value)
         except ValueError as exc:
@@ -110,15 +113,15 @@ def _check_fields(config) -> None:
 @dataclass
 class ModelConfig:
     vocab_size: int
-    d_model: int = setting(64, "model width", whole(1))
+    d_model: int = setting(128, "model width", whole(1))
     n_layers: int = setting(2, "transformer blocks", whole(1))
     head_dims: tuple[int, ...] | None = setting(
         None, "a head count (4), explicit widths (8,8,16,32), or a named set: uniform (4 equal), "
         "exponential (1,2,4,8,16,32), prime (2,3,5,7,11,13,23), pyramid (16,8,8,4,4,4,4,2x8), ones (64x1); "
         "a named set or width list fixes d_model to its sum", HEADS, key="heads",
         shown_default=str(DEFAULT_HEAD_COUNT), metavar="H")
-    d_ff: int = setting(256, "feed-forward width", whole(1))
-    seq_len: int = setting(128, "context length in characters", whole(1), metavar="T")
+    d_ff: int = setting(512, "feed-forward width", whole(1))
+    seq_len: int = setting(64, "context length in characters", whole(1), metavar="T")
 
     def __post_init__(self) -> None:
         if self.head_dims is None:
@@ -145,29 +148,29 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = setting(10000, "train until step N (a total: a resumed run continues to it)", whole(0))
+    steps: int = setting(1500, "train until step N (a total: a resumed run continues to it)", whole(0))
     seed: int = setting(42, "seeds the initial weights and the random batches", whole(0), metavar="S")
-    lr: float = setting(3e-4, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
+    lr: float = setting(1e-3, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
                         POSITIVE_NUMBER, metavar="X")
-    warmup: int = setting(0, "raise the learning rate linearly over the first N steps (lr/N, 2 lr/N, ... lr)",
-                          whole(0))
-    lr_schedule: str = setting("constant", "after warm-up: constant, or cosine (decays to --min-lr by "
+    warmup: int | None = setting(None, "raise the learning rate linearly over the first N steps (lr/N, 2 lr/N, "
+                                 "... lr)", whole(0), shown_default=f"{DEFAULT_WARMUP}, at most steps/10")
+    lr_schedule: str = setting("cosine", "after warm-up: constant, or cosine (decays to --min-lr by "
                                "--decay-steps)", SCHEDULE, metavar="NAME")
     min_lr: float | None = setting(None, "where cosine decay ends", NUMBER, shown_default="lr/10", metavar="X")
     decay_steps: int | None = setting(None, "the step at which cosine reaches --min-lr (min-lr after it)", whole(1),
                                       shown_default="--steps")
-    weight_decay: float = setting(0.0, "decoupled (AdamW) weight decay of the weight matrices: attention, "
+    weight_decay: float = setting(0.1, "decoupled (AdamW) weight decay of the weight matrices: attention, "
                                   "feed-forward and output head; not embeddings, LayerNorm gains or biases",
                                   NUMBER, metavar="W")
     beta1: float = setting(0.9, "Adam's first-moment decay", NUMBER, metavar="X")
-    beta2: float = setting(0.999, "Adam's second-moment decay", NUMBER, metavar="X")
-    grad_clip: float | None = setting(None, "scale the gradients down to this global L2 norm when above it "
-                                      "(the norm is logged as grad_norm)", NUMBER, shown_default="off",
+    beta2: float = setting(0.99, "Adam's second-moment decay", NUMBER, metavar="X")
+    grad_clip: float | None = setting(1.0, "scale the gradients down to this global L2 norm when above it "
+                                      "(the norm is logged as grad_norm); off: no clipping", NUMBER_OR_OFF,
                                       metavar="C")
-    batch_size: int = setting(1, "sequences per step", whole(1), metavar="B")
+    batch_size: int = setting(12, "sequences per step", whole(1), metavar="B")
     stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
-    random_batches: bool = setting(False, "seeded random windows instead of the sequential walk", SWITCH)
+    random_batches: bool = setting(True, "seeded random windows instead of the sequential walk", SWITCH)
     val_tokens: int = setting(0, "hold out the last N characters for validation", whole(0))
     val_interval: float = setting(30.0, "seconds between validation passes", POSITIVE_NUMBER, metavar="S")
     eval_every: int = setting(0, "validate every N steps instead of every --val-interval seconds (0: by time)",
@@ -177,13 +180,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
+        if self.warmup is None:  # resolved here, so a checkpoint keeps the number its schedule used
+            self.warmup = min(DEFAULT_WARMUP, self.steps // 10)
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be at least 0 and below 1, got {getattr(self, name)}")
         if self.weight_decay < 0:
             raise ConfigError(f"--weight-decay must be 0 or more, got {self.weight_decay}")
         if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ConfigError(f"--grad-clip must be above 0, got {self.grad_clip}; leave it out for no clipping")
+            raise ConfigError(f"--grad-clip must be above 0, got {self.grad_clip}; --grad-clip off for no clipping")
         if self.min_lr is not None and not 0 <= self.min_lr <= self.lr:
             raise ConfigError(f"--min-lr {self.min_lr} must be between 0 and --lr {self.lr}")
         if self.decay_steps is None and self.warmup > self.steps:
