@@ -101,6 +101,21 @@ def test_backend_default_adamw_matches_the_numpy_backend():
         np.testing.assert_array_equal(x, y)  # the same NumPy code on the same float32 numbers
 
 
+def test_every_backend_adamw_step_matches_the_float64_formula(backend, reference):
+    """Each backend's update (its own or the host default) against the NumPy formula in float64."""
+    rng = np.random.default_rng(2)
+    host = [rng.normal(size=(1, 300)) for _ in range(3)] + [rng.random((1, 300))]  # param, grad, m, v
+    mask = (rng.random((1, 300)) > 0.5).astype(np.float64)
+    ours = [backend.from_host(a) for a in host]
+    exact = [reference.from_host(a) for a in host]
+    for t in (1, 2, 3):
+        backend.adamw_step(*ours, backend.from_host(mask), 1e-2, t, 0.8, 0.95, 0.1, 0.5)
+        reference.adamw_step(*exact, reference.from_host(mask), 1e-2, t, 0.8, 0.95, 0.1, 0.5)
+    for got, want in zip(ours, exact):
+        # float32 against float64 over three steps: a few float32 roundings of values of order 1
+        np.testing.assert_allclose(backend.to_host(got), want, rtol=1e-5, atol=1e-6)
+
+
 def test_plain_settings_through_adamw_equal_the_reference_adam():
     """The AdamW op with the reference's betas, no decay and no clipping is the reference's Adam, bit for bit."""
     be = get_backend("numpy")
