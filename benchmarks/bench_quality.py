@@ -7,8 +7,9 @@ clipped to a global norm of 1.0; d_ff 4 × d_model. The corpus is tinyshakespear
 with its last 10% held out. Ours (microgpt's optimiser, any --backend) and
 TorchGPT (benchmarks/torch_gpt.py: the same model, torch.optim.AdamW,
 clip_grad_norm_) start from the same weights and train on the same random
-windows. Every --eval-every steps both are scored on the same held-out windows;
-evaluation time is not counted in the wall time. It prints the validation loss
+windows, in alternating chunks of --eval-every steps (so a shared machine's load
+hits both alike); after each chunk both are scored on the same held-out
+windows, and evaluation time is not counted in the wall time. It prints the validation loss
 against training seconds for both, the time ours takes to reach PyTorch's final
 validation loss, and draws both curves in one PNG.
 
@@ -115,9 +116,9 @@ class Torch:
         pass
 
 
-def train_curve(name: str, trainer, train_tokens, val, steps: int, every: int, seq_len: int, batch: int,
-                seed: int) -> list[tuple[int, float, float]]:
-    """(step, training seconds, validation loss) at step 0, every `every` steps and at the end."""
+def train_curve(name: str, trainer, train_tokens, val, steps: int, every: int, seq_len: int, batch: int, seed: int):
+    """Yields after each chunk of `every` steps (and the last): the curve so far, (step, training seconds,
+    validation loss) from step 0. Chunks of the two sides alternate, so a change in machine load hits both."""
     batches = RandomBatches(train_tokens, seq_len, batch, seed)  # the same windows for both sides
     curve = [(0, 0.0, trainer.val_loss(val))]
     seconds = 0.0
@@ -128,8 +129,8 @@ def train_curve(name: str, trainer, train_tokens, val, steps: int, every: int, s
         seconds += time.perf_counter() - start
         if step % every == 0 or step == steps:
             curve.append((step, seconds, trainer.val_loss(val)))
-            print(f"  {name:>7} step {step:5d}  {seconds:7.1f}s  val loss {curve[-1][2]:.4f}", flush=True)
-    return curve
+            print(f"  {name:>8} step {step:5d}  {seconds:7.1f}s  val loss {curve[-1][2]:.4f}", flush=True)
+            yield curve
 
 
 def time_to_reach(curve, target: float) -> float | None:
@@ -180,7 +181,7 @@ def main() -> int:
     ours = Ours(config, train, args.backend, args.seed)
     print(f"{ours.model.n_params:,} parameters; ours on backend {ours.model.be.name}")
     start = ours.model.params.to_host()
-    curves = {f"microgpt ({ours.model.be.name})": None}
+    curves: dict[str, list] = {}
     runners = [(f"microgpt ({ours.model.be.name})", ours)]
     if not args.no_torch:
         try:
@@ -190,10 +191,12 @@ def main() -> int:
         else:
             runners.append((f"PyTorch {torch.__version__} eager ({torch.get_num_threads()} threads)",
                             Torch(config, train, start)))
-    for name, runner in runners:
-        print(name)
-        curves[name] = train_curve(name.split()[0], runner, train_tokens, val, args.steps, args.eval_every,
-                                   RECIPE["seq_len"], RECIPE["batch_size"], args.seed)
+    print(" and ".join(name for name, _ in runners) + f", in alternating chunks of {args.eval_every} steps")
+    chunks = {name: train_curve(name.split()[0], runner, train_tokens, val, args.steps, args.eval_every,
+                                RECIPE["seq_len"], RECIPE["batch_size"], args.seed) for name, runner in runners}
+    for _ in range(-(-args.steps // args.eval_every)):
+        for name, chunk in chunks.items():
+            curves[name] = next(chunk)
     print("\nvalidation loss against training seconds")
     for name, curve in curves.items():
         step, seconds, loss = curve[-1]

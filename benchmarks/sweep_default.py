@@ -44,6 +44,14 @@ CANDIDATES = {  # name -> settings over the reference preset
                        **RECIPE},
     "d128 n2 T128 B8": {"d_model": 128, "d_ff": 512, "seq_len": 128, "batch_size": 8, "lr": 1e-3, **RECIPE},
     "d128 n2 T64 B12 lr2e-3": {"d_model": 128, "d_ff": 512, "seq_len": 64, "batch_size": 12, "lr": 2e-3, **RECIPE},
+    "d96 n4 T64 B12 lr2e-3": {"d_model": 96, "n_layers": 4, "d_ff": 384, "seq_len": 64, "batch_size": 12,
+                              "lr": 2e-3, **RECIPE},
+    "d128 n3 T64 B12 lr2e-3": {"d_model": 128, "n_layers": 3, "d_ff": 512, "seq_len": 64, "batch_size": 12,
+                               "lr": 2e-3, **RECIPE},
+    "d96 n3 T64 B12 lr3e-3": {"d_model": 96, "n_layers": 3, "d_ff": 384, "seq_len": 64, "batch_size": 12,
+                              "lr": 3e-3, **RECIPE},
+    "d96 n3 T64 B8 lr2e-3": {"d_model": 96, "n_layers": 3, "d_ff": 384, "seq_len": 64, "batch_size": 8,
+                             "lr": 2e-3, **RECIPE},
 }
 
 
