@@ -52,6 +52,12 @@ CANDIDATES = {  # name -> settings over the reference preset
                               "lr": 3e-3, **RECIPE},
     "d96 n3 T64 B8 lr2e-3": {"d_model": 96, "n_layers": 3, "d_ff": 384, "seq_len": 64, "batch_size": 8,
                              "lr": 2e-3, **RECIPE},
+    "d96 n4 T64 B12 lr3e-3": {"d_model": 96, "n_layers": 4, "d_ff": 384, "seq_len": 64, "batch_size": 12,
+                              "lr": 3e-3, **RECIPE},
+    "d96 n3 T96 B12 lr3e-3": {"d_model": 96, "n_layers": 3, "d_ff": 384, "seq_len": 96, "batch_size": 12,
+                              "lr": 3e-3, **RECIPE},
+    "d96 n4 T64 B12 lr3e-3 sequential": {"d_model": 96, "n_layers": 4, "d_ff": 384, "seq_len": 64, "batch_size": 12,
+                                         "lr": 3e-3, **RECIPE, "random_batches": False},
 }
 
 

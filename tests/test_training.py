@@ -42,7 +42,7 @@ def metrics_losses(path) -> list[float]:
     return [json.loads(line)["loss"] for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("walk", [[], ["--random-batches"]], ids=["sequential", "random"])
+@pytest.mark.parametrize("walk", [["--no-random-batches"], ["--random-batches"]], ids=["sequential", "random"])
 def test_resume_gives_bit_identical_losses(tmp_path, monkeypatch, walk):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "text.txt").write_text(TEXT)

@@ -113,14 +113,14 @@ def _check_fields(config) -> None:
 @dataclass
 class ModelConfig:
     vocab_size: int
-    d_model: int = setting(128, "model width", whole(1))
-    n_layers: int = setting(2, "transformer blocks", whole(1))
+    d_model: int = setting(96, "model width", whole(1))
+    n_layers: int = setting(4, "transformer blocks", whole(1))
     head_dims: tuple[int, ...] | None = setting(
         None, "a head count (4), explicit widths (8,8,16,32), or a named set: uniform (4 equal), "
         "exponential (1,2,4,8,16,32), prime (2,3,5,7,11,13,23), pyramid (16,8,8,4,4,4,4,2x8), ones (64x1); "
         "a named set or width list fixes d_model to its sum", HEADS, key="heads",
         shown_default=str(DEFAULT_HEAD_COUNT), metavar="H")
-    d_ff: int = setting(512, "feed-forward width", whole(1))
+    d_ff: int = setting(384, "feed-forward width", whole(1))
     seq_len: int = setting(64, "context length in characters", whole(1), metavar="T")
 
     def __post_init__(self) -> None:
@@ -148,9 +148,9 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = setting(1500, "train until step N (a total: a resumed run continues to it)", whole(0))
+    steps: int = setting(2800, "train until step N (a total: a resumed run continues to it)", whole(0))
     seed: int = setting(42, "seeds the initial weights and the random batches", whole(0), metavar="S")
-    lr: float = setting(1e-3, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
+    lr: float = setting(3e-3, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
                         POSITIVE_NUMBER, metavar="X")
     warmup: int | None = setting(None, "raise the learning rate linearly over the first N steps (lr/N, 2 lr/N, "
                                  "... lr)", whole(0), shown_default=f"{DEFAULT_WARMUP}, at most steps/10")
@@ -170,7 +170,7 @@ class TrainConfig:
     batch_size: int = setting(12, "sequences per step", whole(1), metavar="B")
     stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
-    random_batches: bool = setting(True, "seeded random windows instead of the sequential walk", SWITCH)
+    random_batches: bool = setting(True, "seeded random windows (--no-random-batches: the sequential walk)", SWITCH)
     val_tokens: int = setting(0, "hold out the last N characters for validation", whole(0))
     val_interval: float = setting(30.0, "seconds between validation passes", POSITIVE_NUMBER, metavar="S")
     eval_every: int = setting(0, "validate every N steps instead of every --val-interval seconds (0: by time)",

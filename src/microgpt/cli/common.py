@@ -51,7 +51,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField
     for field in fields:
         help_text = f"{field.help} (default: {field.default_text})"
         if isinstance(field.check, Switch):
-            parser.add_argument(field.flag, action="store_true", default=None, help=help_text)
+            parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:
             parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar, help=help_text)
 

@@ -25,7 +25,7 @@ def flag_table() -> str:
         if field.key == "file":
             name = "`FILE`"
         elif isinstance(field.check, Switch):
-            name = f"`{field.flag}`"
+            name = f"`{field.flag}`, `--no-{field.flag[2:]}`"
         else:
             name = f"`{field.flag} {field.flag_metavar or 'VALUE'}`"
         rows.append(f"| {name} | {_cell(field.help)} | {_cell(field.default_text)} |")
