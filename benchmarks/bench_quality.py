@@ -13,7 +13,7 @@ windows, and evaluation time is not counted in the wall time. It prints the vali
 against training seconds for both, the time ours takes to reach PyTorch's final
 validation loss, and draws both curves in one PNG.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_quality.py [--backend cpu]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_quality.py [--backend cpu] [--threads 1]
     python benchmarks/bench_quality.py --steps 200 --eval-every 50      # a short look
 
 Needs tinyshakespeare.txt (../shared/data/ or --corpus). Without torch, ours runs alone.
@@ -55,7 +55,20 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write the curves here")
     p.add_argument("--no-torch", action="store_true", help="run ours alone")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--threads", type=int, default=os.cpu_count(),
+                   help="threads for torch and (with threadpoolctl) NumPy's BLAS; 1 is steadier on a busy machine")
     return p.parse_args()
+
+
+def limit_blas_threads(threads: int) -> None:
+    """Hold NumPy's BLAS to `threads` for the run where threadpoolctl is installed; say what happened."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        print("threadpoolctl is not installed: NumPy's BLAS keeps its own thread count (OPENBLAS_NUM_THREADS)")
+        return
+    threadpoolctl.threadpool_limits(threads)
+    print(f"NumPy's BLAS: {threads} threads (threadpoolctl)")
 
 
 def val_windows(tokens: np.ndarray, seq_len: int, count: int) -> np.ndarray:
@@ -178,6 +191,7 @@ def main() -> int:
     print(f"corpus {args.corpus} ({len(text):,} chars, vocab {tok.size}), last 10% held out; "
           f"{len(val)} validation windows; load average {os.getloadavg()[0]:.2f}")
     print(f"recipe: {json.dumps(RECIPE)}; steps {args.steps}")
+    limit_blas_threads(args.threads)
     ours = Ours(config, train, args.backend, args.seed)
     print(f"{ours.model.n_params:,} parameters; ours on backend {ours.model.be.name}")
     start = ours.model.params.to_host()
@@ -189,6 +203,7 @@ def main() -> int:
         except ImportError:
             print("torch is not installed: ours alone")
         else:
+            torch.set_num_threads(args.threads)
             runners.append((f"PyTorch {torch.__version__} eager ({torch.get_num_threads()} threads)",
                             Torch(config, train, start)))
     print(" and ".join(name for name, _ in runners) + f", in alternating chunks of {args.eval_every} steps")
