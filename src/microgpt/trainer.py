@@ -12,9 +12,9 @@ kill) finishes the step, saves and returns, with the signal in the summary; a
 signal during a save lets the save finish. Each step's update is the
 optimiser's (optim.py: schedule, clipping, Adam or AdamW); its learning rate,
 and with clipping the gradient norm, go into the metrics log. A NaN or
-infinite loss stops before the update; weights that are unsound to save (checkpoint.WEIGHT_LIMIT) stop
-the run before the save; either way the last good checkpoint stays on disk,
-and the message says which step it holds.
+infinite loss stops before the update; weights that are unsound to save
+(checkpoint.WEIGHT_LIMIT) stop the run before the save; either way the last
+good checkpoint stays on disk, and the message says which step it holds.
 """
 
 from __future__ import annotations
