@@ -23,6 +23,8 @@ import numpy as np
 
 from microgpt.checkpoint import save_checkpoint
 from microgpt.config import TrainConfig
+from microgpt.data_parallel import train_step
+from microgpt.distributed import SingleProcess
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.progress import Progress
 
@@ -64,8 +66,9 @@ class RunSummary:
 
 class Trainer:
     def __init__(self, model: GPT, vocab: str, batches, val_tokens: np.ndarray | None, config: TrainConfig,
-                 paths: RunPaths, progress: Progress, run_info: dict):
+                 paths: RunPaths, progress: Progress, run_info: dict, comm=None):
         self.model, self.vocab, self.batches = model, vocab, batches
+        self.comm = comm or SingleProcess()  # the processes training this model; rank 0 alone writes
         self.val_tokens, self.config, self.paths, self.progress = val_tokens, config, paths, progress
         self.run_info = run_info  # corpus and flags, kept in train_state.json
         self.best_val_loss: float | None = run_info.get("best_val_loss")
@@ -105,7 +108,8 @@ class Trainer:
                 while params.step < cfg.steps and not self._stop_requested:
                     windows = self.batches.next()
                     try:
-                        loss = self.model.train_step(windows, cfg.lr)
+                        loss, self._stop_requested = train_step(self.model, windows, cfg.lr, self.comm,
+                                                                cfg.grad_accum, self._stop_requested)
                     except NonFiniteLoss as exc:
                         kept = (f"the checkpoint at {self.paths.checkpoint} was left as it was"
                                 if self.paths.checkpoint else "nothing was saved")
@@ -115,7 +119,7 @@ class Trainer:
                     record = {"step": step, "loss": loss, "time": round(now - start, 4)}
                     due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
                     due_by_time = not cfg.eval_every and now - last_val >= cfg.val_interval
-                    if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
+                    if self.comm.is_writer and self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
                         val_loss, last_val = self._validate(), time.perf_counter()
                         record["val_loss"] = val_loss
                     if metrics:
