@@ -214,8 +214,9 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         checkpoint_dir = settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)
         check_not_clobbering(checkpoint_dir)
     run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
-    paths = RunPaths(checkpoint_dir if comm.is_writer else None)  # rank 0 alone writes
-    return Run(model, tokenizer, corpus, batches, val_tokens, train_config, paths, run_info, label,
+    if not comm.is_writer:  # rank 0 alone validates and writes
+        val_tokens, checkpoint_dir = None, None
+    return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(checkpoint_dir), run_info, label,
                resumed=resume is not None, comm=comm)
 
 

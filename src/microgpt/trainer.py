@@ -102,14 +102,16 @@ class Trainer:
         self.progress.start(total=cfg.steps, initial=first_step)
         if self.paths.checkpoint is not None:
             self.paths.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        stopping = False
         previous_handler = signal.signal(signal.SIGINT, self._request_stop)
         try:
             with self._metrics_log(resumed=first_step > 0) as metrics:
-                while params.step < cfg.steps and not self._stop_requested:
+                while params.step < cfg.steps and not stopping:
                     windows = self.batches.next()
                     try:
-                        loss, self._stop_requested = train_step(self.model, windows, cfg.lr, self.comm,
-                                                                cfg.grad_accum, self._stop_requested)
+                        # a stop asked in any process ends the loop in every one, after the same step
+                        loss, stopping = train_step(self.model, windows, cfg.lr, self.comm, cfg.grad_accum,
+                                                    self._stop_requested)
                     except NonFiniteLoss as exc:
                         kept = (f"the checkpoint at {self.paths.checkpoint} was left as it was"
                                 if self.paths.checkpoint else "nothing was saved")
@@ -119,7 +121,7 @@ class Trainer:
                     record = {"step": step, "loss": loss, "time": round(now - start, 4)}
                     due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
                     due_by_time = not cfg.eval_every and now - last_val >= cfg.val_interval
-                    if self.comm.is_writer and self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
+                    if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
                         val_loss, last_val = self._validate(), time.perf_counter()
                         record["val_loss"] = val_loss
                     if metrics:
@@ -133,13 +135,13 @@ class Trainer:
             signal.signal(signal.SIGINT, previous_handler)
             self.progress.close()
         seconds = time.perf_counter() - start
-        if self._stop_requested or losses:
+        if stopping or losses:
             self.save(self.paths.checkpoint)
         return RunSummary(
             steps=params.step, steps_run=len(losses), final_loss=losses[-1] if losses else math.nan,
             val_loss=val_loss, best_val_loss=self.best_val_loss, seconds=seconds,
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
-            checkpoint=self.paths.checkpoint, interrupted=self._stop_requested, losses=losses,
+            checkpoint=self.paths.checkpoint, interrupted=stopping, losses=losses,
         )
 
     def _metrics_log(self, resumed: bool):
