@@ -22,7 +22,7 @@ from microgpt.launch import child_environment, without_procs
 from microgpt.model import GPT, NonFiniteLoss
 
 TOKENS = np.arange(500, dtype=np.int32) % 13
-TINY = dict(d_model=16, heads=2, n_layers=1, d_ff=32, seq_len=16, backend="numpy")
+TINY = {"d_model": 16, "heads": 2, "n_layers": 1, "d_ff": 32, "seq_len": 16, "backend": "numpy"}
 
 
 def tiny_model() -> GPT:

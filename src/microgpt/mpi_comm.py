@@ -16,6 +16,7 @@ holds this to the 30 s limit).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ class MPICommunicator:
         node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)  # the ranks on this machine
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
+        self.places = self.comm.allgather((MPI.Get_processor_name(), os.getpid()))  # each rank's (host, pid)
 
     def allreduce_mean(self, buffer: np.ndarray) -> None:
         """Replace `buffer` (a contiguous host array) by its mean over the ranks, in place."""
@@ -98,3 +100,7 @@ class MPICommunicator:
 
     def describe(self) -> str:
         return f"{self.size} processes (MPI)"
+
+    def placement(self) -> str:
+        """Where each rank runs, so that a launcher's report of a dead process id names its rank."""
+        return ", ".join(f"rank {rank} pid {pid} on {host}" for rank, (host, pid) in enumerate(self.places))

@@ -54,5 +54,8 @@ class NCCLCommunicator:
     def failing_together(self):
         return self.host.failing_together()
 
+    def placement(self) -> str:
+        return self.host.placement()
+
     def describe(self) -> str:
         return f"{self.size} processes (MPI, gradients over NCCL)"

@@ -87,6 +87,8 @@ def run_single(args, settings: Settings, backend, comm) -> int:
     print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
           f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; backend {backend.name}"
           + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
+    if comm.size > 1:
+        print(f"processes: {comm.placement()}", flush=True)  # before any failure, to name a dead pid's rank
     summary = run.train(Progress(args.quiet or not comm.is_writer))
     print_summary(summary)
     print_parallel_layout(run)
