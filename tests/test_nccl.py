@@ -13,7 +13,6 @@ from conftest import CUDA_SKIP
 from microgpt.distributed import SingleProcess
 
 
-
 def test_the_nccl_module_imports_without_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     monkeypatch.delitem(sys.modules, "microgpt.nccl_comm", raising=False)
