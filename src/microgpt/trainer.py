@@ -161,5 +161,6 @@ class Trainer:
         if self._stop_requested:  # a second Ctrl-C: stop now, the checkpoint on disk is untouched
             raise KeyboardInterrupt
         self._stop_requested = True
-        print("\nstopping after this step and saving a checkpoint (Ctrl-C again to quit without saving)",
-              file=sys.stderr, flush=True)
+        if self.comm.is_writer:
+            print("\nstopping after this step and saving a checkpoint (Ctrl-C again to quit without saving)",
+                  file=sys.stderr, flush=True)

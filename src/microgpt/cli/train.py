@@ -55,7 +55,7 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     if args.procs is not None and args.procs > 1:
-        relaunch(args.procs, args.argv)
+        return relaunch(args.procs, args.argv)
     comm = communicator()
     with comm.failing_together(), contextlib.ExitStack() as stack:
         if not comm.is_writer:  # rank 0 prints; the others speak only to report their own failure (stderr)
