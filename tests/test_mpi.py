@@ -210,7 +210,8 @@ def test_kill_9_of_a_rank_ends_the_job_with_a_line_naming_it_and_the_checkpoint_
     assert f"finished step {step + 5}" in result.stdout
 
 
-def test_ctrl_c_saves_once_from_rank_0_and_every_rank_exits(corpus, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_saves_once_from_rank_0_and_every_rank_exits(corpus, tmp_path, stop):
     checkpoint = tmp_path / "ck"
     args = [MPIEXEC, "-n", "2", *train(str(corpus), *TINY, "--steps", "1000000", "--model", str(checkpoint))]
     job = subprocess.Popen(args, cwd=tmp_path, env=child_environment(), stdout=subprocess.PIPE,
@@ -219,7 +220,7 @@ def test_ctrl_c_saves_once_from_rank_0_and_every_rank_exits(corpus, tmp_path):
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not (metrics.exists() and metrics.stat().st_size > 0) and time.monotonic() < deadline:
         time.sleep(0.1)
-    job.send_signal(signal.SIGINT)  # mpiexec passes it on to every rank, as a terminal's Ctrl-C
+    job.send_signal(stop)  # mpiexec passes it on to every rank (a terminal's Ctrl-C, a scheduler's SIGTERM)
     try:
         stdout, stderr = job.communicate(timeout=FAILURE_LIMIT_S)
     finally:
@@ -237,3 +238,13 @@ def test_procs_relaunches_under_mpiexec(corpus, tmp_path):
     assert "data-parallel: 2 processes (MPI) x 1 micro-batch of 4 = global batch 8" in result.stdout
     assert result.stdout.count("finished step 3") == 1
 
+
+
+def test_a_launch_that_mpi_does_not_see_is_one_clear_error(corpus, tmp_path):
+    """srun with an MPI that does not speak Slurm's PMI starts N lone processes; each must refuse."""
+    env = {**child_environment(), "SLURM_STEP_NUM_TASKS": "2"}
+    result = subprocess.run(train(str(corpus), *TINY, "--steps", "2"), check=False, cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 2
+    assert result.stderr.startswith("microgpt train: error: srun started 2 processes, but MPI sees 1")
+    assert not (tmp_path / "checkpoints").exists()

@@ -91,4 +91,9 @@ def communicator():
                     f"would train {size} separate models into one checkpoint; pip install -e \".[mpi]\""
                 ) from None
             _COMMUNICATOR = MPICommunicator()
+            if _COMMUNICATOR.size != size:
+                raise DistributedError(
+                    f"{launcher} started {size} processes, but MPI sees {_COMMUNICATOR.size}: this MPI does not "
+                    "speak the launcher's protocol (e.g. srun with the mpich wheel); start them with the "
+                    "mpiexec of the MPI that mpi4py uses, or srun --mpi=pmi2 with an MPI built for Slurm")
     return _COMMUNICATOR

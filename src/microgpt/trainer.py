@@ -104,6 +104,7 @@ class Trainer:
             self.paths.checkpoint.parent.mkdir(parents=True, exist_ok=True)
         stopping = False
         previous_handler = signal.signal(signal.SIGINT, self._request_stop)
+        previous_term = signal.signal(signal.SIGTERM, self._request_stop)  # a scheduler's or mpiexec's stop
         try:
             with self._metrics_log(resumed=first_step > 0) as metrics:
                 while params.step < cfg.steps and not stopping:
@@ -133,6 +134,7 @@ class Trainer:
                     self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed)
         finally:
             signal.signal(signal.SIGINT, previous_handler)
+            signal.signal(signal.SIGTERM, previous_term)
             self.progress.close()
         seconds = time.perf_counter() - start
         if stopping or losses:
