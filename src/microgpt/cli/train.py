@@ -38,8 +38,9 @@ INVOCATION_FLAGS = [
     (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
     (("--procs",), {"type": positive_int, "metavar": "N",
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
-                    "thread each; --batch-size is split over them. On 2 CPU cores, 2 processes beat 1 "
-                    "process with 2 threads (benchmarks/bench_distributed.py); see docs/distributed.md"}),
+                    "thread each; --batch-size is split over them. Use one per core: on 2 cores, 2 "
+                    "processes x 1 thread trained fastest, 1.3x one process, and 1 process x 2 threads "
+                    "slowest (benchmarks/bench_distributed.py); see docs/distributed.md"}),
 ]
 
 
