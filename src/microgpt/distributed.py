@@ -10,8 +10,9 @@ than N independent runs overwriting one checkpoint.
 The trainer sees only this interface: `rank`, `size`, `is_writer` (rank 0
 writes every file and prints), `allreduce_mean` (in place, on the flat gradient
 buffer, once per step), `agree` (the mean loss and whether any rank asked to
-stop, in one small collective), `barrier`, and `failing_together` (an error in
-any rank stops every rank instead of leaving them waiting in a collective).
+stop, in one small collective), `use_local_gpu` and `for_backend` (one GPU per
+rank, gradients over NCCL), and `failing_together` (an error in any rank stops
+every rank instead of leaving them waiting in a collective).
 """
 
 from __future__ import annotations
@@ -45,9 +46,6 @@ class SingleProcess:
 
     def agree(self, loss: float, stop: bool) -> tuple[float, bool]:
         return loss, stop
-
-    def barrier(self) -> None:
-        pass
 
     def use_local_gpu(self) -> None:
         """One process keeps CuPy's current device."""

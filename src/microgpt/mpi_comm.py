@@ -56,9 +56,6 @@ class MPICommunicator:
         self.comm.Allreduce(MPI.IN_PLACE, both, op=MPI.SUM)
         return float(both[0]) / self.size, bool(both[1] > 0)
 
-    def barrier(self) -> None:
-        self.comm.Barrier()
-
     def use_local_gpu(self) -> None:
         """One process per GPU: this rank uses the GPU of its rank among the ranks on its machine."""
         import cupy

@@ -42,9 +42,6 @@ class NCCLCommunicator:
     def agree(self, loss: float, stop: bool) -> tuple[float, bool]:
         return self.host.agree(loss, stop)
 
-    def barrier(self) -> None:
-        self.host.barrier()
-
     def use_local_gpu(self) -> None:
         self.host.use_local_gpu()
 
