@@ -155,6 +155,14 @@ def test_a_rank_that_raises_stops_every_rank_with_one_line(corpus, tmp_path):
                          "of a UTF-8 text file; stopping every rank")]
 
 
+def test_a_nan_loss_stops_every_rank_with_one_report(corpus, tmp_path):
+    """An absurd learning rate overflows the weights within a few steps on both ranks alike."""
+    result = mpiexec(2, [str(corpus), *TINY, "--steps", "50", "--lr", "1e36", "--model", "ck"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("microgpt train: error: training stopped: the loss became nan at step") == 1
+    assert not (tmp_path / "ck").exists()
+
+
 def rank_pids(root_pid: int) -> dict[int, int]:
     """{rank: pid} of the ranks below a running mpiexec: its descendants that have a PMI_RANK."""
     parents, environs = {}, {}

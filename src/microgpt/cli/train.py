@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from microgpt.cli.common import add_setting_flags, positive_int
@@ -61,6 +62,8 @@ def run(args) -> int:
     with comm.failing_together(), contextlib.ExitStack() as stack:
         if not comm.is_writer:  # rank 0 prints; the others speak only to report their own failure (stderr)
             stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")  # e.g. NumPy's overflow warnings, which rank 0 shows too
         return train_command(args, comm)
 
 
