@@ -18,7 +18,7 @@ from microgpt.config import ConfigError, ModelConfig
 from microgpt.data import RandomBatches, SequentialBatches
 from microgpt.data_parallel import RankShare, micro_batch_size, train_step
 from microgpt.distributed import SingleProcess, launched_size
-from microgpt.launch import child_environment, without_procs
+from microgpt.launch import child_environment, dead_rank_line, without_procs
 from microgpt.model import GPT, NonFiniteLoss
 
 TOKENS = np.arange(500, dtype=np.int32) % 13
@@ -122,3 +122,14 @@ def test_procs_runs_the_same_command_without_procs_one_thread_each():
                                                                                               "--steps", "5"]
     env = child_environment({"PATH": "/bin", "OPENBLAS_NUM_THREADS": "3"})
     assert env["OMP_NUM_THREADS"] == "1" and env["OPENBLAS_NUM_THREADS"] == "3"  # a value given is kept
+
+
+def test_a_dead_pid_in_mpiexecs_report_is_named_by_its_rank():
+    header = "processes: rank 0 pid 700 on node1.example, rank 1 pid 700 on node2, rank 2 pid 812 on node2\n"
+    report = "=   PID 812 RUNNING AT node2.cluster\n=   EXIT CODE: 9\nEXIT STRING: Killed (signal 9)\n"
+    assert dead_rank_line(header + report, 3) == ("microgpt train: error: rank 2 of 3 (pid 812 on node2.cluster) "
+                                                 "died: Killed (signal 9); mpiexec stopped every rank")
+    assert dead_rank_line(header + report.replace("812", "700"), 3).startswith("microgpt train: error: a rank")
+    assert dead_rank_line(header + report.replace("node2.cluster", "node2").replace("812", "700"), 3).startswith(
+        "microgpt train: error: rank 1 of 3 (pid 700 on node2)")
+    assert dead_rank_line(header, 3) is None

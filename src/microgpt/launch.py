@@ -57,7 +57,7 @@ def child_environment(environ=os.environ) -> dict[str, str]:
     return env
 
 
-RANK_PLACE = re.compile(r"rank (\d+) pid (\d+) on (\S+)")  # rank 0's "processes:" line
+RANK_PLACE = re.compile(r"rank (\d+) pid (\d+) on ([^\s,]+)")  # rank 0's "processes:" line
 DEAD_PID = re.compile(r"PID (\d+) RUNNING AT (\S+)")  # MPICH's report of a process that ended badly
 DEAD_HOW = re.compile(r"EXIT STRING: ([^\n]+)")
 
@@ -67,11 +67,13 @@ def dead_rank_line(output: str, procs: int) -> str | None:
     dead = DEAD_PID.search(output)
     if dead is None:
         return None
-    ranks = {(pid, host): rank for rank, pid, host in RANK_PLACE.findall(output)}
-    rank = ranks.get((dead.group(1), dead.group(2)))
+    pid, host = dead.groups()
+    same_pid = [(rank, where) for rank, rank_pid, where in RANK_PLACE.findall(output) if rank_pid == pid]
+    same_host = [rank for rank, where in same_pid if where == host]  # pids repeat only across machines
+    rank = same_host[0] if same_host else same_pid[0][0] if len(same_pid) == 1 else None
     how = DEAD_HOW.search(output)
     who = f"rank {rank} of {procs}" if rank is not None else "a rank"
-    return (f"microgpt train: error: {who} (pid {dead.group(1)} on {dead.group(2)}) died"
+    return (f"microgpt train: error: {who} (pid {pid} on {host}) died"
             f"{': ' + how.group(1).strip() if how else ''}; mpiexec stopped every rank")
 
 
