@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 
 from conftest import CUDA_SKIP
-from microgpt.distributed import SingleProcess
+from microgpt.distributed import DistributedError, SingleProcess
 
 
 def test_the_nccl_module_imports_without_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     monkeypatch.delitem(sys.modules, "microgpt.nccl_comm", raising=False)
-    import microgpt.nccl_comm  # noqa: F401 - CuPy is imported only when a communicator is made
+    import microgpt.nccl_comm  # CuPy is imported only when a communicator is made
+
+    with pytest.raises(DistributedError, match=r"NCCL, which CuPy cannot load .* pip install"):
+        microgpt.nccl_comm.NCCLCommunicator.from_mpi(SingleProcess())
 
 
 @pytest.mark.gpu

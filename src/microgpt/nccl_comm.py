@@ -11,23 +11,33 @@ without it.
 
 from __future__ import annotations
 
+from microgpt.distributed import DistributedError
+
+
+def _nccl():
+    """CuPy's NCCL module, or a clear error: several GPU processes need it."""
+    try:
+        from cupy.cuda import nccl
+    except ImportError as exc:
+        raise DistributedError(f"several processes on the GPU average gradients with NCCL, which CuPy cannot load "
+                               f"({exc}); pip install -e \".[cuda12]\" (or [cuda13]) brings it") from None
+    return nccl
+
 
 class NCCLCommunicator:
     def __init__(self, host, unique_id):
         """`host` is the communicator of the processes (MPI, or `SingleProcess` for one rank);
         `unique_id` is NCCL's id, the same on every rank."""
         import cupy
-        from cupy.cuda import nccl
 
+        nccl = _nccl()
         self.host, self._cupy, self._nccl = host, cupy, nccl
         self.rank, self.size, self.local_rank, self.is_writer = host.rank, host.size, host.local_rank, host.is_writer
         self.comm = nccl.NcclCommunicator(host.size, unique_id, host.rank)
 
     @classmethod
     def from_mpi(cls, mpi) -> NCCLCommunicator:
-        from cupy.cuda import nccl
-
-        unique_id = nccl.get_unique_id() if mpi.is_writer else None
+        unique_id = _nccl().get_unique_id() if mpi.is_writer else None
         return cls(mpi, mpi.comm.bcast(unique_id, root=0))
 
     def allreduce_mean(self, buffer) -> None:
