@@ -57,6 +57,8 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     if args.procs is not None and args.procs > 1:
+        if args.compare is not None:
+            raise DistributedError("--compare trains its specs in one process; drop --procs")
         return relaunch(args.procs, args.argv)
     comm = communicator()
     with comm.failing_together(), contextlib.ExitStack() as stack:
