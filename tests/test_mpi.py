@@ -150,8 +150,8 @@ def test_a_rank_that_raises_stops_every_rank_with_one_line(corpus, tmp_path):
     result = run([MPIEXEC, "-n", "1", *good, ":", "-n", "1", *bad], tmp_path)
     assert time.monotonic() - started < FAILURE_LIMIT_S
     assert result.returncode != 0
-    failures = [line for line in result.stderr.splitlines() if line.startswith("microgpt: rank")]
-    assert failures == [(f"microgpt: rank 1 of 2 failed: {tmp_path / 'missing.txt'}: no such file; give the path "
+    failures = [line for line in result.stderr.splitlines() if line.startswith("microgpt train: error:")]
+    assert failures == [(f"microgpt train: error: rank 1 of 2 failed: {tmp_path / 'missing.txt'}: no such file; give the path "
                          "of a UTF-8 text file; stopping every rank")]
 
 

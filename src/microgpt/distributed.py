@@ -54,7 +54,7 @@ class SingleProcess:
         return self
 
     @contextlib.contextmanager
-    def failing_together(self) -> Iterator[None]:
+    def failing_together(self, command: str = "microgpt") -> Iterator[None]:
         yield
 
     def describe(self) -> str:

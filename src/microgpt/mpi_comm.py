@@ -75,8 +75,9 @@ class MPICommunicator:
         return NCCLCommunicator.from_mpi(self)
 
     @contextlib.contextmanager
-    def failing_together(self) -> Iterator[None]:
-        """Run the body; an exception in this rank stops every rank (a stop they all reached is re-raised)."""
+    def failing_together(self, command: str = "microgpt") -> Iterator[None]:
+        """Run the body; an exception in this rank stops every rank, reported as `command: error: rank ...`
+        (a stop they all reached together is re-raised for rank 0 to report)."""
         from microgpt.trainer import TrainingStopped  # every rank raises it at the same step
 
         try:
@@ -91,7 +92,7 @@ class MPICommunicator:
             if not self.is_writer:
                 time.sleep(OTHER_RANKS_REPORT_DELAY_S)
             message = str(exc) or type(exc).__name__
-            print(f"microgpt: rank {self.rank} of {self.size} failed: {message}; stopping every rank",
+            print(f"{command}: error: rank {self.rank} of {self.size} failed: {message}; stopping every rank",
                   file=sys.stderr, flush=True)
             self.comm.Abort(ABORT_STATUS)
 

@@ -58,8 +58,8 @@ class NCCLCommunicator:
     def for_backend(self, backend) -> NCCLCommunicator:
         return self
 
-    def failing_together(self):
-        return self.host.failing_together()
+    def failing_together(self, command: str = "microgpt"):
+        return self.host.failing_together(command)
 
     def placement(self) -> str:
         return self.host.placement()

@@ -61,7 +61,7 @@ def run(args) -> int:
             raise DistributedError("--compare trains its specs in one process; drop --procs")
         return relaunch(args.procs, args.argv)
     comm = communicator()
-    with comm.failing_together(), contextlib.ExitStack() as stack:
+    with comm.failing_together("microgpt train"), contextlib.ExitStack() as stack:
         if not comm.is_writer:  # rank 0 prints; the others speak only to report their own failure (stderr)
             stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
             stack.enter_context(warnings.catch_warnings())
