@@ -146,7 +146,11 @@ class TrainConfig:
     seed: int = setting(42, "seeds the initial weights and the random batches", whole(0), metavar="S")
     lr: float = setting(3e-4, "Adam learning rate (β 0.9, 0.999, ε 1e-8, bias-corrected)", POSITIVE_NUMBER,
                         metavar="X")
-    batch_size: int = setting(1, "sequences per step", whole(1), metavar="B")
+    batch_size: int = setting(1, "sequences per step (the global batch: split over the processes and "
+                              "--grad-accum micro-batches)", whole(1), metavar="B")
+    grad_accum: int = setting(1, "micro-batches per step, each a forward and backward pass, their gradients "
+                              "averaged before the Adam step (batch-size = processes x K x micro-batch)", whole(1),
+                              metavar="K")
     stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
     random_batches: bool = setting(False, "seeded random windows instead of the sequential walk", SWITCH)
