@@ -150,10 +150,17 @@ class CuBLASBackend(Backend):
     # ---- transfers: every host<->device copy goes through _copy ----------------------------
 
     def _copy(self, dst: int, src: int, size: int, kind: int) -> None:
-        """Copy `size` bytes between host and device (kind HostToDevice or DeviceToHost) and count it."""
+        """Copy `size` bytes between host and device (kind HostToDevice or DeviceToHost) and count it.
+
+        The copy is queued on CuPy's current stream, after the work already queued there, and waited
+        for. (A plain cudaMemcpy runs on the legacy default stream, which does not wait for a
+        non-blocking stream's kernels: a download could read a result before it is written.)
+        """
         if kind not in (HostToDevice, DeviceToHost):
             raise ValueError(f"copy kind {kind} is neither HostToDevice ({HostToDevice}) nor DeviceToHost")
-        self._cp.cuda.runtime.memcpy(dst, src, size, kind)
+        stream = self._cp.cuda.get_current_stream()
+        self._cp.cuda.runtime.memcpyAsync(dst, src, size, kind, stream.ptr)
+        stream.synchronize()
         self.transfers["to_device" if kind == HostToDevice else "to_host"] += 1
 
     def _upload(self, host: np.ndarray):
@@ -209,6 +216,12 @@ class CuBLASBackend(Backend):
 
     # ---- linear algebra (cuBLAS) ----------------------------------------------------------
 
+    def _bind_stream(self) -> None:
+        """Put the next cuBLAS call on CuPy's current stream, where our kernels and CuPy's own ops run,
+        so it is ordered after the work that made its inputs (a handle otherwise stays on the legacy
+        default stream, which does not wait for a non-blocking stream)."""
+        self._cublas.setStream(self.handle, self._cp.cuda.get_current_stream().ptr)
+
     def _gemm(self, a, b, out, transpose_a: bool, transpose_b: bool, accumulate: bool) -> None:
         """out (=, or += with accumulate) op(a) @ op(b) for contiguous 2-D operands, or 3-D ones batched.
 
@@ -225,6 +238,7 @@ class CuBLASBackend(Backend):
             if not accumulate:
                 out.fill(0)
             return
+        self._bind_stream()
         op_a = CUBLAS_OP_T if transpose_a else CUBLAS_OP_N
         op_b = CUBLAS_OP_T if transpose_b else CUBLAS_OP_N
         alpha = self._one.ctypes.data
@@ -263,6 +277,7 @@ class CuBLASBackend(Backend):
         rows, cols = a.shape
         out = self._cp.empty((cols, rows), dtype=self.dtype)
         if a.size:
+            self._bind_stream()
             # Column-major, a's buffer is (cols, rows); geam's op T on it gives (rows, cols) column-major,
             # which is out's (cols, rows) row-major buffer. beta is 0, so the B operand (out) is not read.
             self._cublas.sgeam(
