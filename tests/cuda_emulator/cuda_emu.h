@@ -172,18 +172,27 @@ inline void fiber_main() {
     to_scheduler(true);
 }
 
-// Why no thread can run: the first few waiting and exited threads.
+// Why no thread can run: how many threads wait where, and how many exited.
 inline std::string stuck() {
-    std::string text = "deadlock: no thread can run;";
-    int shown = 0;
-    for (const Thread& t : threads) {
-        if (t.state == State::runnable || shown == 6) continue;
-        ++shown;
-        text += " " + where(t) +
-                (t.state == State::done ? " exited"
-                 : t.state == State::at_barrier ? " waits at __syncthreads line " + std::to_string(t.line)
-                                                : " waits at a shuffle line " + std::to_string(t.line));
-        text += ";";
+    std::string text = "deadlock: no thread can run:";
+    for (State state : {State::at_barrier, State::at_shuffle, State::done}) {
+        std::vector<int> lines;
+        for (const Thread& t : threads) {
+            if (t.state == state && std::find(lines.begin(), lines.end(), t.line) == lines.end()) lines.push_back(t.line);
+        }
+        for (int line : lines) {
+            int count = 0;
+            const Thread* first = nullptr;
+            for (const Thread& t : threads) {
+                if (t.state != state || (state != State::done && t.line != line)) continue;
+                if (!first) first = &t;
+                ++count;
+            }
+            text += " " + std::to_string(count) + " threads from " + where(*first) +
+                    (state == State::done ? " exited;" : (state == State::at_barrier ? " wait at __syncthreads" : " wait at a shuffle") +
+                                                             std::string(" line ") + std::to_string(line) + ";");
+            if (state == State::done) break;
+        }
     }
     return text;
 }
