@@ -185,3 +185,64 @@ def test_embedding_gather_and_scatter_add_with_repeated_ids(be, ref, d_model, mo
     be.embedding_scatter_add(be.from_host(grad), ids, device, len(ids), d_model)
     ref.embedding_scatter_add(grad, ids, want, len(ids), d_model)
     np.testing.assert_allclose(be.to_host(device), want, atol=F32_ATOL)  # sums of up to 4 O(1) terms
+
+
+# ---- attention: flash (the default) and the materialised path --------------------------------
+
+
+def attention_reference(q, k, v, dout, scale):
+    """float64 (out, dq, dk, dv) of causal attention, straight from the formulas."""
+    t = q.shape[1]
+    scores = np.einsum("ntw,nsw->nts", q, k) * scale
+    scores[:, np.triu(np.ones((t, t), dtype=bool), k=1)] = -np.inf
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    dprobs = np.einsum("ntw,nsw->nts", dout, v)
+    dscores = probs * (dprobs - (dprobs * probs).sum(-1, keepdims=True)) * scale
+    return probs @ v, dscores @ k, np.einsum("nts,ntw->nsw", dscores, q), np.einsum("nts,ntw->nsw", probs, dout)
+
+
+# (heads, T, width): one position; T not a multiple of the 32-key tile nor of the 8-row block; widths 1-128
+@pytest.mark.parametrize("n,t,w", [(1, 1, 1), (3, 5, 3), (2, 33, 16), (1, 70, 64), (2, 41, 128), (1, 9, 100)])
+@pytest.mark.parametrize("attention", ["flash", "materialised"])
+def test_causal_attention_forward_and_backward(emulated, n, t, w, attention):
+    be, _ = emulated
+    be.attention = attention
+    rng = np.random.default_rng(w)
+    q, k, v, dout = (f32(rng.normal(0, 1.5, (n, t, w))) for _ in range(4))
+    scale = 1 / np.sqrt(w)
+    out, saved = be.causal_attention(*(be.from_host(a) for a in (q, k, v)), scale)
+    assert saved[0] == attention
+    grads = be.causal_attention_backward(be.from_host(dout), saved, scale)
+    want = attention_reference(q, k, v, dout, scale)
+    # float32 dot products of w terms and sums over up to 70 keys of O(1) (up to O(10) for dq/dk, which
+    # carry |q||k| ~ 1.5^2 w scale factors): relative float32 rounding ~1e-6 of those sizes
+    for name, got, expected in zip(("out", "dq", "dk", "dv"), (out, *grads), want):
+        np.testing.assert_allclose(be.to_host(got), expected, atol=2e-5 * max(1, np.abs(expected).max()), err_msg=name)
+
+
+def test_one_query_against_a_cache_takes_the_materialised_path(emulated):
+    be, _ = emulated
+    rng = np.random.default_rng(0)
+    q, k, v = f32(rng.normal(size=(2, 1, 8))), f32(rng.normal(size=(2, 5, 8))), f32(rng.normal(size=(2, 5, 8)))
+    out, saved = be.causal_attention(*(be.from_host(a) for a in (q, k, v)), 0.5)
+    assert saved[0] == "materialised"
+    scores = np.einsum("nw,nsw->ns", q[:, 0], k) * 0.5
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    want = np.einsum("ns,nsw->nw", probs / probs.sum(-1, keepdims=True), v)[:, None]
+    np.testing.assert_allclose(be.to_host(out), want, atol=F32_ATOL)
+
+
+def test_flash_keeps_no_t_squared_tensor(emulated):
+    be, _ = emulated
+    t = 64
+    q = be.from_host(np.zeros((2, t, 16)))
+    _, (kind, saved) = be.causal_attention(q, q.copy(), q.copy(), 0.25)
+    assert kind == "flash" and max(a.size for a in saved) == 2 * t * 16  # q, k, v, out; lse is 2 * t
+
+
+def test_attention_kind_is_checked():
+    from microgpt.backends.cuda_backend import CuBLASBackend
+
+    with pytest.raises(ValueError, match="flash, materialised"):
+        CuBLASBackend(attention="fast")

@@ -179,6 +179,8 @@ def test_every_kernel_is_launched_with_its_signature(emulated):
     be.embedding_scatter_add(rows, ids.reshape(-1), dev(10, 8), 8, 8)
     loss, _ = be.fused_softmax_ce_grad(dev(8, 65), ids.reshape(-1))
     assert isinstance(loss, float)
+    _, saved = be.causal_attention(dev(2, 9, 5), dev(2, 9, 5), dev(2, 9, 5), 0.5)
+    be.causal_attention_backward(dev(2, 9, 5), saved, 0.5)
     launched = {key for key, kernel in be._kernels.items() if kernel.launches}
     defined = {(f, k) for f in kernel_files() for k in kernel_parameters(kernel_source(f))}
     assert launched == defined
