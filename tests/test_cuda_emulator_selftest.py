@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cuda_emulator.fake_cupy import RawModule, fake_cupy
-from cuda_emulator.launch import KernelError
+from cuda_emulator.launch import KernelError, schedule
 
 SOURCE = Path(__file__).with_name("cuda_emulator").joinpath("broken_kernels.cu").read_text(encoding="utf-8")
 cp = fake_cupy()
@@ -82,3 +82,15 @@ def test_argument_types_must_match_the_signature(module):
         kernel((1,), (32,), (np.zeros(4), np.int32(4), np.int32(0)))
     with pytest.raises(TypeError, match="2 arguments for 3"):
         kernel((1,), (32,), (cp.empty(4), np.int32(4)))
+
+
+def test_schedules_expose_an_order_dependent_float_sum(module):
+    """The determinism tests run kernels under several block and thread orders; float atomics differ."""
+    x = (np.random.default_rng(0).normal(size=256) * 10.0 ** np.arange(-4, 4).repeat(32)).astype(np.float32)
+    totals = []
+    for order in (0, 1, 5):
+        total = np.zeros(1, dtype=np.float32)
+        with schedule(order):
+            module.get_function("atomic_total")((4,), (64,), (x, total, np.int32(256)))
+        totals.append(total[0])
+    assert len(set(totals)) > 1, totals

@@ -46,3 +46,10 @@ extern "C" __global__ void shifted_shared_read(const float* x, float* out, int s
 extern "C" __global__ void write_past_the_end(float* out, int n, int extra) {
     for (int i = threadIdx.x; i < n + extra; i += blockDim.x) out[i] = 1.0f;
 }
+
+// total[0] += x[i] for every i with float atomics: the sum's rounding depends on the order the
+// threads get there, so different schedules give different bits.
+extern "C" __global__ void atomic_total(const float* x, float* total, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(total, x[i]);
+}
