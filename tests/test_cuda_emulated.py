@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attention_reference import attention_reference
 from cuda_emulator.backend import emulated  # noqa: F401 - the fixture
 
-from microgpt.backends import cuda_backend
+from microgpt.backends import cuda_backend, get_backend
 from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.config import ModelConfig
+from microgpt.model.gpt import GPT
 
 ROWS = [1, 7]
 COLS = [1, 33, 65, 300]  # not multiples of 32; 300 is wider than the largest block (256 threads)
@@ -190,18 +193,6 @@ def test_embedding_gather_and_scatter_add_with_repeated_ids(be, ref, d_model, mo
 # ---- attention: flash (the default) and the materialised path --------------------------------
 
 
-def attention_reference(q, k, v, dout, scale):
-    """float64 (out, dq, dk, dv) of causal attention, straight from the formulas."""
-    t = q.shape[1]
-    scores = np.einsum("ntw,nsw->nts", q, k) * scale
-    scores[:, np.triu(np.ones((t, t), dtype=bool), k=1)] = -np.inf
-    probs = np.exp(scores - scores.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    dprobs = np.einsum("ntw,nsw->nts", dout, v)
-    dscores = probs * (dprobs - (dprobs * probs).sum(-1, keepdims=True)) * scale
-    return probs @ v, dscores @ k, np.einsum("nts,ntw->nsw", dscores, q), np.einsum("nts,ntw->nsw", probs, dout)
-
-
 # (heads, T, width): one position; T not a multiple of the 32-key tile nor of the 8-row block; widths 1-128
 @pytest.mark.parametrize("n,t,w", [(1, 1, 1), (3, 5, 3), (2, 33, 16), (1, 70, 64), (2, 41, 128), (1, 9, 100)])
 @pytest.mark.parametrize("attention", ["flash", "materialised"])
@@ -241,8 +232,38 @@ def test_flash_keeps_no_t_squared_tensor(emulated):
     assert kind == "flash" and max(a.size for a in saved) == 2 * t * 16  # q, k, v, out; lse is 2 * t
 
 
-def test_attention_kind_is_checked():
-    from microgpt.backends.cuda_backend import CuBLASBackend
-
+def test_flash_is_the_default_and_the_materialised_path_is_an_option(emulated):
+    assert emulated[0].attention == "flash"
+    assert get_backend("cuda", attention="materialised").attention == "materialised"
     with pytest.raises(ValueError, match="flash, materialised"):
-        CuBLASBackend(attention="fast")
+        get_backend("cuda", attention="fast")
+
+
+# ---- streams: cuBLAS and the copies follow CuPy's current stream -----------------------------
+
+
+def test_cublas_and_copies_run_on_the_current_stream(emulated):
+    """FakeCublas fails any call whose handle is not bound to the current stream, and memcpyAsync any copy
+    on another stream; a training step on a non-blocking stream makes both kinds of call."""
+    from cuda_emulator.fake_cupy import Stream
+
+    be, cublas = emulated
+    config = ModelConfig(vocab_size=11, d_model=16, n_layers=1, head_dims=(8, 8), d_ff=24, seq_len=5)
+    windows = np.random.default_rng(0).integers(0, 11, (2, config.seq_len + 1))
+    losses = []
+    for stream in (Stream(null=True), Stream(non_blocking=True)):
+        with stream:
+            losses.append(GPT(config, be, seed=0).train_step(windows, 1e-2))
+            assert cublas.streams[be.handle] == stream.ptr and stream.synchronized  # the loss download waited
+    assert cublas.calls > 0 and losses[0] == losses[1]
+
+
+def test_the_fake_cublas_catches_a_call_on_another_stream(emulated):
+    from cuda_emulator.fake_cupy import Stream
+
+    be, cublas = emulated
+    a = be.from_host(np.ones((2, 2)))
+    be.matmul(a, a)  # bound to the null stream, which is current
+    with Stream(non_blocking=True), pytest.raises(AssertionError, match="cuBLAS handle on stream 0"):
+        cublas.sgemm(be.handle, 0, 0, 2, 2, 2, be._one.ctypes.data, a.data.ptr, 2, a.data.ptr, 2,
+                     be._zero.ctypes.data, a.data.ptr, 2)  # fmt: skip
