@@ -49,16 +49,16 @@ def build(source: str, name: str) -> Path:
     library = CACHE / f"{Path(name).stem}-{key}.so"
     if library.exists():
         return library
-    CACHE.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=CACHE))
-    (work / name).write_text(source, encoding="utf-8")
-    (work / "unit.cpp").write_text(f'#include "{HEADER}"\n#include "{name}"\n{entries}', encoding="utf-8")
+    sources = library.with_suffix(".src")  # kept beside the library: ASan and gdb point into them
+    sources.mkdir(parents=True, exist_ok=True)
+    (sources / name).write_text(source, encoding="utf-8")
+    (sources / "unit.cpp").write_text(f'#include "{HEADER}"\n#include "{name}"\n{entries}', encoding="utf-8")
+    partial = library.with_name(f"{library.name}.{os.getpid()}.partial")
     result = subprocess.run(
-        [GXX, *FLAGS, str(work / "unit.cpp"), "-o", str(work / "lib.so")],
+        [GXX, *FLAGS, str(sources / "unit.cpp"), "-o", str(partial)],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
     if result.returncode != 0:
         raise RuntimeError(f"g++ could not build the emulated {name}:\n{result.stderr}")
-    os.replace(work / "lib.so", library)  # atomic: a concurrent session sees the whole file or none
-    shutil.rmtree(work, ignore_errors=True)
+    os.replace(partial, library)  # atomic: a concurrent session sees the whole file or none
     return library
