@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import RawModule, fake_cupy
 from cuda_emulator.launch import KernelError, schedule
 
@@ -19,6 +20,8 @@ cp = fake_cupy()
 
 @pytest.fixture(scope="module")
 def module():
+    if GXX is None:
+        pytest.skip("g++ is not on PATH; the CUDA emulator needs it")
     return RawModule(code=SOURCE)
 
 

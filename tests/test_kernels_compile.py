@@ -4,10 +4,12 @@
 - the exact text the backend hands NVRTC (includes pasted in) compiles with NVRTC, where
   CuPy can load the NVRTC library (no device is needed for that);
 - every kernel the backend launches is defined, by that name, in the file it names;
-- the backend's Python runs on the CPU with NumPy standing in for CuPy and a small
-  column-major cuBLAS emulator: its row-major GEMM/geam calls give NumPy's products,
-  and every kernel launch passes the argument count and types the kernel declares
-  (the kernels themselves do not run here; tests/test_cuda_backend.py runs them on a GPU);
+- the backend's Python runs on the CPU (tests/cuda_emulator: NumPy standing in for CuPy,
+  a column-major cuBLAS on NumPy, the kernels on the CPU emulator): its row-major
+  GEMM/geam calls give NumPy's products, every kernel is launched with the argument
+  count and types it declares, and launches stay within CUDA's grid limits
+  (tests/test_cuda_emulated.py holds the kernels' results against NumPy;
+  tests/test_cuda_backend.py runs them on a GPU);
 - the module imports without CuPy, and making a backend there raises BackendUnavailable
   with the install hint.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import FakeCublas, fake_cupy
 from microgpt.backends import cuda_backend
 from microgpt.backends.cuda_backend import CuBLASBackend
@@ -17,7 +18,9 @@ from microgpt.backends.cuda_backend import CuBLASBackend
 
 @pytest.fixture
 def emulated(monkeypatch):
-    """(backend, cublas): a CuBLASBackend on the CPU emulator, and its fake cuBLAS."""
+    """(backend, cublas): a CuBLASBackend on the CPU emulator, and its fake cuBLAS (skipped without g++)."""
+    if GXX is None:
+        pytest.skip("g++ is not on PATH; the CUDA emulator needs it")
     cublas = FakeCublas()
     saved = dict(cuda_backend._MODULES)
     cuda_backend._MODULES.clear()
