@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import RawModule, fake_cupy
+from cuda_emulator import launch
 from cuda_emulator.launch import KernelError, schedule
 
 SOURCE = Path(__file__).with_name("cuda_emulator").joinpath("broken_kernels.cu").read_text(encoding="utf-8")
@@ -97,3 +98,12 @@ def test_schedules_expose_an_order_dependent_float_sum(module):
             module.get_function("atomic_total")((4,), (64,), (x, total, np.int32(256)))
         totals.append(total[0])
     assert len(set(totals)) > 1, totals
+
+
+def test_an_endless_loop_of_barriers_times_out(module, monkeypatch):
+    kernel, out = module.get_function("endless_barriers"), cp.empty(64)
+    kernel((1,), (64,), (out, np.int32(3)))
+    assert (out == 1).all()
+    monkeypatch.setattr(launch, "TIME_LIMIT", [0.2])
+    with pytest.raises(KernelError, match="__syncthreads at line .* after the launch's time limit"):
+        kernel((1,), (64,), (out, np.int32(-1)))

@@ -53,3 +53,9 @@ extern "C" __global__ void atomic_total(const float* x, float* total, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) atomicAdd(total, x[i]);
 }
+
+// Synchronises `rounds` times, or forever when rounds < 0 (a loop bound that never ends).
+extern "C" __global__ void endless_barriers(float* out, int rounds) {
+    for (int i = 0; rounds < 0 || i < rounds; ++i) __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}

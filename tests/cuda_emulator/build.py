@@ -28,14 +28,15 @@ CACHE = Path(os.environ.get("MICROGPT_EMULATOR_CACHE", Path(tempfile.gettempdir(
 
 
 def entry_points(source: str) -> str:
-    """C++ for `extern "C" int emu_launch_<kernel>(grid, block, order, args, message, size)` per kernel."""
+    """C++ for `extern "C" int emu_launch_<kernel>(grid, block, order, seconds, args, message, size)` per kernel."""
     out = []
     for name, params in kernel_parameters(source).items():
         unpacked = ", ".join(f"*({p.c_type}*)args[{i}]" for i, p in enumerate(params))
         out.append(
             f'extern "C" __attribute__((visibility("default"))) int emu_launch_{name}('
-            "const unsigned* grid, const unsigned* block, int order, void** args, char* message, int size) {\n"
-            f"    return emu::launch(grid, block, order, [=] {{ {name}({unpacked}); }}, message, size);\n}}\n"
+            "const unsigned* grid, const unsigned* block, int order, double seconds, void** args, char* message, "
+            "int size) {\n"
+            f"    return emu::launch(grid, block, order, seconds, [=] {{ {name}({unpacked}); }}, message, size);\n}}\n"
         )
     return "".join(out)
 

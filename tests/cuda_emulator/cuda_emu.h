@@ -10,7 +10,10 @@
 //     arriving with different masks, offsets or lines, or a source lane outside the mask,
 //     are errors;
 //   - when no thread can run and some have not finished (a barrier or shuffle that some
-//     threads never reach), the launch fails with a description instead of hanging.
+//     threads never reach), the launch fails with a description instead of hanging;
+//   - a thread reaching a barrier or shuffle after the launch's time limit fails it (a loop
+//     that never ends but keeps synchronising). A loop with no barrier or shuffle in it
+//     cannot be stopped: it has the only OS thread.
 // __shared__ variables are function statics placed in the section "cuda_shared"; the
 // launch fills that whole section with NaN bytes (0xff) before every block, so a read
 // of shared memory nobody wrote in this block shows up as NaN. Fibers run in a fixed
@@ -21,6 +24,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -66,6 +70,7 @@ inline ucontext_t scheduler;
 inline std::function<void()> body;
 inline std::string error;
 inline int barrier_count = 0, barrier_line = 0;
+inline std::chrono::steady_clock::time_point deadline;
 inline std::vector<std::unique_ptr<char[]>> stacks;  // one per thread, kept from launch to launch
 #if defined(__SANITIZE_ADDRESS__)
 inline const size_t stack_bytes = 512 * 1024;  // ASan's frames are larger
@@ -110,7 +115,14 @@ inline std::string where(const Thread& t) {
 
 inline void wait_here() { to_scheduler(); }
 
+inline void check_time(const char* what, int line) {
+    if (std::chrono::steady_clock::now() > deadline) {
+        fail(std::string(what) + " at line " + std::to_string(line) + " after the launch's time limit: an endless loop?");
+    }
+}
+
 inline void syncthreads(int line) {
+    check_time("__syncthreads", line);
     for (const Thread& t : threads) {
         if (t.state == State::done) fail("__syncthreads at line " + std::to_string(line) + " after " + where(t) + " exited");
     }
@@ -131,6 +143,7 @@ inline void syncthreads(int line) {
 template <typename T>
 inline T shfl_xor(unsigned mask, T value, int offset, int line) {
     static_assert(sizeof(T) == sizeof(float), "shuffles of 32-bit values only");
+    check_time("__shfl_xor_sync", line);
     const int lane = current->linear & 31;
     Warp& w = warps[current->linear >> 5];
     if (!((mask >> lane) & 1u)) fail("__shfl_xor_sync at line " + std::to_string(line) + " from a lane outside its mask");
@@ -249,10 +262,12 @@ inline std::vector<int> sequence(int count, int order, unsigned salt) {
     return out;
 }
 
-// Launch `kernel` over grid x block; returns 0, or 1 with the message in `message`.
-inline int launch(const unsigned* grid, const unsigned* block, int order, std::function<void()> kernel, char* message,
-                  int message_size) {
+// Launch `kernel` over grid x block within `seconds`; returns 0, or 1 with the message in `message`.
+inline int launch(const unsigned* grid, const unsigned* block, int order, double seconds, std::function<void()> kernel,
+                  char* message, int message_size) {
     error.clear();
+    deadline = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
     body = std::move(kernel);
     grid_dim = {grid[0], grid[1], grid[2]};
     block_dim = {block[0], block[1], block[2]};

@@ -21,6 +21,7 @@ import numpy as np
 from cuda_emulator.signatures import Parameter, check_arguments
 
 GUARD = 4096  # bytes of 0xff before and after every array argument
+TIME_LIMIT = [60.0]  # seconds a launch may run; the largest test launch takes well under one
 MAX_THREADS, MAX_BLOCK = 1024, (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
 _order = [0]
@@ -81,8 +82,8 @@ class EmulatedKernel:
         pointers = (ctypes.c_void_p * len(values))(*(v.ctypes.data for v in values))
         message = ctypes.create_string_buffer(1024)
         failed = self._entry(
-            (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), ctypes.c_int(_order[0]), pointers, message,
-            ctypes.c_int(len(message)),
+            (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), ctypes.c_int(_order[0]),
+            ctypes.c_double(TIME_LIMIT[0]), pointers, message, ctypes.c_int(len(message)),
         )  # fmt: skip
         self.launches += 1
         if failed:
