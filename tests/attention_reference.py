@@ -14,4 +14,9 @@ def attention_reference(q, k, v, dout, scale):
     probs /= probs.sum(-1, keepdims=True)
     dprobs = np.einsum("ntw,nsw->nts", dout, v)
     dscores = probs * (dprobs - (dprobs * probs).sum(-1, keepdims=True)) * scale
-    return probs @ v, dscores @ k, np.einsum("nts,ntw->nsw", dscores, q), np.einsum("nts,ntw->nsw", probs, dout)
+    return (
+        probs @ v,
+        dscores @ k,
+        np.einsum("nts,ntw->nsw", dscores, q),
+        np.einsum("nts,ntw->nsw", probs, dout),
+    )

@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 import pytest
-from attention_reference import attention_reference
 
+from attention_reference import attention_reference
 from microgpt.backends.cuda_backend import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attention_reference import attention_reference
-from cuda_emulator.backend import emulated  # noqa: F401 - the fixture
 
+from attention_reference import attention_reference
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import cuda_backend, get_backend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
@@ -60,7 +60,9 @@ def test_softmax_and_backward(be, ref, rows, cols):
 
 def test_softmax_of_huge_logits(be, ref):
     x = f32(np.array([[1e4, -1e4, 0.0, 1e4 - 1]]))
-    np.testing.assert_allclose(be.to_host(be.softmax_rows(be.from_host(x))), ref.softmax_rows(x), atol=F32_ATOL)
+    np.testing.assert_allclose(
+        be.to_host(be.softmax_rows(be.from_host(x))), ref.softmax_rows(x), atol=F32_ATOL
+    )
 
 
 @pytest.mark.parametrize("seq_len", [1, 33])
@@ -98,7 +100,9 @@ def test_bias_and_relu_are_exact(be, ref, cols, monkeypatch):
     out, mask = be.relu_forward(be.from_host(x))
     for got, expected in zip((out, mask), single.relu_forward(x32)):
         np.testing.assert_array_equal(be.to_host(got), expected)
-    np.testing.assert_array_equal(be.to_host(be.relu_backward(be.from_host(grad), mask)), grad32 * be.to_host(mask))
+    np.testing.assert_array_equal(
+        be.to_host(be.relu_backward(be.from_host(grad), mask)), grad32 * be.to_host(mask)
+    )
     device = be.from_host(x)
     out, mask = be.fused_bias_relu(device, be.from_host(bias))
     want = x32.copy()
@@ -110,15 +114,24 @@ def test_bias_and_relu_are_exact(be, ref, cols, monkeypatch):
 @pytest.mark.parametrize("rows", [1, 33])
 @pytest.mark.parametrize("cols", COLS)
 def test_layer_norm(be, ref, rows, cols):
-    x, gamma, beta, grad = normal((rows, cols), 2), normal((1, cols), seed=1), normal((1, cols), seed=2), normal((rows, cols), seed=3)
+    x, gamma, beta, grad = (
+        normal((rows, cols), 2),
+        normal((1, cols), seed=1),
+        normal((1, cols), seed=2),
+        normal((rows, cols), seed=3),
+    )
     got = be.layer_norm_forward(*(be.from_host(a) for a in (x, gamma, beta)))
     want = ref.layer_norm_forward(x, gamma, beta)
     for name, g, w in zip(("out", "norm", "std_inv"), got, want):
         # normalised values are O(1); 1/std is O(1/2); the cancellation in x - mean costs a few ulps
         np.testing.assert_allclose(be.to_host(g), w, atol=1e-5, err_msg=name)
     norm, std_inv = f32(be.to_host(got[1])), f32(be.to_host(got[2]))
-    grads = be.layer_norm_backward(be.from_host(grad), be.from_host(norm), be.from_host(std_inv), be.from_host(gamma))
-    for name, g, w in zip(("dx", "dgamma", "dbeta"), grads, ref.layer_norm_backward(grad, norm, std_inv, gamma)):
+    grads = be.layer_norm_backward(
+        be.from_host(grad), be.from_host(norm), be.from_host(std_inv), be.from_host(gamma)
+    )
+    for name, g, w in zip(
+        ("dx", "dgamma", "dbeta"), grads, ref.layer_norm_backward(grad, norm, std_inv, gamma)
+    ):
         # dgamma/dbeta sum 33 O(1) products; dx subtracts two means of ~300 terms: a few float32 ulps of ~10
         np.testing.assert_allclose(be.to_host(g), w, atol=1e-5, err_msg=name)
 
@@ -209,13 +222,19 @@ def test_causal_attention_forward_and_backward(emulated, n, t, w, attention):
     # float32 dot products of w terms and sums over up to 70 keys of O(1) (up to O(10) for dq/dk, which
     # carry |q||k| ~ 1.5^2 w scale factors): relative float32 rounding ~1e-6 of those sizes
     for name, got, expected in zip(("out", "dq", "dk", "dv"), (out, *grads), want):
-        np.testing.assert_allclose(be.to_host(got), expected, atol=2e-5 * max(1, np.abs(expected).max()), err_msg=name)
+        np.testing.assert_allclose(
+            be.to_host(got), expected, atol=2e-5 * max(1, np.abs(expected).max()), err_msg=name
+        )
 
 
 def test_one_query_against_a_cache_takes_the_materialised_path(emulated):
     be, _ = emulated
     rng = np.random.default_rng(0)
-    q, k, v = f32(rng.normal(size=(2, 1, 8))), f32(rng.normal(size=(2, 5, 8))), f32(rng.normal(size=(2, 5, 8)))
+    q, k, v = (
+        f32(rng.normal(size=(2, 1, 8))),
+        f32(rng.normal(size=(2, 5, 8))),
+        f32(rng.normal(size=(2, 5, 8))),
+    )
     out, saved = be.causal_attention(*(be.from_host(a) for a in (q, k, v)), 0.5)
     assert saved[0] == "materialised"
     scores = np.einsum("nw,nsw->ns", q[:, 0], k) * 0.5

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_emulator.backend import emulated  # noqa: F401 - the fixture
-from cuda_emulator.launch import schedule
 
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
+from cuda_emulator.launch import schedule
 from microgpt.backends import cuda_backend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from cuda_emulator import launch
 from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import RawModule, fake_cupy
-from cuda_emulator import launch
 from cuda_emulator.launch import KernelError, schedule
 
 SOURCE = Path(__file__).with_name("cuda_emulator").joinpath("broken_kernels.cu").read_text(encoding="utf-8")
@@ -40,7 +41,10 @@ def test_divergent_shuffle_is_a_deadlock_not_a_hang(module):
     out = cp.empty(32)
     kernel((1,), (32,), (x, out, np.int32(32)))
     np.testing.assert_array_equal(out, x.reshape(16, 2)[:, ::-1].reshape(-1))  # neighbours swapped
-    with pytest.raises(KernelError, match="deadlock.*16 threads from thread \\(0,0,0\\) wait at a shuffle line 24; 16 threads from thread \\(16,0,0\\) exited"):
+    with pytest.raises(
+        KernelError,
+        match="deadlock.*16 threads from thread \\(0,0,0\\) wait at a shuffle line 24; 16 threads from thread \\(16,0,0\\) exited",
+    ):
         kernel((1,), (32,), (x, cp.empty(32), np.int32(16)))
 
 

@@ -21,15 +21,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
 import numpy as np
 import pytest
-from cuda_emulator import launch
-from cuda_emulator.backend import emulated  # noqa: F401 - the fixture
-from cuda_emulator.signatures import kernel_parameters
 
+from cuda_emulator import launch
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
+from cuda_emulator.signatures import kernel_parameters
 from microgpt.backends import BackendUnavailable, cuda_backend, resolve_auto
 from microgpt.backends.cuda_backend import CuBLASBackend
-from microgpt.backends.cuda_setup import INCLUDE_LINE, KERNEL_DIR, kernel_files, kernel_source
+from microgpt.backends.cuda_setup import INCLUDE_LINE, kernel_files, kernel_source
 
 NVCC = shutil.which("nvcc")
 NVRTC_ARCH = "--gpu-architecture=compute_90"  # the H100/H200 generation; any supported arch would do
@@ -210,7 +211,7 @@ def test_column_sums_of_very_tall_arrays_stay_within_the_grid_limits(emulated, m
     rows = 4 * 128 + 1
     a = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3) % 7  # small integers: the sums are exact
     np.testing.assert_array_equal(be.to_host(be.sum_rows(be.from_host(a))), a.sum(0, keepdims=True))
-    dx, dgamma, dbeta = be.layer_norm_backward(be.from_host(a), be.from_host(a), be.zeros((rows, 1)), be.zeros((1, 3)))
+    _, dgamma, _ = be.layer_norm_backward(be.from_host(a), be.from_host(a), be.zeros((rows, 1)), be.zeros((1, 3)))
     np.testing.assert_array_equal(be.to_host(dgamma), (a * a).sum(0, keepdims=True))
     assert be._kernels[("reduce_columns.cu", "column_sums")].launches >= 2
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_emulator.backend import emulated  # noqa: F401 - the fixture
 
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
 from microgpt.memory import attention_kind, estimate_training_bytes, memory_parts
 
 
 def config_at(seq_len: int, head_dims=(64,) * 6) -> ModelConfig:
-    return ModelConfig(vocab_size=65, d_model=sum(head_dims), n_layers=4, head_dims=head_dims, d_ff=1536, seq_len=seq_len)
+    return ModelConfig(
+        vocab_size=65, d_model=sum(head_dims), n_layers=4, head_dims=head_dims, d_ff=1536, seq_len=seq_len
+    )
 
 
 def test_flash_activations_grow_linearly_in_seq_len():
@@ -35,7 +37,9 @@ def test_flash_drops_exactly_the_t_squared_terms():
     assert plain["activations"] - flash["activations"] == probabilities - kept_instead
     assert flash["workspace"] < plain["workspace"] / 10
     # at T = 4096 the probabilities and their temporaries are over 80% of the materialised estimate
-    assert estimate_training_bytes(config, batch, attention="flash") < estimate_training_bytes(config, batch) / 5
+    assert (
+        estimate_training_bytes(config, batch, attention="flash") < estimate_training_bytes(config, batch) / 5
+    )
 
 
 def test_heads_wider_than_flash_takes_are_counted_materialised():
@@ -55,4 +59,6 @@ def test_attention_kind_of_each_backend(emulated):
 @pytest.mark.parametrize("attention", ["flash", "materialised"])
 def test_the_parts_add_up(attention):
     config = config_at(512)
-    assert sum(memory_parts(config, 4, attention=attention).values()) == estimate_training_bytes(config, 4, attention=attention)
+    assert sum(memory_parts(config, 4, attention=attention).values()) == estimate_training_bytes(
+        config, 4, attention=attention
+    )

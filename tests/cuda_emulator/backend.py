@@ -1,4 +1,4 @@
-"""The `emulated` fixture: a `CuBLASBackend` whose CuPy is `fake_cupy` and whose cuBLAS is `FakeCublas`.
+"""The `emulated` fixture (import `emulated_backend` to use it): a `CuBLASBackend` whose CuPy is `fake_cupy` and whose cuBLAS is `FakeCublas`.
 
 The backend's own Python runs unchanged; only `_load_cupy` is replaced. Its kernels run on the
 emulator, compiled from exactly the text the backend hands `RawModule`. The process-wide module
@@ -16,8 +16,8 @@ from microgpt.backends import cuda_backend
 from microgpt.backends.cuda_backend import CuBLASBackend
 
 
-@pytest.fixture
-def emulated(monkeypatch):
+@pytest.fixture(name="emulated")
+def emulated_backend(monkeypatch):
     """(backend, cublas): a CuBLASBackend on the CPU emulator, and its fake cuBLAS (skipped without g++)."""
     if GXX is None:
         pytest.skip("g++ is not on PATH; the CUDA emulator needs it")

@@ -22,9 +22,22 @@ from cuda_emulator.signatures import kernel_parameters
 HEADER = Path(__file__).with_name("cuda_emu.h")
 GXX = shutil.which("g++")
 ASAN = os.environ.get("MICROGPT_EMULATOR_ASAN") == "1"
-FLAGS = ["-std=c++17", "-O1", "-g", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
+FLAGS = [
+    "-std=c++17",
+    "-O1",
+    "-g",
+    "-shared",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-Wall",
+    "-Wno-unused-function",
+]
 FLAGS += ["-fsanitize=address", "-fno-omit-frame-pointer"] if ASAN else []
-CACHE = Path(os.environ.get("MICROGPT_EMULATOR_CACHE", Path(tempfile.gettempdir()) / f"microgpt-cuda-emulator-{os.getuid()}"))
+CACHE = Path(
+    os.environ.get(
+        "MICROGPT_EMULATOR_CACHE", Path(tempfile.gettempdir()) / f"microgpt-cuda-emulator-{os.getuid()}"
+    )
+)
 
 
 def entry_points(source: str) -> str:

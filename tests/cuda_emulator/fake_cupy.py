@@ -14,6 +14,7 @@ reading them column-major as cuBLAS does, and checks that every call's handle is
 from __future__ import annotations
 
 import ctypes
+import itertools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -78,11 +79,10 @@ class RawModule:
 class Stream:
     """cupy.cuda.Stream: `with Stream():` makes it current; ptr is a distinct fake handle."""
 
-    _next = [1]
+    _handles = itertools.count(1)
 
     def __init__(self, non_blocking: bool = False, null: bool = False):
-        self.ptr = 0 if null else Stream._next[0]
-        Stream._next[0] += 0 if null else 1
+        self.ptr = 0 if null else next(Stream._handles)
         self.synchronized = 0
 
     def __enter__(self):
@@ -146,13 +146,15 @@ class FakeCublas:
     def destroy(self, handle: int) -> None:
         del self.streams[handle]
 
-    def setStream(self, handle: int, stream: int) -> None:  # noqa: N802 - cuBLAS's name
+    def setStream(self, handle: int, stream: int) -> None:  # cuBLAS's names
         self.streams[handle] = stream
 
     def _check(self, handle: int) -> None:
         self.calls += 1
         current = _current[0].ptr
-        assert self.streams[handle] == current, f"cuBLAS handle on stream {self.streams[handle]}, current is {current}"
+        assert self.streams[handle] == current, (
+            f"cuBLAS handle on stream {self.streams[handle]}, current is {current}"
+        )
 
     def sgemm(self, handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         self._check(handle)
@@ -161,9 +163,11 @@ class FakeCublas:
         product = _scalar(alpha) * (op_a.astype(np.float64) @ op_b)
         out[...] = product + _scalar(beta) * out if _scalar(beta) else product
 
-    def sgemmStridedBatched(self, h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch):  # noqa: N802
+    def sgemmStridedBatched(self, h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch):
         for i in range(batch):  # strides count floats: 4 bytes each
-            self.sgemm(h, ta, tb, m, n, k, alpha, a + 4 * i * sa, lda, b + 4 * i * sb, ldb, beta, c + 4 * i * sc, ldc)
+            self.sgemm(
+                h, ta, tb, m, n, k, alpha, a + 4 * i * sa, lda, b + 4 * i * sb, ldb, beta, c + 4 * i * sc, ldc
+            )
 
     def sgeam(self, handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
         self._check(handle)

@@ -64,11 +64,15 @@ class EmulatedKernel:
         if math.prod(block) > MAX_THREADS:
             raise KernelError(f"{self.name}: block {block} has more than {MAX_THREADS} threads")
         if shared_mem:
-            raise KernelError(f"{self.name}: dynamic shared memory is not emulated (no kernel of ours uses it)")
+            raise KernelError(
+                f"{self.name}: dynamic shared memory is not emulated (no kernel of ours uses it)"
+            )
         arrays = [(p, a) for p, a in zip(self.params, args) if p.is_pointer]
         for i, (p, a) in enumerate(arrays):
             for q, b in arrays[i + 1 :]:
-                if not (p.c_type.startswith("const") and q.c_type.startswith("const")) and np.shares_memory(a, b):
+                if not (p.c_type.startswith("const") and q.c_type.startswith("const")) and np.shares_memory(
+                    a, b
+                ):
                     raise KernelError(f"{self.name}: {p.name} and {q.name} overlap, and one is written")
         guarded, values = [], []
         for param, arg in zip(self.params, args):

@@ -51,6 +51,8 @@ def check_arguments(kernel: str, params: list[Parameter], args) -> None:
         if param.is_pointer:
             if not (isinstance(arg, np.ndarray) and arg.flags.c_contiguous and arg.dtype == param.dtype):
                 got = f"{arg.dtype} array" if isinstance(arg, np.ndarray) else type(arg).__name__
-                raise TypeError(f"{kernel}: {param.c_type} {param.name} needs a contiguous {param.dtype.__name__} array, got {got}")
+                raise TypeError(
+                    f"{kernel}: {param.c_type} {param.name} needs a contiguous {param.dtype.__name__} array, got {got}"
+                )
         elif type(arg) is not param.dtype:
             raise TypeError(f"{kernel}: {param.c_type} {param.name} got {type(arg).__name__}")
