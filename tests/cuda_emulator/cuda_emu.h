@@ -69,7 +69,7 @@ inline Thread* current = nullptr;
 inline ucontext_t scheduler;
 inline std::function<void()> body;
 inline std::string error;
-inline int barrier_count = 0, barrier_line = 0;
+inline int barrier_count = 0, barrier_line = 0, exited = 0;
 inline std::chrono::steady_clock::time_point deadline;
 inline std::vector<std::unique_ptr<char[]>> stacks;  // one per thread, kept from launch to launch
 #if defined(__SANITIZE_ADDRESS__)
@@ -109,6 +109,7 @@ inline std::string where(const Thread& t) {
 [[noreturn]] inline void fail(const std::string& message) {
     if (error.empty()) error = where(*current) + ": " + message;
     current->state = State::done;
+    ++exited;
     to_scheduler(true);
     std::abort();  // the scheduler never resumes a failed fiber
 }
@@ -123,8 +124,9 @@ inline void check_time(const char* what, int line) {
 
 inline void syncthreads(int line) {
     check_time("__syncthreads", line);
-    for (const Thread& t : threads) {
-        if (t.state == State::done) fail("__syncthreads at line " + std::to_string(line) + " after " + where(t) + " exited");
+    if (exited > 0) {
+        const Thread& gone = *std::find_if(threads.begin(), threads.end(), [](const Thread& t) { return t.state == State::done; });
+        fail("__syncthreads at line " + std::to_string(line) + " after " + where(gone) + " exited");
     }
     if (barrier_count == 0) barrier_line = line;
     if (line != barrier_line) {
@@ -182,6 +184,7 @@ inline void fiber_main() {
 #endif
     body();
     current->state = State::done;
+    ++exited;
     to_scheduler(true);
 }
 
@@ -220,7 +223,7 @@ namespace emu {
 // Run every thread of the current block to completion, in `order`; false on an error.
 inline bool run_block(const std::vector<int>& order) {
     if (__start_cuda_shared != nullptr) std::memset(__start_cuda_shared, 0xff, __stop_cuda_shared - __start_cuda_shared);
-    barrier_count = 0;
+    barrier_count = exited = 0;
     for (Warp& w : warps) w.arrived = 0;
     for (Thread& t : threads) {
         getcontext(&t.context);
