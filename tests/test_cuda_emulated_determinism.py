@@ -34,13 +34,13 @@ def test_reductions_are_order_independent(emulated, monkeypatch):
     be, _ = emulated
     monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 3)  # several blocks share each grid-stride loop
     rng = np.random.default_rng(0)
-    x = be.from_host(rng.normal(0, 3, (300, 65)))
-    ids = rng.integers(0, 10, 300)
-    ids[:200] = 3  # one row gathers 200 gradient rows
+    x = be.from_host(rng.normal(0, 3, (150, 65)))  # 150 rows: the column sums take a second pass
+    ids = rng.integers(0, 10, 150)
+    ids[:100] = 3  # one row gathers 100 gradient rows
 
     def run():
         table = be.from_host(np.ones((10, 65)))
-        be.embedding_scatter_add(x, ids, table, 300, 65)
+        be.embedding_scatter_add(x, ids, table, 150, 65)
         out, norm, std_inv = be.layer_norm_forward(x, x[:1], x[1:2])
         loss, dlogits = be.fused_softmax_ce_grad(x, ids)
         arrays = [table, be.sum_rows(x), out, *be.layer_norm_backward(x, norm, std_inv, x[:1]), dlogits]
