@@ -108,6 +108,6 @@ def test_an_endless_loop_of_barriers_times_out(module, monkeypatch):
     kernel, out = module.get_function("endless_barriers"), cp.empty(64)
     kernel((1,), (64,), (out, np.int32(3)))
     assert (out == 1).all()
-    monkeypatch.setattr(launch, "TIME_LIMIT", [0.2])
+    monkeypatch.setattr(launch, "TIME_LIMIT", 0.2)
     with pytest.raises(KernelError, match="__syncthreads at line .* after the launch's time limit"):
         kernel((1,), (64,), (out, np.int32(-1)))

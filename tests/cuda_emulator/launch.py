@@ -4,7 +4,8 @@ Before the kernel runs, the launch checks the arguments against the C signature,
 block against CUDA's limits, and that no array written overlaps another argument (each gets its
 own copy below). Each array is copied into a buffer with GUARD bytes of 0xff on either side (a NaN to a
 float read, -1 to an int read); after the kernel, a changed guard byte is an out-of-bounds write,
-and the interior is copied back. Any failure raises `KernelError`.
+and the interior is copied back. A launch still synchronising after TIME_LIMIT seconds fails
+(an endless loop). Any failure raises `KernelError`.
 
 `schedule(order)` sets the order blocks and threads run in (0 ascending, 1 descending, larger a
 seeded shuffle), so tests can show a result does not depend on it.
@@ -21,7 +22,7 @@ import numpy as np
 from cuda_emulator.signatures import Parameter, check_arguments
 
 GUARD = 4096  # bytes of 0xff before and after every array argument
-TIME_LIMIT = [60.0]  # seconds a launch may run; the largest test launch takes well under one
+TIME_LIMIT = 60.0  # seconds a launch may run; the largest test launch takes well under one
 MAX_THREADS, MAX_BLOCK = 1024, (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
 _order = [0]
@@ -87,7 +88,7 @@ class EmulatedKernel:
         message = ctypes.create_string_buffer(1024)
         failed = self._entry(
             (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), ctypes.c_int(_order[0]),
-            ctypes.c_double(TIME_LIMIT[0]), pointers, message, ctypes.c_int(len(message)),
+            ctypes.c_double(TIME_LIMIT), pointers, message, ctypes.c_int(len(message)),
         )  # fmt: skip
         self.launches += 1
         if failed:
