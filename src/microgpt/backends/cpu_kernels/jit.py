@@ -1,0 +1,55 @@
+"""How the cpu backend's kernels are compiled: numba's njit, cached on disk in a writable directory.
+
+The cache directory is, in order: NUMBA_CACHE_DIR when it is set and writable,
+else $XDG_CACHE_HOME/microgpt/numba (~/.cache/microgpt/numba), else a
+microgpt-numba folder in the temporary directory. Where none is writable the
+kernels compile on every run (cache off) and still work. This module must be
+imported before the kernel modules, since `kernel` reads the choice.
+
+fastmath is limited to reassociation and fused multiply-add, so loops over a
+row can be vectorised while NaN and infinity keep their meaning (a non-finite
+loss must still be seen). Reassociation is fixed when a kernel is compiled, so
+it does not make results depend on thread scheduling.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numba
+
+FASTMATH = {"reassoc", "contract"}
+
+
+def _writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def _choose_cache_dir() -> Path | None:
+    candidates = []
+    if numba.config.CACHE_DIR:
+        candidates.append(Path(numba.config.CACHE_DIR))
+    user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    candidates.append(Path(user_cache) / "microgpt" / "numba")
+    candidates.append(Path(tempfile.gettempdir()) / f"microgpt-numba-{os.getuid() if hasattr(os, 'getuid') else 0}")
+    for path in candidates:
+        if _writable(path):
+            return path
+    return None
+
+
+CACHE_DIR = _choose_cache_dir()
+if CACHE_DIR is not None:
+    numba.config.CACHE_DIR = str(CACHE_DIR)  # numba's own locator reads this when a kernel is decorated
+
+
+def kernel(parallel: bool = False):
+    """The decorator for a kernel: njit, cached where a directory allows, prange-parallel if asked."""
+    return numba.njit(cache=CACHE_DIR is not None, parallel=parallel, fastmath=FASTMATH, nogil=True)
