@@ -1,4 +1,4 @@
-"""Where one NumPy training step's time goes: per backend op, per layer, and cProfile's top functions.
+"""Where one training step's time goes, per backend (cpu, numpy): per op, per layer, and cProfile's top functions.
 
 The reference default shape (d 64, 2 layers, 4 heads of 16, d_ff 256, T 128,
 vocab 65) at B=1 and B=16, on random token ids. Three views of the same steps:
@@ -13,9 +13,10 @@ vocab 65) at B=1 and B=16, on random token ids. Three views of the same steps:
 - cProfile: functions by their own time (tottime), a fresh unwrapped model.
 
 The wrappers cost about a microsecond a call; the per-step totals say how much
-that adds. The BLAS runs with the process's own settings (OPENBLAS_* variables).
+that adds. Threads: --threads (default every core) for BLAS and numba, through
+microgpt.threads.set_threads.
 
-    python3 benchmarks/profile_step.py [--steps 20] [--top 15]
+    python3 benchmarks/profile_step.py [--backends cpu numpy] [--steps 20] [--top 15]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
+from microgpt.threads import available_cores, set_threads
 
 CONFIG = ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128)
 LR = 3e-4
@@ -138,18 +140,18 @@ def print_cprofile(profile: cProfile.Profile, steps: int, top: int) -> None:
         )
 
 
-def profile_batch(batch: int, steps: int, top: int) -> None:
+def profile_batch(backend: str, batch: int, steps: int, top: int) -> None:
     warmup = random_batches(batch, 3)
     batches = random_batches(batch, steps)
-    plain = GPT(CONFIG, get_backend("numpy"), seed=0)
+    plain = GPT(CONFIG, get_backend(backend), seed=0)
     run_steps(plain, warmup)
     step_seconds = run_steps(plain, batches) / steps
     print(
-        f"B={batch}: {1000 * step_seconds:.2f} ms/step unwrapped ({batch * CONFIG.seq_len / step_seconds:,.0f} tok/s)"
+        f"{backend} B={batch}: {1000 * step_seconds:.2f} ms/step unwrapped ({batch * CONFIG.seq_len / step_seconds:,.0f} tok/s)"
     )
 
     ops, layers = ExclusiveTimer(), ExclusiveTimer()
-    model = GPT(CONFIG, get_backend("numpy"), seed=0)
+    model = GPT(CONFIG, get_backend(backend), seed=0)
     wrap_backend_ops(model.be, ops)
     wrap_layers(model, layers)
     run_steps(model, warmup)
@@ -162,7 +164,7 @@ def profile_batch(batch: int, steps: int, top: int) -> None:
         "layers (exclusive of nested layers)", layers, steps, wrapped_seconds, top, "train_step itself"
     )
 
-    fresh = GPT(CONFIG, get_backend("numpy"), seed=0)
+    fresh = GPT(CONFIG, get_backend(backend), seed=0)
     run_steps(fresh, warmup)
     profile = cProfile.Profile()
     profile.enable()
@@ -176,10 +178,14 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=20, help="profiled steps per batch size (default 20)")
     parser.add_argument("--top", type=int, default=15, help="rows per table (default 15)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--backends", nargs="+", default=["cpu", "numpy"], help="default: cpu numpy")
+    parser.add_argument("--threads", type=int, default=available_cores(), help="threads for BLAS and numba")
     args = parser.parse_args(argv)
+    print(f"{set_threads(args.threads)} threads")
     for batch in args.batch_sizes:
-        profile_batch(batch, args.steps, args.top)
-        print()
+        for backend in args.backends:
+            profile_batch(backend, batch, args.steps, args.top)
+            print()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@ fused kernels on numba's thread pool; both default to every core. The BLAS pool
 is limited through threadpoolctl (for the whole process); numba's count is set
 for the calling thread, the one that trains. Without numba only the BLAS pool
 is set. An invalid count raises `ConfigError` with one line saying what is allowed.
+
+numba's threading layer is chosen here, before numba's pool first starts (which
+`numba.set_num_threads` does): numba's own `workqueue` unless
+NUMBA_THREADING_LAYER says otherwise. OpenMP's workers spin while they wait,
+and on a small machine they then fight BLAS's own spinning threads for the
+cores (measured on 2 cores: a training step over 20x slower with OpenMP's layer).
 """
 
 from __future__ import annotations
@@ -29,6 +35,15 @@ def check_threads(n) -> int:
     return n
 
 
+def import_numba():
+    """numba, with the threading layer chosen (see the module docstring); ImportError without numba."""
+    import numba
+
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "workqueue"
+    return numba
+
+
 def set_threads(n: int | None = None) -> int:
     """Use n threads (default: every core) for BLAS and for numba's kernels; returns n."""
     n = available_cores() if n is None else check_threads(n)
@@ -36,7 +51,7 @@ def set_threads(n: int | None = None) -> int:
 
     threadpool_limits(limits=n, user_api="blas")
     try:
-        import numba
+        numba = import_numba()
     except ImportError:  # the numpy backend needs no numba; only BLAS has threads then
         return n
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))

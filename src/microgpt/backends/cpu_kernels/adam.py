@@ -7,17 +7,16 @@ corrections into `step` = lr / (1 - beta1^t) and `v_scale` = 1 / (1 - beta2^t).
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from microgpt.backends.cpu_kernels.jit import kernel
 
 
-@kernel(parallel=True)
+@kernel()
 def adam(param, grad, m, v, beta1, keep1, beta2, keep2, eps, step, v_scale):
     """All arrays (1, total), updated in place; the scalars in the arrays' dtype, keep1 = 1 - beta1 and
     keep2 = 1 - beta2 rounded from float64 (1 - float32(0.9) would not be float32(0.1))."""
     total = param.shape[1]
-    for i in prange(total):
+    for i in range(total):
         g = grad[0, i]
         m_i = beta1 * m[0, i] + keep1 * g
         v_i = beta2 * v[0, i] + keep2 * (g * g)

@@ -4,8 +4,20 @@ q (n, Tq, w), k and v (n, Tk, w), C-contiguous; query i sits at position
 Tk - Tq + i and sees keys 0 .. Tk - Tq + i. One head is one parallel task and
 runs its queries in order, so every sum has a fixed order whatever the thread
 count. No masked (Tq, Tk) score tensor is ever written: each query's scores live
-in a row buffer of length Tk. K and V are transposed once per head (w, Tk) so
-the score and dP loops run along keys, vectorised, with no horizontal sums.
+in a row buffer of length Tk.
+
+Vectorisation: every inner loop runs along the keys, never along the head width
+(16 here: too short for LLVM's vector body, it would run in the scalar remainder
+loop; measured 6x slower). K, V and the dK, dV accumulators are held transposed,
+(w, Tk rounded up to BLOCK), zero-padded, and a query's loops run to its visible
+count rounded up to BLOCK: the few keys past its position get the score -1e30,
+so their probability is exactly 0 and they add nothing. The score loops take
+four columns of K per pass, so each score is loaded and stored once per four
+multiply-adds. softmax's max shift (a scalar loop: a max does not vectorise
+without dropping NaN semantics) is skipped when Cauchy-Schwarz bounds every
+score of the query below EXP_SAFE in size, as the NumPy backend does (a shift
+only guards exp; the log-sum-exp saved for the backward includes whatever shift
+was used).
 
 The forward saves each query's log-sum-exp; the backward recomputes the
 probabilities from it (flash-attention style), so saved state is O(n T), not O(n T^2).
@@ -16,7 +28,62 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from microgpt.backends.cpu_kernels.jit import kernel
+from microgpt.backends.cpu_kernels.fast_exp import exp_into
+from microgpt.backends.cpu_kernels.jit import inline, kernel
+
+BLOCK = 16  # loops over keys run to a multiple of this (a float32 AVX-512 register)
+HIDDEN = -1e30  # the score of a key past the query's position: exp gives exactly 0
+EXP_SAFE = 60.0  # |score| below this: exp neither overflows nor underflows to 0, so no max shift is needed
+
+
+@inline()
+def _transposed(x, padded):
+    """(w, padded): x (t, w) transposed, zero-padded past t."""
+    t, w = x.shape
+    out = np.zeros((w, padded), dtype=x.dtype)
+    for j in range(t):
+        for c in range(w):
+            out[c, j] = x[j, c]
+    return out
+
+
+@inline()
+def _norm(row):
+    """The Euclidean length of a 1-D row."""
+    total = row.dtype.type(0)
+    for c in range(row.shape[0]):
+        total += row[c] * row[c]
+    return np.sqrt(total)
+
+
+@inline()
+def _row_times(row, scale, mt, end, dst):
+    """dst[:end] = (row * scale) @ mt[:, :end] for row (w,) and mt (w, padded), four columns of mt a pass."""
+    w = mt.shape[0]
+    dst[:end] = 0
+    c = 0
+    while c + 4 <= w:
+        a0, a1, a2, a3 = row[c] * scale, row[c + 1] * scale, row[c + 2] * scale, row[c + 3] * scale
+        m0, m1, m2, m3 = mt[c], mt[c + 1], mt[c + 2], mt[c + 3]
+        for j in range(end):
+            dst[j] += a0 * m0[j] + a1 * m1[j] + a2 * m2[j] + a3 * m3[j]
+        c += 4
+    while c < w:
+        a0 = row[c] * scale
+        m0 = mt[c]
+        for j in range(end):
+            dst[j] += a0 * m0[j]
+        c += 1
+
+
+@inline()
+def _exp_shifted(scores, visible, end, shift, scratch):
+    """scores[:end] = exp(scores - shift) for the visible keys, exactly 0 for the rest."""
+    for j in range(visible):
+        scores[j] -= shift
+    for j in range(visible, end):
+        scores[j] = HIDDEN
+    exp_into(scores, end, scratch)
 
 
 @kernel(parallel=True)
@@ -25,73 +92,75 @@ def attention_forward(q, k, v, scale, out, lse):
     n, tq, w = q.shape
     tk = k.shape[1]
     offset = tk - tq
+    padded = (tk + BLOCK - 1) // BLOCK * BLOCK
     for h in prange(n):
-        kt = np.ascontiguousarray(k[h].T)  # (w, Tk)
-        scores = np.empty(tk, dtype=q.dtype)  # one query's scores, then its probabilities
-        acc = np.empty(w, dtype=q.dtype)  # one query's output row
+        kt = _transposed(k[h], padded)  # (w, padded)
+        vt = _transposed(v[h], padded)  # (w, padded)
+        scores = np.empty(padded, dtype=q.dtype)  # one query's scores, then its probabilities
+        scratch = np.empty(padded, dtype=np.int32)  # for exp_into
+        longest_key = q.dtype.type(0)
+        for j in range(tk):
+            longest_key = max(longest_key, _norm(k[h, j]))
         for i in range(tq):
             visible = offset + i + 1
-            scores[:visible] = 0
-            for c in range(w):
-                qc = q[h, i, c] * scale
-                for j in range(visible):
-                    scores[j] += qc * kt[c, j]
-            top = scores[0]
-            for j in range(1, visible):
-                top = max(top, scores[j])
-            total = q.dtype.type(0)  # sums stay in the arrays' dtype: float32 arithmetic vectorises twice as wide
-            for j in range(visible):
-                e = np.exp(scores[j] - top)
-                scores[j] = e
-                total += e
+            end = (visible + BLOCK - 1) // BLOCK * BLOCK
+            _row_times(q[h, i], scale, kt, end, scores)
+            top = q.dtype.type(0)  # the shift: 0 when every score is safely small, else the row's max
+            if not _norm(q[h, i]) * longest_key * abs(scale) < EXP_SAFE:  # also taken for NaN
+                top = scores[0]
+                for j in range(1, visible):
+                    top = max(top, scores[j])
+            _exp_shifted(scores, visible, end, top, scratch)
+            total = q.dtype.type(0)
+            for j in range(end):
+                total += scores[j]
             inv = q.dtype.type(1) / total
-            acc[:] = 0
-            for j in range(visible):
-                p = scores[j]
-                for c in range(w):
-                    acc[c] += p * v[h, j, c]
             for c in range(w):
-                out[h, i, c] = acc[c] * inv
+                vc = vt[c]
+                acc = q.dtype.type(0)
+                for j in range(end):
+                    acc += scores[j] * vc[j]
+                out[h, i, c] = acc * inv
             lse[h, i] = top + np.log(total)
 
 
 @kernel(parallel=True)
 def attention_backward(q, k, v, lse, dout, scale, dq, dk, dv):
-    """dq (n, Tq, w), dk and dv (n, Tk, w), overwritten; lse (n, Tq) from the forward."""
+    """dq (n, Tq, w), dk and dv (n, Tk, w), written; lse (n, Tq) from the forward."""
     n, tq, w = q.shape
     tk = k.shape[1]
     offset = tk - tq
+    padded = (tk + BLOCK - 1) // BLOCK * BLOCK
+    one = q.dtype.type(1)
     for h in prange(n):
-        kt = np.ascontiguousarray(k[h].T)  # (w, Tk)
-        vt = np.ascontiguousarray(v[h].T)  # (w, Tk)
-        probs = np.empty(tk, dtype=q.dtype)  # one query's probabilities, then its dscores
-        dprobs = np.empty(tk, dtype=q.dtype)
-        acc = np.empty(w, dtype=q.dtype)
-        dk[h] = 0
-        dv[h] = 0
+        kt = _transposed(k[h], padded)  # (w, padded)
+        vt = _transposed(v[h], padded)  # (w, padded)
+        dkt = np.zeros((w, padded), dtype=q.dtype)  # (w, padded): dK transposed, summed over the queries
+        dvt = np.zeros((w, padded), dtype=q.dtype)  # (w, padded)
+        probs = np.empty(padded, dtype=q.dtype)  # one query's probabilities
+        dscores = np.empty(padded, dtype=q.dtype)  # its dP = dout_i V^T, then its dscores
+        scratch = np.empty(padded, dtype=np.int32)  # for exp_into
         for i in range(tq):
             visible = offset + i + 1
-            probs[:visible] = 0
-            dprobs[:visible] = 0
-            for c in range(w):
-                qc = q[h, i, c] * scale
-                gc = dout[h, i, c]
-                for j in range(visible):
-                    probs[j] += qc * kt[c, j]
-                    dprobs[j] += gc * vt[c, j]
-            row_lse = lse[h, i]
+            end = (visible + BLOCK - 1) // BLOCK * BLOCK
+            _row_times(q[h, i], scale, kt, end, probs)
+            _exp_shifted(probs, visible, end, lse[h, i], scratch)
+            _row_times(dout[h, i], one, vt, end, dscores)
             dot = q.dtype.type(0)  # sum_j p_j dP_j: softmax's backward subtracts it from every dP_j
-            for j in range(visible):
-                p = np.exp(probs[j] - row_lse)
-                probs[j] = p
-                dot += p * dprobs[j]
-            acc[:] = 0
-            for j in range(visible):
-                p = probs[j]
-                ds = p * (dprobs[j] - dot) * scale
-                for c in range(w):
-                    acc[c] += ds * k[h, j, c]
-                    dk[h, j, c] += ds * q[h, i, c]
-                    dv[h, j, c] += p * dout[h, i, c]
+            for j in range(end):
+                dot += probs[j] * dscores[j]
+            for j in range(end):
+                dscores[j] = probs[j] * (dscores[j] - dot) * scale  # 0 past the query's position
             for c in range(w):
-                dq[h, i, c] = acc[c]
+                gc, qc = dout[h, i, c], q[h, i, c]
+                kc, dkc, dvc = kt[c], dkt[c], dvt[c]
+                acc = q.dtype.type(0)
+                for j in range(end):
+                    dvc[j] += gc * probs[j]
+                    dkc[j] += qc * dscores[j]
+                    acc += dscores[j] * kc[j]
+                dq[h, i, c] = acc
+        for j in range(tk):
+            for c in range(w):
+                dk[h, j, c] = dkt[c, j]
+                dv[h, j, c] = dvt[c, j]

@@ -1,22 +1,19 @@
-"""Embedding gather (parallel over positions) and a deterministic scatter-add of its gradient.
+"""Embedding gather, and a deterministic scatter-add of its gradient.
 
-The scatter-add runs over positions in order in one thread: a repeated id
-accumulates in position order every time, so the sums never depend on thread
-scheduling (it is B*T*d additions, a small part of a step).
+The scatter-add runs over positions in order: a repeated id accumulates in
+position order every time, so the sums never depend on thread scheduling.
 """
 
 from __future__ import annotations
 
-from numba import prange
-
 from microgpt.backends.cpu_kernels.jit import kernel
 
 
-@kernel(parallel=True)
+@kernel()
 def gather(table, ids, out):
     """out (len(ids), d) = table[ids, :d] where d = out.shape[1]."""
     positions, d = out.shape
-    for p in prange(positions):
+    for p in range(positions):
         row = ids[p]
         for c in range(d):
             out[p, c] = table[row, c]

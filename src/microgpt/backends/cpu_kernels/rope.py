@@ -1,4 +1,4 @@
-"""Rotary embedding in place, and its inverse (sign -1), parallel over rows.
+"""Rotary embedding in place, and its inverse (sign -1), row by row.
 
 x (rows, dim); the caches (n, dim) hold each pair's cos and sin in both of its
 columns; row r uses cache row r % n. Pair (x0, x1) turns to
@@ -7,16 +7,14 @@ columns; row r uses cache row r % n. Pair (x0, x1) turns to
 
 from __future__ import annotations
 
-from numba import prange
-
 from microgpt.backends.cpu_kernels.jit import kernel
 
 
-@kernel(parallel=True)
+@kernel()
 def rope(x, cos_cache, sin_cache, sign):
     rows, dim = x.shape
     n = cos_cache.shape[0]
-    for r in prange(rows):
+    for r in range(rows):
         p = r % n
         for pair in range(dim // 2):
             c = cos_cache[p, 2 * pair]
