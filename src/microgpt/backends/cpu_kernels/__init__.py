@@ -38,7 +38,7 @@ def _import_kernels() -> SimpleNamespace:
             relu,
             rope,
         )
-    except Exception as exc:
+    except Exception as exc:  # ImportError, or a broken llvmlite/numba raising anything
         raise BackendUnavailable(
             f"the cpu backend needs numba, which is not usable here ({type(exc).__name__}: {exc}); "
             "fix: pip install numba (or use --backend numpy)"
@@ -76,7 +76,7 @@ def load(dtype) -> SimpleNamespace:
     start = time.perf_counter()
     try:
         _warm_up(kernels, dtype)
-    except Exception as exc:
+    except Exception as exc:  # a broken LLVM or numba shows here first
         raise BackendUnavailable(
             f"the cpu backend's kernels did not compile ({type(exc).__name__}: {exc}); "
             "fix: pip install --upgrade numba (or use --backend numpy)"

@@ -41,20 +41,21 @@ def _writable(path: Path) -> bool:
     return True
 
 
-def _choose_cache_dir() -> Path | None:
-    candidates = []
-    if numba.config.CACHE_DIR:
-        candidates.append(Path(numba.config.CACHE_DIR))
+def cache_dir_candidates() -> list[Path]:
+    """Where the cache may go, in order of preference (see the module docstring)."""
+    candidates = [Path(numba.config.CACHE_DIR)] if numba.config.CACHE_DIR else []
     user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     candidates.append(Path(user_cache) / "microgpt" / "numba")
-    candidates.append(Path(tempfile.gettempdir()) / f"microgpt-numba-{os.getuid() if hasattr(os, 'getuid') else 0}")
-    for path in candidates:
-        if _writable(path):
-            return path
-    return None
+    candidates.append(Path(tempfile.gettempdir()) / "microgpt-numba")
+    return candidates
 
 
-CACHE_DIR = _choose_cache_dir()
+def first_writable(paths: list[Path]) -> Path | None:
+    """The first of paths that exists or can be made, and takes a new file; None if none does."""
+    return next((path for path in paths if _writable(path)), None)
+
+
+CACHE_DIR = first_writable(cache_dir_candidates())
 if CACHE_DIR is not None:
     numba.config.CACHE_DIR = str(CACHE_DIR)  # numba's own locator reads this when a kernel is decorated
 
