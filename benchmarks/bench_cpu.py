@@ -17,7 +17,8 @@ The CPU model (lscpu), the SIMD level and LLVM's target CPU are printed beside
 the figures. The thread count (--threads, default every core) goes to torch and,
 through microgpt.threads.set_threads, to BLAS and numba. `--memory` also measures
 the peak resident memory of a training step at T=1024 (reference shape, B=1),
-one fresh process per backend.
+one fresh process per backend; `--startup` the time from a fresh interpreter to
+the end of the first training step on cpu, cold (an empty kernel cache) and warm.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_cpu.py
     python benchmarks/bench_cpu.py --quick     # a few seconds a case
@@ -212,30 +213,58 @@ def print_table(results: list[tuple[Case, dict[str, float]]]) -> None:
 
 
 MEMORY_SCRIPT = """
-import resource, sys
+import sys
 import numpy as np
 from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
-backend = sys.argv[1]
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-config = ModelConfig(65, 64, 2, (16,) * 4, 256, 1024)
-model = GPT(config, get_backend(backend), seed=0)
+def peak_kib():  # VmHWM: this process's peak resident set (ru_maxrss would include the parent's, kept over exec)
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+backend = get_backend(sys.argv[1])  # numba and its compiled kernels are loaded here, before `before`
+before = peak_kib()
+model = GPT(ModelConfig(65, 64, 2, (16,) * 4, 256, 1024), backend, seed=0)
 windows = np.random.default_rng(0).integers(0, 65, size=(1, 1025))  # (B, T+1)
 for _ in range(2):
     model.train_step(windows, 3e-4)
-print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(before, peak_kib())
 """
 
 
 def measure_memory() -> None:
-    """Peak resident memory (ru_maxrss) of two training steps at T=1024, one fresh process per backend."""
+    """Peak resident memory (VmHWM) of two training steps at T=1024, one fresh process per backend."""
     print("\npeak resident memory, reference shape at T=1024, B=1 (fresh process each)")
     for backend in ("cpu", "numpy"):
         done = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, backend], capture_output=True, text=True,
                               check=True)
-        before, peak = (int(v) / 1024 for v in done.stdout.split())  # KiB -> MiB on Linux
-        print(f"  {backend:6s} peak {peak:7.1f} MiB, of which {peak - before:6.1f} MiB after the imports")
+        before, peak = (int(v) / 1024 for v in done.stdout.split())  # KiB -> MiB
+        print(f"  {backend:6s} peak {peak:7.1f} MiB; the model and its steps add {peak - before:6.1f} MiB to the "
+              f"{before:.1f} MiB of the interpreter, libraries and backend")
+
+
+STARTUP_SCRIPT = """
+import time
+start = time.perf_counter()
+import numpy as np
+from microgpt.backends import get_backend
+from microgpt.config import ModelConfig
+from microgpt.model.gpt import GPT
+model = GPT(ModelConfig(65, 64, 2, (16,) * 4, 256, 128), get_backend("cpu"), seed=0)
+model.train_step(np.zeros((1, 129), dtype=np.int64), 3e-4)
+print(time.perf_counter() - start)
+"""
+
+
+def measure_startup() -> None:
+    """Seconds from a fresh interpreter to the end of the first cpu step: empty kernel cache, then warm."""
+    import tempfile
+
+    print("\nstart-up on cpu (fresh interpreter to the end of the first step, reference shape, B=1)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        for label in ("cold (empty cache)", "warm (cached)", "warm (cached)"):
+            done = subprocess.run([sys.executable, "-c", STARTUP_SCRIPT], capture_output=True, text=True,
+                                  env=env, check=True)
+            print(f"  {label:20s} {float(done.stdout):6.2f} s")
 
 
 def parse_args(argv=None):
@@ -244,8 +273,10 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each round (default 3)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per framework; the best counts")
     parser.add_argument("--threads", type=int, default=available_cores(), help="threads for BLAS, numba, torch")
-    parser.add_argument("--cases", nargs="+", choices=sorted({c.name for c in CASES}), help="only these shapes")
+    parser.add_argument("--cases", nargs="*", choices=sorted({c.name for c in CASES}),
+                        help="only these shapes (none: only --memory / --startup)")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory at T=1024")
+    parser.add_argument("--startup", action="store_true", help="also measure cold and warm start-up")
     parser.add_argument("--quick", action="store_true", help="5 timed steps, 1 warm-up, 1 round")
     args = parser.parse_args(argv)
     if args.quick:
@@ -265,11 +296,14 @@ def main(argv=None) -> None:
     describe_machine(args.threads)
     print(f"timing: {args.steps} steps (d384: {max(1, args.steps // 5)}) after {args.warmup} warm-up, "
           f"best of {args.rounds} rounds")
-    cases = [c for c in CASES if not args.cases or c.name in args.cases]
+    cases = [c for c in CASES if args.cases is None or c.name in args.cases]
     results = [(case, bench_case(case, tokens, args)) for case in cases]
-    print_table(results)
+    if results:
+        print_table(results)
     if args.memory:
         measure_memory()
+    if args.startup:
+        measure_startup()
     print(f"(peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
 
 
