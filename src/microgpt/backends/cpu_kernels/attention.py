@@ -32,6 +32,7 @@ from microgpt.backends.cpu_kernels.fast_exp import exp_into
 from microgpt.backends.cpu_kernels.jit import inline, kernel
 
 BLOCK = 16  # loops over keys run to a multiple of this (a float32 AVX-512 register)
+ROWS = 4  # queries whose dK, dV contributions the backward adds in one pass (the code below spells out 4)
 HIDDEN = -1e30  # the score of a key past the query's position: exp gives exactly 0
 EXP_SAFE = 60.0  # |score| below this: exp neither overflows nor underflows to 0, so no max shift is needed
 
@@ -124,42 +125,79 @@ def attention_forward(q, k, v, scale, out, lse):
             lse[h, i] = top + np.log(total)
 
 
+@inline()
+def _group_column(x, first, rows, c):
+    """x[first + r, c] for r < ROWS as four scalars, 0 for rows past `rows`."""
+    zero = x.dtype.type(0)
+    return (x[first, c], x[first + 1, c] if rows > 1 else zero, x[first + 2, c] if rows > 2 else zero,
+            x[first + 3, c] if rows > 3 else zero)
+
+
+@inline()
+def _softmax_backward_row(q_row, dout_row, kt, vt, scale, row_lse, visible, end, probs, dscores, scratch):
+    """probs[:end] = the query's probabilities and dscores[:end] its score gradients, both 0 past visible."""
+    _row_times(q_row, scale, kt, end, probs)
+    _exp_shifted(probs, visible, end, row_lse, scratch)
+    _row_times(dout_row, probs.dtype.type(1), vt, end, dscores)  # dP = dout_i V^T
+    dot = probs.dtype.type(0)  # sum_j p_j dP_j: softmax's backward subtracts it from every dP_j
+    for j in range(end):
+        dot += probs[j] * dscores[j]
+    for j in range(end):
+        dscores[j] = probs[j] * (dscores[j] - dot) * scale
+
+
 @kernel(parallel=True)
 def attention_backward(q, k, v, lse, dout, scale, dq, dk, dv):
-    """dq (n, Tq, w), dk and dv (n, Tk, w), written; lse (n, Tq) from the forward."""
+    """dq (n, Tq, w), dk and dv (n, Tk, w), written; lse (n, Tq) from the forward.
+
+    Queries go in groups of ROWS: each one's probabilities and score gradients are made row by row,
+    then one pass over the keys per column adds the whole group into dK and dV (each entry loaded and
+    stored once per group, not once per query) and makes the group's dQ entries.
+    """
     n, tq, w = q.shape
     tk = k.shape[1]
     offset = tk - tq
     padded = (tk + BLOCK - 1) // BLOCK * BLOCK
-    one = q.dtype.type(1)
     for h in prange(n):
         kt = _transposed(k[h], padded)  # (w, padded)
         vt = _transposed(v[h], padded)  # (w, padded)
         dkt = np.zeros((w, padded), dtype=q.dtype)  # (w, padded): dK transposed, summed over the queries
         dvt = np.zeros((w, padded), dtype=q.dtype)  # (w, padded)
-        probs = np.empty(padded, dtype=q.dtype)  # one query's probabilities
-        dscores = np.empty(padded, dtype=q.dtype)  # its dP = dout_i V^T, then its dscores
+        probs = np.zeros((ROWS, padded), dtype=q.dtype)  # (ROWS, padded): the group's probabilities
+        dscores = np.zeros((ROWS, padded), dtype=q.dtype)  # (ROWS, padded): their score gradients
         scratch = np.empty(padded, dtype=np.int32)  # for exp_into
-        for i in range(tq):
-            visible = offset + i + 1
-            end = (visible + BLOCK - 1) // BLOCK * BLOCK
-            _row_times(q[h, i], scale, kt, end, probs)
-            _exp_shifted(probs, visible, end, lse[h, i], scratch)
-            _row_times(dout[h, i], one, vt, end, dscores)
-            dot = q.dtype.type(0)  # sum_j p_j dP_j: softmax's backward subtracts it from every dP_j
-            for j in range(end):
-                dot += probs[j] * dscores[j]
-            for j in range(end):
-                dscores[j] = probs[j] * (dscores[j] - dot) * scale  # 0 past the query's position
+        for first in range(0, tq, ROWS):
+            rows = min(ROWS, tq - first)
+            group_end = (offset + first + rows + BLOCK - 1) // BLOCK * BLOCK  # the last query's end
+            for r in range(rows):
+                i = first + r
+                visible = offset + i + 1
+                end = (visible + BLOCK - 1) // BLOCK * BLOCK
+                _softmax_backward_row(q[h, i], dout[h, i], kt, vt, scale, lse[h, i], visible, end,
+                                      probs[r], dscores[r], scratch)
+                probs[r, end:group_end] = 0
+                dscores[r, end:group_end] = 0
+            for r in range(rows, ROWS):  # a short last group: the missing rows add nothing
+                probs[r, :group_end] = 0
+                dscores[r, :group_end] = 0
+            p0, p1, p2, p3 = probs[0], probs[1], probs[2], probs[3]
+            s0, s1, s2, s3 = dscores[0], dscores[1], dscores[2], dscores[3]
             for c in range(w):
-                gc, qc = dout[h, i, c], q[h, i, c]
+                g0, g1, g2, g3 = _group_column(dout[h], first, rows, c)
+                a0, a1, a2, a3 = _group_column(q[h], first, rows, c)
                 kc, dkc, dvc = kt[c], dkt[c], dvt[c]
-                acc = q.dtype.type(0)
-                for j in range(end):
-                    dvc[j] += gc * probs[j]
-                    dkc[j] += qc * dscores[j]
-                    acc += dscores[j] * kc[j]
-                dq[h, i, c] = acc
+                acc0 = acc1 = acc2 = acc3 = q.dtype.type(0)
+                for j in range(group_end):
+                    dvc[j] += g0 * p0[j] + g1 * p1[j] + g2 * p2[j] + g3 * p3[j]
+                    dkc[j] += a0 * s0[j] + a1 * s1[j] + a2 * s2[j] + a3 * s3[j]
+                    kj = kc[j]
+                    acc0 += s0[j] * kj
+                    acc1 += s1[j] * kj
+                    acc2 += s2[j] * kj
+                    acc3 += s3[j] * kj
+                accs = (acc0, acc1, acc2, acc3)
+                for r in range(rows):
+                    dq[h, first + r, c] = accs[r]
         for j in range(tk):
             for c in range(w):
                 dk[h, j, c] = dkt[c, j]
