@@ -11,7 +11,11 @@ the same windows with Adam. Each round runs warm-up steps and then times
 --steps steps; the order of the frameworks rotates from round to round so drift
 in the machine hits each alike. The best round counts, the median is printed
 too (a shared VM's speed drifts). The loss is read back every step on all sides.
-The table at the end gives tokens/s and the ratios cpu/torch and cpu/numpy.
+The table at the end gives tokens/s and the ratios cpu/torch and cpu/numpy, and
+the GEMM-bound limit: the step's matrix-product FLOPs (6 per parameter of the
+dense layers per token, and 6 T^2 d per layer and sequence for causal
+attention) divided by the sgemm rate measured here on the case's feed-forward
+product (B*T x d times d x d_ff).
 
 The CPU model (lscpu), the SIMD level and LLVM's target CPU are printed beside
 the figures. The thread count (--threads, default every core) goes to torch and,
@@ -153,6 +157,28 @@ def bench_case(case: Case, tokens: np.ndarray, args) -> dict[str, float]:
     return rates
 
 
+def step_flops(case: Case) -> float:
+    """Matrix-product FLOPs of one training step (forward 2, backward 4 per multiply-add)."""
+    c, tokens = case.config, case.batch * case.config.seq_len
+    dense = c.n_layers * (4 * c.d_model**2 + 2 * c.d_model * c.d_ff) + c.d_model * c.vocab_size
+    attention = c.n_layers * case.batch * 6 * c.seq_len**2 * c.d_model  # causal: half of QK^T and PV
+    return 6.0 * dense * tokens + attention
+
+
+def sgemm_flops_per_s(case: Case) -> float:
+    """Best measured rate of the case's feed-forward product in float32 (NumPy's BLAS)."""
+    c = case.config
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((case.batch * c.seq_len, c.d_model), dtype=np.float32)  # (B*T, d)
+    b = rng.standard_normal((c.d_model, c.d_ff), dtype=np.float32)  # (d, d_ff)
+    best = float("inf")
+    for _ in range(20):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * a.shape[0] * c.d_model * c.d_ff / best
+
+
 def cpu_model_name() -> str:
     try:
         lines = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines()
@@ -201,15 +227,18 @@ def describe_machine(threads: int) -> None:
 
 
 def print_table(results: list[tuple[Case, dict[str, float]]]) -> None:
-    print("\ntokens/s (best round)")
-    header = f"  {'case':18s} {'cpu':>10s} {'numpy':>10s} {'torch':>10s} {'cpu/torch':>10s} {'cpu/numpy':>10s}"
+    print("\ntokens/s (best round); GEMM-bound: tokens/s if the step ran only its products at the sgemm rate")
+    header = (f"  {'case':18s} {'cpu':>10s} {'numpy':>10s} {'torch':>10s} {'cpu/torch':>10s} {'cpu/numpy':>10s} "
+              f"{'GEMM-bound':>11s} {'sgemm GF/s':>11s} {'cpu/bound':>10s}")
     print(header)
     for case, rates in results:
         cpu, numpy_rate = rates["microgpt cpu"], rates["microgpt numpy"]
         torch_rate = rates.get(TorchTrainer.name)
         torch_cols = (f"{torch_rate:>10,.0f} {cpu / torch_rate:>10.2f}" if torch_rate else f"{'-':>10s} {'-':>10s}")
+        rate = sgemm_flops_per_s(case)
+        bound = case.batch * case.config.seq_len / (step_flops(case) / rate)  # tokens/s
         print(f"  {case.name + ' B=' + str(case.batch):18s} {cpu:>10,.0f} {numpy_rate:>10,.0f} {torch_cols} "
-              f"{cpu / numpy_rate:>10.2f}")
+              f"{cpu / numpy_rate:>10.2f} {bound:>11,.0f} {rate / 1e9:>11.1f} {cpu / bound:>10.2f}")
 
 
 MEMORY_SCRIPT = """
