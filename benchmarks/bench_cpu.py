@@ -14,8 +14,8 @@ too (a shared VM's speed drifts). The loss is read back every step on all sides.
 The table at the end gives tokens/s and the ratios cpu/torch and cpu/numpy, and
 the GEMM-bound limit: the step's matrix-product FLOPs (6 per parameter of the
 dense layers per token, and 6 T^2 d per layer and sequence for causal
-attention) divided by the sgemm rate measured here on the case's feed-forward
-product (B*T x d times d x d_ff).
+attention) divided by the best sgemm rate measured here (a 1024^3 float32
+product through NumPy's BLAS, with the run's threads): no step can beat it.
 
 The CPU model (lscpu), the SIMD level and LLVM's target CPU are printed beside
 the figures. The thread count (--threads, default every core) goes to torch and,
@@ -165,18 +165,15 @@ def step_flops(case: Case) -> float:
     return 6.0 * dense * tokens + attention
 
 
-def sgemm_flops_per_s(case: Case) -> float:
-    """Best measured rate of the case's feed-forward product in float32 (NumPy's BLAS)."""
-    c = case.config
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((case.batch * c.seq_len, c.d_model), dtype=np.float32)  # (B*T, d)
-    b = rng.standard_normal((c.d_model, c.d_ff), dtype=np.float32)  # (d, d_ff)
+def sgemm_flops_per_s(size: int = 1024) -> float:
+    """The best rate of a (size x size) @ (size x size) float32 product through NumPy's BLAS."""
+    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)  # (size, size)
     best = float("inf")
-    for _ in range(20):
+    for _ in range(10):
         start = time.perf_counter()
-        a @ b
+        a @ a
         best = min(best, time.perf_counter() - start)
-    return 2.0 * a.shape[0] * c.d_model * c.d_ff / best
+    return 2.0 * size**3 / best
 
 
 def cpu_model_name() -> str:
@@ -227,18 +224,19 @@ def describe_machine(threads: int) -> None:
 
 
 def print_table(results: list[tuple[Case, dict[str, float]]]) -> None:
-    print("\ntokens/s (best round); GEMM-bound: tokens/s if the step ran only its products at the sgemm rate")
+    rate = sgemm_flops_per_s()
+    print(f"\ntokens/s (best round); GEMM-bound: tokens/s if a step were only its products at the best sgemm rate "
+          f"measured here, {rate / 1e9:.0f} GFLOP/s")
     header = (f"  {'case':18s} {'cpu':>10s} {'numpy':>10s} {'torch':>10s} {'cpu/torch':>10s} {'cpu/numpy':>10s} "
-              f"{'GEMM-bound':>11s} {'sgemm GF/s':>11s} {'cpu/bound':>10s}")
+              f"{'GFLOP/step':>11s} {'GEMM-bound':>11s} {'cpu/bound':>10s}")
     print(header)
     for case, rates in results:
         cpu, numpy_rate = rates["microgpt cpu"], rates["microgpt numpy"]
         torch_rate = rates.get(TorchTrainer.name)
         torch_cols = (f"{torch_rate:>10,.0f} {cpu / torch_rate:>10.2f}" if torch_rate else f"{'-':>10s} {'-':>10s}")
-        rate = sgemm_flops_per_s(case)
         bound = case.batch * case.config.seq_len / (step_flops(case) / rate)  # tokens/s
         print(f"  {case.name + ' B=' + str(case.batch):18s} {cpu:>10,.0f} {numpy_rate:>10,.0f} {torch_cols} "
-              f"{cpu / numpy_rate:>10.2f} {bound:>11,.0f} {rate / 1e9:>11.1f} {cpu / bound:>10.2f}")
+              f"{cpu / numpy_rate:>10.2f} {step_flops(case) / 1e9:>11.2f} {bound:>11,.0f} {cpu / bound:>10.2f}")
 
 
 MEMORY_SCRIPT = """
