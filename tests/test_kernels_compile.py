@@ -104,7 +104,7 @@ def test_module_imports_and_reports_missing_cupy():
         "from microgpt.backends import BackendUnavailable, resolve_auto\n"
         "from microgpt.backends.cuda_backend import CuBLASBackend\n"
         "assert CuBLASBackend.is_usable() is False\n"
-        "assert resolve_auto() == 'numpy'\n"
+        "assert resolve_auto() == 'cpu'\n"
         "try:\n"
         "    CuBLASBackend()\n"
         "except BackendUnavailable as exc:\n"
@@ -124,7 +124,7 @@ def test_module_imports_and_reports_missing_cupy():
 def test_backend_unavailable_here_names_the_fix():
     with pytest.raises(BackendUnavailable, match=r"pip install|GPU|cuBLAS"):
         CuBLASBackend()
-    assert resolve_auto() == "numpy"
+    assert resolve_auto() == "cpu"
 
 
 # ---- the backend's Python on the CPU: NumPy as CuPy, an emulated cuBLAS, emulated kernels --------
