@@ -46,6 +46,7 @@ from microgpt.run_dir import WriterLock, check_target, check_writable
 from microgpt.sample import generate
 from microgpt.settings import Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
+from microgpt.threads import set_threads
 from microgpt.trainer import RunPaths, RunSummary, Trainer
 
 DEFAULT_CORPUS_NAME = "python-docs"
@@ -156,15 +157,22 @@ class Run:
             log.write(json.dumps(record) + "\n")
 
 
-def start_backend(name: str, comm=None) -> tuple[Backend, str | None]:
-    """The backend a run asked for, and for "auto" a note saying which one it picked and why. With several
-    processes on the GPU, each first takes its own GPU (`comm.use_local_gpu`)."""
+def start_backend(name: str, comm=None, threads: int | None = None) -> tuple[Backend, str | None]:
+    """The backend a run asked for, and for "auto" a note saying which one it picked and why. A CPU backend
+    uses `threads` for BLAS and its kernels (default: threads.default_threads). With several processes on
+    the GPU, each first takes its own GPU (`comm.use_local_gpu`)."""
     picked = resolve_auto() if name == "auto" else name
     if comm is not None and picked in ("cuda", "cublas"):
         comm.use_local_gpu()
+    if picked == "cpu":
+        backend = get_backend(picked, threads=threads)
+    else:
+        backend = get_backend(picked)
+        if picked == "numpy":
+            backend.threads = set_threads(threads)
     if name != "auto":
-        return get_backend(name), None
-    return get_backend(picked), f"backend: {picked} (auto: {'a GPU is usable' if picked == 'cuda' else 'no usable GPU'})"
+        return backend, None
+    return backend, f"backend: {picked} (auto: {'a GPU is usable' if picked == 'cuda' else 'no usable GPU'})"
 
 
 def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, comm=None):
@@ -316,7 +324,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, save: bo
     if file is not None:
         settings["file"] = str(file)
     chosen = Settings(settings)
-    backend, _ = start_backend(chosen.value("backend"), communicator())
+    backend, _ = start_backend(chosen.value("backend"), communicator(), chosen.value("threads"))
     with prepare(chosen, backend, None if resume is None else Path(resume), save) as run:
         summary = run.train(Progress(quiet))
         run.finish(summary)

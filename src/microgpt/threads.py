@@ -44,9 +44,19 @@ def import_numba():
     return numba
 
 
+def default_threads() -> int:
+    """Every core, unless the environment already limits BLAS (OMP_NUM_THREADS or OPENBLAS_NUM_THREADS, as
+    `microgpt train --procs` sets for each process)."""
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        value = os.environ.get(variable, "")
+        if value.isdigit() and 1 <= int(value) <= available_cores():
+            return int(value)
+    return available_cores()
+
+
 def set_threads(n: int | None = None) -> int:
-    """Use n threads (default: every core) for BLAS and for numba's kernels; returns n."""
-    n = available_cores() if n is None else check_threads(n)
+    """Use n threads (default: `default_threads()`) for BLAS and for numba's kernels; returns n."""
+    n = default_threads() if n is None else check_threads(n)
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=n, user_api="blas")

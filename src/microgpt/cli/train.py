@@ -74,7 +74,7 @@ def train_command(args, comm) -> int:
         raise ConfigError(f"--run {args.run_id} needs --config FILE, the YAML file that defines it")
     named = load_run(args.config, args.run_id) if args.config is not None else None
     settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
-    backend, note = start_backend(settings.value("backend"), comm)
+    backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
     if note:
         print(note)
     if args.compare is not None:
@@ -91,7 +91,7 @@ def run_single(args, settings: Settings, backend, comm) -> int:
         print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
         cfg = run.model.config
         print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
-              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; backend {backend.name}"
+              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; {describe_backend(backend)}"
               + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
         if comm.size > 1:
             print(f"processes: {comm.placement()}", flush=True)  # before any failure, to name a dead pid's rank
@@ -121,7 +121,7 @@ def run_compare(args, settings: Settings, backend) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
     print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
-          f"backend {backend.name}")
+          f"{describe_backend(backend)}")
     rows, any_saved = [], False
     for i, run in enumerate(comparison.runs(), 1):
         cfg = run.model.config
@@ -150,6 +150,12 @@ def hint_at_plots(any_saved: bool) -> None:
     """Once per command: how to get the plots that were not drawn."""
     if any_saved and not plot_available():
         print(PLOT_HINT, file=sys.stderr)
+
+
+def describe_backend(backend) -> str:
+    """"backend cpu, 2 threads" (the thread count where the backend runs on the CPU)."""
+    threads = getattr(backend, "threads", None)
+    return f"backend {backend.name}" + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
 
 
 def exit_status(summary: RunSummary) -> int:
