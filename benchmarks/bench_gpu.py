@@ -14,6 +14,7 @@ switched off in PyTorch, so both sides do the same arithmetic.
     python3 benchmarks/bench_gpu.py              # all cases
     python3 benchmarks/bench_gpu.py --quick      # fewer steps
     python3 benchmarks/bench_gpu.py --cases a,b --json results.json
+    python3 benchmarks/bench_gpu.py --attention flash   # our default path only (both are timed otherwise)
 
 Data: tinyshakespeare from ../shared/data/ (or ../shared/) when it is there,
 otherwise random token ids. Without a usable PyTorch CUDA, ours runs alone.
@@ -92,10 +93,8 @@ def sample_windows(tokens: np.ndarray, case: Case, count: int) -> list[np.ndarra
 
 
 class OursTrainer:
-    name = "microgpt cuda"
-
-    def __init__(self, config: ModelConfig, initial: dict[str, np.ndarray]):
-        self.backend = CuBLASBackend()
+    def __init__(self, config: ModelConfig, initial: dict[str, np.ndarray], attention: str = "flash"):
+        self.backend = CuBLASBackend(attention=attention)
         self.model = GPT(config, self.backend, seed=SEED)
         self.model.params.from_host(initial)
 
@@ -159,43 +158,49 @@ def bench_case(case: Case, tokens: np.ndarray, args) -> dict[str, dict]:
     initial = GPT(config, NumpyBackend(), seed=SEED).params.to_host()  # the same start for both sides
     batches = sample_windows(tokens, case, args.warmup + args.steps)
     results = {}
-    for trainer_class in [OursTrainer] + ([TorchTrainer] if TORCH_ERROR is None else []):
+    trainers = {
+        f"microgpt {kind}": lambda kind=kind: OursTrainer(config, initial, kind) for kind in args.attention
+    }
+    if TORCH_ERROR is None:
+        trainers[TorchTrainer.name] = lambda: TorchTrainer(config, initial)
+    for name, make in trainers.items():
         trainer = None
         try:
-            trainer = trainer_class(config, initial)
+            trainer = make()
             result = time_trainer(trainer, batches, args.warmup)
         except Exception as exc:  # noqa: BLE001 - report the failure and go on with the other cases
-            results[trainer_class.name] = {"error": f"{type(exc).__name__}: {exc}"}
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         finally:
             if trainer is not None:
                 trainer.close()
         result["tokens_per_s"] = case.batch * case.seq_len * args.steps / result["seconds"]
         result["ms_per_step"] = 1000 * result["seconds"] / args.steps
-        results[trainer_class.name] = result
+        results[name] = result
     return results
 
 
 def print_table(all_results: dict[str, dict[str, dict]]) -> None:
     print()
-    header = f"{'case':<4} {'shape':<30} {'framework':<17} {'tokens/s':>12} {'ms/step':>9} {'peak GiB':>9}"
+    header = f"{'case':<4} {'shape':<30} {'framework':<21} {'tokens/s':>12} {'ms/step':>9} {'peak GiB':>9}"
     print(f"{header} {'loss':>8}")
     for case_name, results in all_results.items():
         for framework, r in results.items():
             shape = CASES[case_name].describe()
             if "error" in r:
-                print(f"{case_name:<4} {shape:<30} {framework:<17} failed: {r['error']}")
+                print(f"{case_name:<4} {shape:<30} {framework:<21} failed: {r['error']}")
                 continue
             print(
-                f"{case_name:<4} {shape:<30} {framework:<17} {r['tokens_per_s']:>12,.0f} "
+                f"{case_name:<4} {shape:<30} {framework:<21} {r['tokens_per_s']:>12,.0f} "
                 f"{r['ms_per_step']:>9.2f} {r['peak_gib']:>9.2f} {r['loss']:>8.4f}"
             )
     print()
     for case_name, results in all_results.items():
-        ours, theirs = results.get(OursTrainer.name, {}), results.get(TorchTrainer.name, {})
-        if "tokens_per_s" in ours and "tokens_per_s" in theirs:
-            ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
-            print(f"case {case_name}: ours/torch = {ratio:.2f}x  ({CASES[case_name].describe()})")
+        theirs = results.get(TorchTrainer.name, {})
+        for framework, ours in results.items():
+            if framework.startswith("microgpt") and "tokens_per_s" in ours and "tokens_per_s" in theirs:
+                ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
+                print(f"case {case_name}: {framework}/torch = {ratio:.2f}x  ({CASES[case_name].describe()})")
 
 
 def parse_args(argv=None):
@@ -205,7 +210,12 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument("--quick", action="store_true", help="5 timed steps after 1 warm-up")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--attention", default="flash,materialised",
+                        help="our attention paths to time, comma-separated (default flash,materialised)")
     args = parser.parse_args(argv)
+    args.attention = [kind.strip() for kind in args.attention.split(",") if kind.strip()]
+    if not args.attention or set(args.attention) - {"flash", "materialised"}:
+        parser.error("--attention takes flash, materialised or both")
     if args.quick:
         args.steps, args.warmup = 5, 1
     args.cases = [name.strip() for name in args.cases.split(",") if name.strip()]

@@ -9,6 +9,7 @@
 # Each stage has a time limit (TEST_TIMEOUT, BENCH_TIMEOUT seconds), and a failing stage does not stop
 # the later ones; the exit status is non-zero when any stage failed. With $OUT set, every stage's
 # output is also written there: env.txt, compile_tests.txt, gpu_tests.txt (+ .xml), bench_gpu.txt (+ .json).
+# The benchmark times both attention paths (flash, the default, and materialised) unless told otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,7 +69,12 @@ EOF
 }
 
 run env environment
-run compile_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_kernels_compile.py
+# the CPU checks of the kernels: nvcc/NVRTC compiles, and the kernels run on the CPU emulator (needs g++)
+run compile_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_kernels_compile.py \
+    tests/test_cuda_emulated.py tests/test_cuda_emulated_determinism.py tests/test_cuda_emulator_selftest.py \
+    tests/test_ops_emulated.py
+# every gpu-marked test: op parity, flash attention (T = 1..4096, widths 1-128), bit-identical trainings,
+# training on a non-blocking stream, long contexts, tests/test_ops.py on the cuda backend
 run gpu_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider -rs \
     ${OUT_DIR:+--junitxml "$OUT_DIR/gpu_tests.xml"}
 run bench_gpu timeout "$BENCH_TIMEOUT" "$PYTHON" benchmarks/bench_gpu.py "$@" \

@@ -1,7 +1,8 @@
-"""Where one NumPy training step's time goes: per backend op, per layer, and cProfile's top functions.
+"""Where one training step's time goes, per backend (cpu, numpy): per op, per layer, and cProfile's top functions.
 
 The reference default shape (d 64, 2 layers, 4 heads of 16, d_ff 256, T 128,
-vocab 65) at B=1 and B=16, on random token ids. Three views of the same steps:
+vocab 65) at B=1 and B=16, on random token ids; --shape d128 / d384 and
+--batch-sizes pick bench_cpu.py's other cases. Three views of the same steps:
 
 - backend ops: every public method of the backend instance is wrapped with a
   timer; time is exclusive (an op called inside another op counts once, in
@@ -13,9 +14,10 @@ vocab 65) at B=1 and B=16, on random token ids. Three views of the same steps:
 - cProfile: functions by their own time (tottime), a fresh unwrapped model.
 
 The wrappers cost about a microsecond a call; the per-step totals say how much
-that adds. The BLAS runs with the process's own settings (OPENBLAS_* variables).
+that adds. Threads: --threads (default every core) for BLAS and numba, through
+microgpt.threads.set_threads.
 
-    python3 benchmarks/profile_step.py [--steps 20] [--top 15]
+    python3 benchmarks/profile_step.py [--backends cpu numpy] [--steps 20] [--top 15]
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ import numpy as np
 from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
+from microgpt.threads import available_cores, set_threads
 
-CONFIG = ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128)
+SHAPES = {  # the shapes of bench_cpu.py
+    "reference": ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128),
+    "d128": ModelConfig(vocab_size=65, d_model=128, n_layers=4, head_dims=(32,) * 4, d_ff=512, seq_len=64),
+    "d384": ModelConfig(vocab_size=65, d_model=384, n_layers=6, head_dims=(64,) * 6, d_ff=1536, seq_len=256),
+}
 LR = 3e-4
 BLOCK_LAYERS = ("ln1", "attn", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "ln2", "ff", "ff.l1", "ff.l2")
 
@@ -93,10 +100,10 @@ def wrap_layers(model: GPT, timer: ExclusiveTimer) -> None:
     model.params.adam_step = timer.wrap("params.adam_step", model.params.adam_step)
 
 
-def random_batches(batch: int, count: int) -> list[np.ndarray]:
+def random_batches(config: ModelConfig, batch: int, count: int) -> list[np.ndarray]:
     rng = np.random.default_rng(batch)
     return [
-        rng.integers(0, CONFIG.vocab_size, size=(batch, CONFIG.seq_len + 1)) for _ in range(count)
+        rng.integers(0, config.vocab_size, size=(batch, config.seq_len + 1)) for _ in range(count)
     ]  # (B, T+1)
 
 
@@ -138,18 +145,18 @@ def print_cprofile(profile: cProfile.Profile, steps: int, top: int) -> None:
         )
 
 
-def profile_batch(batch: int, steps: int, top: int) -> None:
-    warmup = random_batches(batch, 3)
-    batches = random_batches(batch, steps)
-    plain = GPT(CONFIG, get_backend("numpy"), seed=0)
+def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top: int) -> None:
+    warmup = random_batches(config, batch, 3)
+    batches = random_batches(config, batch, steps)
+    plain = GPT(config, get_backend(backend), seed=0)
     run_steps(plain, warmup)
     step_seconds = run_steps(plain, batches) / steps
     print(
-        f"B={batch}: {1000 * step_seconds:.2f} ms/step unwrapped ({batch * CONFIG.seq_len / step_seconds:,.0f} tok/s)"
+        f"{backend} B={batch}: {1000 * step_seconds:.2f} ms/step unwrapped ({batch * config.seq_len / step_seconds:,.0f} tok/s)"
     )
 
     ops, layers = ExclusiveTimer(), ExclusiveTimer()
-    model = GPT(CONFIG, get_backend("numpy"), seed=0)
+    model = GPT(config, get_backend(backend), seed=0)
     wrap_backend_ops(model.be, ops)
     wrap_layers(model, layers)
     run_steps(model, warmup)
@@ -162,7 +169,7 @@ def profile_batch(batch: int, steps: int, top: int) -> None:
         "layers (exclusive of nested layers)", layers, steps, wrapped_seconds, top, "train_step itself"
     )
 
-    fresh = GPT(CONFIG, get_backend("numpy"), seed=0)
+    fresh = GPT(config, get_backend(backend), seed=0)
     run_steps(fresh, warmup)
     profile = cProfile.Profile()
     profile.enable()
@@ -176,10 +183,17 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=20, help="profiled steps per batch size (default 20)")
     parser.add_argument("--top", type=int, default=15, help="rows per table (default 15)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--backends", nargs="+", default=["cpu", "numpy"], help="default: cpu numpy")
+    parser.add_argument("--threads", type=int, default=available_cores(), help="threads for BLAS and numba")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="reference", help="default: reference")
     args = parser.parse_args(argv)
+    config = SHAPES[args.shape]
+    print(f"{args.shape}: {config}")
+    print(f"{set_threads(args.threads)} threads")
     for batch in args.batch_sizes:
-        profile_batch(batch, args.steps, args.top)
-        print()
+        for backend in args.backends:
+            profile_batch(config, backend, batch, args.steps, args.top)
+            print()
 
 
 if __name__ == "__main__":

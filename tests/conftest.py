@@ -1,8 +1,9 @@
 """Shared fixtures: the backends under test.
 
-`backend_name` runs a test once per registered backend kind: "numpy" always,
-"cuda" only where CuPy and a GPU are usable (otherwise it is skipped with the
-reason, and it carries the `gpu` marker so `-m "not gpu"` deselects it).
+`backend_name` runs a test once per registered backend kind: "numpy" and "cpu"
+(numba's fused kernels; a core dependency) always, "cuda" only where CuPy and a
+GPU are usable (otherwise it is skipped with the reason, and it carries the `gpu`
+marker so `-m "not gpu"` deselects it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _cuda_skip_reason() -> str | None:
 
 
 CUDA_SKIP = _cuda_skip_reason()
-BACKENDS = ["numpy", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(CUDA_SKIP is not None, reason=str(CUDA_SKIP))])]
+BACKENDS = ["numpy", "cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(CUDA_SKIP is not None, reason=str(CUDA_SKIP))])]
 
 
 @pytest.fixture(params=BACKENDS)

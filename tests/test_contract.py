@@ -10,7 +10,8 @@
   CuPy (checked in a subprocess where `import cupy` is made to fail, so it holds
   on machines that have CuPy too). A missing cuda module is a failure, not a skip.
 - `get_backend`: "numpy" works, an unknown name is a ValueError listing the
-  choices, and "auto" means NumPy where no GPU is usable.
+  choices, and "auto" means the cpu backend where no GPU is usable (its
+  fallback to NumPy without numba is tested in test_cpu_backend.py).
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def test_cuda_backend_module_imports_without_cupy():
         assert cls.__name__ == "CuBLASBackend", cls
         assert backend_class("cublas") is cls
         assert cls.is_usable() is False, "no CuPy: the cuda backend must say it is not usable"
-        assert resolve_auto() == "numpy", resolve_auto()
-        assert get_backend("auto").name == "numpy"
+        assert resolve_auto() == "cpu", resolve_auto()
+        assert get_backend("auto").name == "cpu"
         print("ok")
         """
     )
@@ -136,9 +137,9 @@ def gpu_count() -> int:
         return 0
 
 
-def test_auto_is_numpy_without_a_gpu():
-    """"auto" is CUDA exactly when a GPU is usable here; on a machine without one it is NumPy."""
-    expected = "cuda" if gpu_count() > 0 else "numpy"
+def test_auto_is_cpu_without_a_gpu():
+    """"auto" is CUDA exactly when a GPU is usable here; on a machine without one it is the cpu backend."""
+    expected = "cuda" if gpu_count() > 0 else "cpu"
     assert backend_class("cuda").is_usable() is (expected == "cuda")
     assert resolve_auto() == expected
     be = get_backend("auto")

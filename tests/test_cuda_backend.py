@@ -4,7 +4,9 @@ Op parity on awkward inputs (one row, widths 1/33/65/127, repeated ids, logits o
 ±1e4, T = 2048 attention rows), then end to end: the same weights and batches give
 the same gradients and 20 Adam steps of losses; one training step makes exactly one
 upload and one download; seq_len 2048 and 4096 train; a CUDA-trained checkpoint
-loads on the CPU with the same logits. tests/test_ops.py covers the plain op
+loads on the CPU with the same logits. Flash attention (the default) against float64
+for T = 1, 33, 257 and widths 1-128, and against the materialised path at T = 4096;
+two trainings give bit-identical losses, and so does training on a non-blocking stream. tests/test_ops.py covers the plain op
 contract on every backend; this file is about what is particular to CUDA.
 
 Every test is marked `gpu` and skipped, with the reason, without a usable GPU.
@@ -18,6 +20,7 @@ import math
 import numpy as np
 import pytest
 
+from attention_reference import attention_reference
 from microgpt.backends.cuda_backend import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
@@ -389,6 +392,42 @@ def test_release_finalize_and_kernel_cache(cuda):
         _ = other.handle
 
 
+# ---- flash attention -----------------------------------------------------------------------
+
+
+# T = 1, T not a multiple of the 32-key tile or the 8-row block, and widths 1 to 128
+@pytest.mark.parametrize("t", [1, 33, 257])
+@pytest.mark.parametrize("w", [1, 3, 16, 64, 128])
+def test_flash_attention_matches_float64(cuda, rng, t, w):
+    n = 3
+    q, k, v, dout = (f32(rng.normal(0, 1.5, (n, t, w))) for _ in range(4))
+    scale = 1 / math.sqrt(w)
+    out, saved = cuda.causal_attention(*(cuda.from_host(a) for a in (q, k, v)), scale)
+    assert saved[0] == "flash"
+    grads = cuda.causal_attention_backward(cuda.from_host(dout), saved, scale)
+    # float32 dot products of w terms and sums over up to 257 keys, of O(1) values (O(10) for dq and dk,
+    # which carry |q||k| w scale): float32 rounding of ~1e-6 relative to those sizes, plus the GPU's expf
+    for name, got, want in zip(("out", "dq", "dk", "dv"), (out, *grads), attention_reference(q, k, v, dout, scale)):
+        np.testing.assert_allclose(cuda.to_host(got), want, atol=5e-5 * max(1, np.abs(want).max()), err_msg=name)
+
+
+@pytest.mark.slow
+def test_flash_attention_at_t_4096_agrees_with_the_materialised_path(cuda, rng):
+    materialised = CuBLASBackend(attention="materialised")
+    try:
+        q, k, v, dout = (rng.normal(size=(4, 4096, 64)).astype(np.float32) for _ in range(4))
+        results = []
+        for be in (cuda, materialised):
+            out, saved = be.causal_attention(*(be.from_host(a) for a in (q, k, v)), 0.125)
+            grads = be.causal_attention_backward(be.from_host(dout), saved, 0.125)
+            results.append([be.to_host(a) for a in (out, *grads)])
+        for name, flash, plain in zip(("out", "dq", "dk", "dv"), *results):
+            # two float32 computations of sums over up to 4096 keys, in different orders
+            np.testing.assert_allclose(flash, plain, atol=1e-4 * max(1, np.abs(plain).max()), err_msg=name)
+    finally:
+        materialised.finalize()
+
+
 # ---- end to end ----------------------------------------------------------------------------
 
 E2E_CONFIG = ModelConfig(vocab_size=65, d_model=40, n_layers=2, head_dims=(8, 8, 24), d_ff=72, seq_len=33)
@@ -461,3 +500,28 @@ def test_checkpoint_trained_on_cuda_loads_on_cpu(cuda, tmp_path):
     cpu_logits = cpu_model.logits(ids)
     # the same float32 weights on both; only summation orders differ (cuBLAS vs BLAS): logits are O(1-10)
     np.testing.assert_allclose(gpu_logits, cpu_logits, atol=1e-4)
+
+
+def test_two_trainings_give_bit_identical_losses(cuda):
+    """No kernel depends on the order its threads run in (no float atomics), and cuBLAS's GEMMs are
+    deterministic on one GPU: the same seed and batches give the same losses, bit for bit."""
+    runs = []
+    for _ in range(2):
+        model = GPT(E2E_CONFIG, cuda, seed=11)
+        runs.append([model.train_step(windows_for(E2E_CONFIG, 4, 300 + step), 1e-3) for step in range(20)])
+    assert runs[0] == runs[1]
+
+
+def test_training_on_a_non_blocking_stream_gives_the_same_losses(cuda):
+    """cuBLAS, our kernels and the copies all follow CuPy's current stream: on a non-blocking stream, which
+    does not wait for the legacy default stream, every result is still ready before it is read."""
+    import cupy
+
+    def losses():
+        model = GPT(E2E_CONFIG, cuda, seed=12)
+        return [model.train_step(windows_for(E2E_CONFIG, 4, 400 + step), 1e-3) for step in range(10)]
+
+    default = losses()
+    with cupy.cuda.Stream(non_blocking=True):
+        streamed = losses()
+    assert streamed == default

@@ -1,6 +1,7 @@
 """Hand-written backward passes against central finite differences, in float64.
 
-Three levels, all on the NumPy backend in float64 (`get_backend("numpy", dtype=np.float64)`):
+Three levels, each on the NumPy backend and on the cpu backend (numba's kernels), both in float64
+(`get_backend(name, dtype=np.float64)`):
 - ops: every backward op of spec/ops.md (softmax, fused attention softmax, layer
   norm incl. dgamma/dbeta, ReLU, RoPE's inverse as the transpose of RoPE, the
   fused cross-entropy gradient, embedding scatter-add as the adjoint of gather);
@@ -36,9 +37,9 @@ ATOL = 1e-7  # see the module docstring: ~100x the finite-difference error, far 
 RTOL = 1e-6
 
 
-@pytest.fixture
-def be():
-    return get_backend("numpy", dtype=np.float64)
+@pytest.fixture(params=["numpy", "cpu"])
+def be(request):
+    return get_backend(request.param, dtype=np.float64)
 
 
 def numeric_grad(f, x: np.ndarray, h: float = H) -> np.ndarray:

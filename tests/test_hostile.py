@@ -53,11 +53,27 @@ def train(*args: str) -> int:
     return main(["train", "text.txt", *TINY, "--gen", "0", *args])
 
 
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test():
+    """A failing test must not leave a million-step run behind: every process started here is killed."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=PROCESS_TIMEOUT)
+
+
 def start(workdir: Path, args: list[str], prelude: str = "") -> subprocess.Popen:
     """`microgpt ARGS` in a new Python process, after running `prelude` there."""
     code = textwrap.dedent(prelude) + f"\nfrom microgpt.cli import main\nraise SystemExit(main({args!r}))\n"
-    return subprocess.Popen([sys.executable, "-c", code], cwd=workdir, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=workdir, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    STARTED.append(proc)
+    return proc
 
 
 def wait_for_steps(metrics: Path, steps: int) -> None:

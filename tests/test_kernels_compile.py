@@ -4,27 +4,30 @@
 - the exact text the backend hands NVRTC (includes pasted in) compiles with NVRTC, where
   CuPy can load the NVRTC library (no device is needed for that);
 - every kernel the backend launches is defined, by that name, in the file it names;
-- the backend's Python runs on the CPU with NumPy standing in for CuPy and a small
-  column-major cuBLAS emulator: its row-major GEMM/geam calls give NumPy's products,
-  and every kernel launch passes the argument count and types the kernel declares
-  (the kernels themselves do not run here; tests/test_cuda_backend.py runs them on a GPU);
+- the backend's Python runs on the CPU (tests/cuda_emulator: NumPy standing in for CuPy,
+  a column-major cuBLAS on NumPy, the kernels on the CPU emulator): its row-major
+  GEMM/geam calls give NumPy's products, every kernel is launched with the argument
+  count and types it declares, and launches stay within CUDA's grid limits
+  (tests/test_cuda_emulated.py holds the kernels' results against NumPy;
+  tests/test_cuda_backend.py runs them on a GPU);
 - the module imports without CuPy, and making a backend there raises BackendUnavailable
   with the install hint.
 """
 
 from __future__ import annotations
 
-import ctypes
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from cuda_emulator import launch
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
+from cuda_emulator.signatures import kernel_parameters
 from microgpt.backends import BackendUnavailable, cuda_backend, resolve_auto
 from microgpt.backends.cuda_backend import CuBLASBackend
 from microgpt.backends.cuda_setup import INCLUDE_LINE, kernel_files, kernel_source
@@ -101,7 +104,7 @@ def test_module_imports_and_reports_missing_cupy():
         "from microgpt.backends import BackendUnavailable, resolve_auto\n"
         "from microgpt.backends.cuda_backend import CuBLASBackend\n"
         "assert CuBLASBackend.is_usable() is False\n"
-        "assert resolve_auto() == 'numpy'\n"
+        "assert resolve_auto() == 'cpu'\n"
         "try:\n"
         "    CuBLASBackend()\n"
         "except BackendUnavailable as exc:\n"
@@ -121,128 +124,10 @@ def test_module_imports_and_reports_missing_cupy():
 def test_backend_unavailable_here_names_the_fix():
     with pytest.raises(BackendUnavailable, match=r"pip install|GPU|cuBLAS"):
         CuBLASBackend()
-    assert resolve_auto() == "numpy"
+    assert resolve_auto() == "cpu"
 
 
-# ---- the backend's Python on the CPU: NumPy as CuPy, an emulated cuBLAS, checked launches --------
-
-
-class HostArray(np.ndarray):
-    """A NumPy array with CuPy's `.data.ptr` (and a `.data.mem.free`), so it can stand in for cupy.ndarray."""
-
-    @property
-    def data(self):
-        # CuPy gives an empty array a bare Memory(0), which has no free()
-        return SimpleNamespace(ptr=self.ctypes.data, mem=SimpleNamespace(free=lambda: None) if self.size else SimpleNamespace())
-
-
-def _owned(array) -> HostArray:
-    """A new HostArray that owns its memory (base None, as a new CuPy array), holding array's values."""
-    array = np.asarray(array)
-    out = np.ndarray.__new__(HostArray, array.shape, array.dtype)
-    out[...] = array
-    return out
-
-
-def _host(make):
-    return lambda *args, **kwargs: _owned(make(*args, **kwargs))
-
-
-def _ascontiguousarray(a, dtype=None):
-    """CuPy's: the array itself when it is already C-contiguous and of the dtype, else a new one."""
-    if isinstance(a, HostArray) and a.flags.c_contiguous and (dtype is None or a.dtype == dtype):
-        return a
-    return _owned(np.ascontiguousarray(a, dtype=dtype))
-
-
-FAKE_CUPY = SimpleNamespace(
-    ndarray=HostArray, empty=_host(np.empty), empty_like=_host(np.empty_like), zeros=_host(np.zeros),
-    ascontiguousarray=_ascontiguousarray, stack=_host(np.stack),
-    get_default_memory_pool=lambda: SimpleNamespace(free_all_blocks=lambda: None),
-    cuda=SimpleNamespace(runtime=SimpleNamespace(
-        memcpy=lambda dst, src, size, kind: ctypes.memmove(dst, src, size), getDevice=lambda: 0,
-        deviceSynchronize=lambda: None,
-    )),
-)  # fmt: skip
-
-
-def _column_major(ptr: int, rows: int, cols: int, ld: int, transposed: bool = False) -> np.ndarray:
-    """The (rows, cols) matrix op(X) that cuBLAS reads at ptr: X column-major with leading dimension ld."""
-    stored_rows, stored_cols = (cols, rows) if transposed else (rows, cols)
-    assert ld >= max(1, stored_rows), f"leading dimension {ld} < {stored_rows} rows"
-    floats = (ctypes.c_float * (ld * (stored_cols - 1) + stored_rows)).from_address(ptr)
-    flat = np.ctypeslib.as_array(floats)
-    stored = np.lib.stride_tricks.as_strided(flat, (stored_rows, stored_cols), (4, 4 * ld))
-    return stored.T if transposed else stored
-
-
-def _scalar(ptr: int) -> float:
-    return ctypes.c_float.from_address(ptr).value
-
-
-def _sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    op_a, op_b = _column_major(a, m, k, lda, transa == 1), _column_major(b, k, n, ldb, transb == 1)
-    out = _column_major(c, m, n, ldc)
-    product = _scalar(alpha) * (op_a.astype(np.float64) @ op_b)
-    out[...] = product + _scalar(beta) * out if _scalar(beta) else product
-
-
-def _sgemm_strided_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch):
-    for i in range(batch):  # strides count floats: 4 bytes each
-        a_i, b_i, c_i = a + 4 * i * sa, b + 4 * i * sb, c + 4 * i * sc
-        _sgemm(h, ta, tb, m, n, k, alpha, a_i, lda, b_i, ldb, beta, c_i, ldc)
-
-
-def _sgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    assert _scalar(beta) == 0, "the backend only transposes"
-    _column_major(c, m, n, ldc)[...] = _scalar(alpha) * _column_major(a, m, n, lda, transa == 1)
-
-
-FAKE_CUBLAS = SimpleNamespace(
-    create=lambda: 1, destroy=lambda handle: None, sgemm=_sgemm, sgemmStridedBatched=_sgemm_strided_batched,
-    sgeam=_sgeam,
-)
-C_TYPES = {"float": np.float32, "int": np.int32, "long long": np.int64, "unsigned int": np.uint32}
-
-
-def _kernel_parameters() -> dict[tuple[str, str], list[str]]:
-    """(file, kernel) -> the kernel's parameter declarations."""
-    found = {}
-    for file_name in kernel_files():
-        for match in re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', kernel_source(file_name)):
-            found[(file_name, match.group(1))] = [p.strip() for p in match.group(2).split(",")]
-    return found
-
-
-@pytest.fixture
-def emulated(monkeypatch):
-    """A CuBLASBackend on the CPU, and the names of the kernels it launched (each launch checked)."""
-    parameters, launched = _kernel_parameters(), []
-
-    def checked_kernel(self, file_name, kernel_name):
-        declared = parameters[(file_name, kernel_name)]
-
-        def launch(grid, block, args):
-            assert len(args) == len(declared), f"{kernel_name}: {len(args)} args, {len(declared)} parameters"
-            for decl, arg in zip(declared, args):
-                c_type = decl.replace("const ", "").rsplit("*" if "*" in decl else " ", 1)[0].strip()
-                if "*" in decl:
-                    assert isinstance(arg, np.ndarray) and arg.flags.c_contiguous, f"{kernel_name}: {decl}"
-                    assert arg.dtype == C_TYPES[c_type], f"{kernel_name}: {decl} got {arg.dtype}"
-                else:
-                    assert type(arg) is C_TYPES[c_type], f"{kernel_name}: {decl} got {type(arg).__name__}"
-            assert min(grid) >= 1 and block[0] % 32 == 0 and np.prod(block) <= 1024, (kernel_name, block)
-            # CUDA's grid limits: x up to 2**31 - 1, y and z up to 65535
-            assert grid[0] < 2**31 and all(g <= 65535 for g in grid[1:]), (kernel_name, grid)
-            launched.append(kernel_name)
-
-        return launch
-
-    monkeypatch.setattr(cuda_backend, "_load_cupy", lambda: (FAKE_CUPY, FAKE_CUBLAS))
-    monkeypatch.setattr(CuBLASBackend, "_kernel", checked_kernel)
-    backend = CuBLASBackend()
-    yield backend, launched
-    backend.finalize()
+# ---- the backend's Python on the CPU: NumPy as CuPy, an emulated cuBLAS, emulated kernels --------
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 33, 65), (127, 1, 33), (5, 0, 3)])
@@ -268,8 +153,9 @@ def test_cublas_calls_compute_row_major_products(emulated, m, k, n, transpose_a,
     np.testing.assert_array_equal(be.to_host(be.transpose(be.from_host(a))), a.T)
 
 
-def test_every_launch_matches_its_kernel_signature(emulated):
-    be, launched = emulated
+def test_every_kernel_is_launched_with_its_signature(emulated):
+    """Each launch is checked against the C signature by the emulator; every kernel defined is launched."""
+    be, _ = emulated
     rng = np.random.default_rng(0)
 
     def dev(*shape):
@@ -289,6 +175,7 @@ def test_every_launch_matches_its_kernel_signature(emulated):
     be.layer_norm_backward(grad, norm, std_inv, row)
     be.sum_rows(dev(1000, 65))
     be.adam_step(dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), 1e-3, 1)
+    be.adamw_step(dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), 1e-3, 1, 0.9, 0.99, 0.1, 0.5)
     be.rope_apply(dev(66, 33), dev(33, 33), dev(33, 33))
     be.rope_apply_inverse(dev(66, 33), dev(33, 33), dev(33, 33))
     ids = be.ids(np.array([[1, 2, 3, 3], [0, 0, 1, 2]]))  # (2, 4) int32 on the "device"
@@ -296,7 +183,11 @@ def test_every_launch_matches_its_kernel_signature(emulated):
     be.embedding_scatter_add(rows, ids.reshape(-1), dev(10, 8), 8, 8)
     loss, _ = be.fused_softmax_ce_grad(dev(8, 65), ids.reshape(-1))
     assert isinstance(loss, float)
-    assert {kernel for _, kernel in _kernel_parameters()} == set(launched)
+    _, saved = be.causal_attention(dev(2, 9, 5), dev(2, 9, 5), dev(2, 9, 5), 0.5)
+    be.causal_attention_backward(dev(2, 9, 5), saved, 0.5)
+    launched = {key for key, kernel in be._kernels.items() if kernel.launches}
+    defined = {(f, k) for f in kernel_files() for k in kernel_parameters(kernel_source(f))}
+    assert launched == defined
 
 
 def test_transfers_are_counted_where_they_happen(emulated):
@@ -310,12 +201,20 @@ def test_transfers_are_counted_where_they_happen(emulated):
     assert be.transfers == {"to_device": 3, "to_host": 2}
 
 
-def test_column_sums_of_very_tall_arrays_stay_within_the_grid_limits(emulated):
-    """More than 65535 * 128 rows: the chunks (grid.y) would pass CUDA's 65535 unless each takes more rows."""
-    be, launched = emulated
-    be.sum_rows(be.zeros((65535 * 128 + 1, 1)))
-    be.layer_norm_backward(*(be.zeros((65535 * 128 + 1, 1)) for _ in range(3)), be.zeros((1, 1)))
-    assert launched.count("column_sums") >= 2 and "column_product_sums" in launched
+def test_column_sums_of_very_tall_arrays_stay_within_the_grid_limits(emulated, monkeypatch):
+    """More than MAX_GRID_Y * 128 rows: the chunks (grid.y) would pass the limit unless each takes more rows.
+
+    CUDA's limit is 65535; here both the backend's and the emulator's limit are 4, so the same
+    arithmetic runs on 4 * 128 + 1 rows instead of 8 million."""
+    be, _ = emulated
+    monkeypatch.setattr(cuda_backend, "MAX_GRID_Y", 4)
+    monkeypatch.setattr(launch, "MAX_GRID", (2**31 - 1, 4, 4))
+    rows = 4 * 128 + 1
+    a = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3) % 7  # small integers: the sums are exact
+    np.testing.assert_array_equal(be.to_host(be.sum_rows(be.from_host(a))), a.sum(0, keepdims=True))
+    _, dgamma, _ = be.layer_norm_backward(be.from_host(a), be.from_host(a), be.zeros((rows, 1)), be.zeros((1, 3)))
+    np.testing.assert_array_equal(be.to_host(dgamma), (a * a).sum(0, keepdims=True))
+    assert be._kernels[("reduce_columns.cu", "column_sums")].launches >= 2
 
 
 def test_release_of_an_empty_array(emulated):

@@ -5,8 +5,9 @@ logits, the loss and, after one backward, every parameter gradient must agree
 (our hand-written backward against autograd); then a short trajectory of Adam
 steps must give the same losses, and a checkpoint saved halfway, reloaded and
 continued must stay on the same trajectory; and 10 steps of our warm-up, cosine,
-clipping and AdamW against torch.optim.AdamW and clip_grad_norm_. Skipped when torch is not
-importable (CI does not install it).
+clipping and AdamW against torch.optim.AdamW and clip_grad_norm_. Skipped when
+torch is not importable (CI does not install it). Each test runs on the NumPy
+backend and on the cpu backend (numba's kernels), both in float64.
 
 Tolerance: both sides compute in float64, so they differ only by rounding in a
 different order of operations (summation order in matmuls, softmax, LayerNorm).
@@ -53,8 +54,11 @@ CONFIGS = [
 ]
 
 
-def make_pair(config: ModelConfig) -> tuple[GPT, TorchGPT]:
-    ours = GPT(config, get_backend("numpy", dtype=np.float64), seed=3)
+BACKENDS = ["numpy", "cpu"]
+
+
+def make_pair(config: ModelConfig, backend: str) -> tuple[GPT, TorchGPT]:
+    ours = GPT(config, get_backend(backend, dtype=np.float64), seed=3)
     theirs = TorchGPT(
         config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff, config.seq_len
     ).double()
@@ -67,18 +71,20 @@ def windows_for(config: ModelConfig, batch: int) -> np.ndarray:
     return rng.integers(0, config.vocab_size, size=(batch, config.seq_len + 1))  # (B, T+1)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("config", CONFIGS, ids=["default-like", "unequal-odd", "one-head"])
-def test_logits_agree(config):
-    ours, theirs = make_pair(config)
+def test_logits_agree(config, backend):
+    ours, theirs = make_pair(config, backend)
     ids = windows_for(config, batch=3)[:, :-1]  # (B, T)
     expected = theirs(torch.from_numpy(ids)).detach().numpy()  # (B, T, V)
     got = np.asarray(ours.logits(ids)).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("config", CONFIGS, ids=["default-like", "unequal-odd", "one-head"])
-def test_loss_and_gradients_agree(config):
-    ours, theirs = make_pair(config)
+def test_loss_and_gradients_agree(config, backend):
+    ours, theirs = make_pair(config, backend)
     windows = windows_for(config, batch=3)
     ours.params.zero_grad()
     loss = ours.loss_and_backward(windows)
@@ -97,12 +103,13 @@ def test_loss_and_gradients_agree(config):
         np.testing.assert_allclose(grads[name], expected.numpy(), rtol=RTOL, atol=ATOL, err_msg=name)
 
 
-def test_adam_trajectory_agrees_and_survives_save_reload_continue(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adam_trajectory_agrees_and_survives_save_reload_continue(tmp_path, backend):
     # Adam divides by sqrt(v) + eps, which amplifies rounding in the first steps where v is tiny;
     # float64 keeps the two trajectories within ~1e-12 over these steps, so 1e-9 still catches any real
     # difference in the update (a wrong bias correction shifts the losses by 1e-3 or more).
     config = CONFIGS[1]
-    ours, theirs = make_pair(config)
+    ours, theirs = make_pair(config, backend)
     optimizer = make_adam(theirs, lr=1e-2)
     rng = np.random.default_rng(11)
     batches = [rng.integers(0, config.vocab_size, size=(2, config.seq_len + 1)) for _ in range(10)]
@@ -111,19 +118,20 @@ def test_adam_trajectory_agrees_and_survives_save_reload_continue(tmp_path):
     save_checkpoint(tmp_path / "ck", ours, "".join(chr(65 + i) for i in range(config.vocab_size)), {})
     # The checkpoint holds float32 weights and moments, so the reloaded float64 run continues from
     # rounded values: its losses move by ~1e-7 relative, far below the 1e-3 of a lost Adam state.
-    reloaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend("numpy", dtype=np.float64), with_optimizer=True)
+    reloaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend(backend, dtype=np.float64), with_optimizer=True)
     rest = [reloaded.train_step(b, 1e-2) for b in batches[5:]]
     np.testing.assert_allclose(first, expected[:5], rtol=1e-9)
     np.testing.assert_allclose(rest, expected[5:], rtol=1e-5)
     assert reloaded.params.step == 10
 
 
-def test_adamw_with_schedule_and_clipping_agrees_with_torch_adamw():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adamw_with_schedule_and_clipping_agrees_with_torch_adamw(backend):
     # Our warm-up and cosine, AdamW (betas 0.9, 0.99, decay 0.1 on the Linear weights only) and clipping to a
     # global norm against torch.optim.AdamW with two parameter groups and clip_grad_norm_, lr set per step
     # from our schedule. Same tolerance argument as the Adam trajectory above (float64, 10 steps).
     config = CONFIGS[1]
-    ours, theirs = make_pair(config)
+    ours, theirs = make_pair(config, backend)
     train = TrainConfig(steps=10, lr=1e-2, warmup=3, lr_schedule="cosine", min_lr=1e-3, weight_decay=0.1,
                         beta2=0.99, grad_clip=0.5)
     optimizer = Optimizer(ours.params, train)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from microgpt.cli import main
+from microgpt.threads import available_cores
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "8", "--heads", "2", "--n-layers", "1", "--d-ff", "16", "--seq-len", "16", "--steps", "5",
@@ -153,3 +154,12 @@ def test_compare_and_named_runs_draw_their_curves_together(workdir, capsys):
         assert main(["train", "text.txt", "--config", "runs.yaml", "--run", run_id, "--quiet"]) == 0
     assert (workdir / "checkpoints" / "runs.png").read_bytes().startswith(b"\x89PNG")
     assert f"runs of runs.yaml: {Path('checkpoints') / 'runs.png'}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy"])
+def test_threads_is_one_knob_the_model_line_reports(workdir, capsys, backend):
+    assert main(["train", "text.txt", *TINY, "--no-save", "--backend", backend, "--threads", "1"]) == 0
+    assert f"backend {backend}, 1 thread" in capsys.readouterr().out
+    too_many = str(available_cores() + 1)
+    assert main(["train", "text.txt", *TINY, "--no-save", "--backend", backend, "--threads", too_many]) == 2
+    assert "threads must be a whole number from 1 to" in error_line(capsys)

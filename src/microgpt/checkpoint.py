@@ -33,7 +33,7 @@ from safetensors.numpy import load_file, save_file
 from microgpt import __version__
 from microgpt.backends.base import Backend
 from microgpt.config import ConfigError, ModelConfig, RunConfig
-from microgpt.memory import estimate_training_bytes, format_bytes
+from microgpt.memory import attention_kind, estimate_training_bytes, format_bytes
 from microgpt.model import GPT
 
 FORMAT_VERSION = 1
@@ -124,7 +124,7 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
     config_dict = read_config(directory)
     config = _model_config(directory, config_dict, _header_shapes(directory / WEIGHTS))
     cap = RunConfig().max_memory if max_memory is None else max_memory
-    needed = estimate_training_bytes(config, 1, np.dtype(backend.dtype).itemsize)
+    needed = estimate_training_bytes(config, 1, np.dtype(backend.dtype).itemsize, attention_kind(backend))
     if needed > cap:
         raise CheckpointError(f"{directory / CONFIG} describes a model that needs about {format_bytes(needed)} "
                               f"(seq_len {config.seq_len}, d_model {config.d_model}), over the {format_bytes(cap)} "

@@ -167,7 +167,11 @@ class TrainConfig:
     grad_clip: float | None = setting(1.0, "scale the gradients down to this global L2 norm when above it "
                                       "(the norm is logged as grad_norm); off: no clipping", NUMBER_OR_OFF,
                                       metavar="C")
-    batch_size: int = setting(12, "sequences per step", whole(1), metavar="B")
+    batch_size: int = setting(12, "sequences per step (the global batch: split over the processes and "
+                              "--grad-accum micro-batches)", whole(1), metavar="B")
+    grad_accum: int = setting(1, "micro-batches per step, each a forward and backward pass, their gradients "
+                              "averaged before the optimiser step (batch-size = processes x K x micro-batch)",
+                              whole(1), metavar="K")
     stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
     random_batches: bool = setting(True, "seeded random windows (--no-random-batches: the sequential walk)", SWITCH)
@@ -203,8 +207,11 @@ class RunConfig:
     preset: str | None = setting(None, "a named bundle of settings, under named runs and flags: reference (the "
                                  "reference's model, batch, steps and plain Adam)", PRESET, shown_default="none",
                                  metavar="NAME")
-    backend: str = setting("auto", "compute backend; auto picks cuda when a GPU is usable, and says which",
+    backend: str = setting("auto", "compute backend: cpu (NumPy + numba kernels), numpy (the plain reference), "
+                           "cuda; auto is cuda when a GPU is usable, else cpu, and says which",
                            BACKEND, metavar="NAME")
+    threads: int | None = setting(None, "threads for BLAS and the cpu backend's kernels (at most the cores here)",
+                                  whole(1), shown_default="every core, or OMP_NUM_THREADS")
     max_memory: int = setting(3 * 1024**3, "refuse a step estimated to need more, e.g. 512MiB, 8GiB", SIZE,
                               metavar="SIZE")
     gen: int = setting(200, "characters to sample after training (0: none; none with --compare)", whole(0))

@@ -8,14 +8,16 @@ H = heads, V = vocabulary, P = parameters):
 - per layer, what forward saves for backward: the LayerNorm outputs and
   normalised inputs of both norms, the per-head q, k and v copies, the mixed
   attention output and the FFN input (8 x N x d), the FFN's ReLU output and
-  mask (2 x N x d_ff), the attention probabilities (batch x H x seq_len^2),
-  and the two norms' 1/std columns (2 x N); the residual stream itself is
-  not kept;
+  mask (2 x N x d_ff), the attention probabilities (batch x H x seq_len^2;
+  with flash attention instead each head's output and row log-sum-exps,
+  batch x H x seq_len x (width + 1)), and the two norms' 1/std columns
+  (2 x N); the residual stream itself is not kept;
 - after the blocks: the final norm's output and normalised input (2 x N x d + N),
   and the logits and their gradient (2 x N x V), alive through all of backward;
 - the largest short-lived workspace on top of that: the attention scores and
   softmax temporaries of the widest head group (3 x batch x heads-in-group x
-  seq_len^2, plus a few N x d), the loss's temporaries (2 x N x V), or the FFN
+  seq_len^2, plus a few N x d; with flash attention only batch x heads x
+  seq_len row sums), the loss's temporaries (2 x N x V), or the FFN
   backward's (2 x N x d_ff); the Adam step's temporaries (3 x P) come after the
   activations are freed, so the peak is the larger of the two phases.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import re
 
+from microgpt.backends.cuda_backend import FLASH_MAX_WIDTH
 from microgpt.config import ConfigError, ModelConfig
 from microgpt.model import param_specs
 from microgpt.model.attention import head_groups
@@ -36,29 +39,56 @@ UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
 _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 
 
-def memory_parts(config: ModelConfig, batch_size: int, dtype_bytes: int = 4) -> dict[str, int]:
-    """Bytes of one training step by part: "state", "activations" and "workspace" (they add up to the peak)."""
+def attention_kind(backend) -> str:
+    """How a backend computes attention, for the estimate: "flash" or "materialised"."""
+    return getattr(backend, "attention", "materialised")
+
+
+def _attention_elements(config: ModelConfig, batch_size: int, attention: str) -> tuple[int, int]:
+    """(kept per layer, largest backward temporary) of the attention core, in elements."""
+    T, kept, temporary = config.seq_len, 0, 0
+    for group in head_groups(config.head_dims):
+        heads = batch_size * group.count
+        if attention == "flash" and group.width <= FLASH_MAX_WIDTH:
+            kept += heads * T * (group.width + 1)  # the output and each row's log-sum-exp
+            temporary = max(temporary, heads * T)  # rowsum(dout * out)
+        else:
+            kept += heads * T * T  # the probabilities
+            temporary = max(temporary, 3 * heads * T * T)  # scores, their gradient, softmax temporaries
+    return kept, temporary
+
+
+def memory_parts(
+    config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised"
+) -> dict[str, int]:
+    """Bytes of one training step by part: "state", "activations" and "workspace" (they add up to the peak).
+    attention: "materialised" (the NumPy backend; CUDA with attention="materialised") or "flash" (the
+    CUDA default, whose attention keeps O(T) per head; heads wider than FLASH_MAX_WIDTH are materialised)."""
     n_params = sum(spec.size for spec in param_specs(config))
     T, d, d_ff, vocab = config.seq_len, config.d_model, config.d_ff, config.vocab_size
     rows = batch_size * T
-    widest_group = max(group.count for group in head_groups(config.head_dims))
-    per_layer = 8 * rows * d + 2 * rows * d_ff + batch_size * config.n_heads * T * T + 2 * rows
+    attention_kept, attention_temporary = _attention_elements(config, batch_size, attention)
+    per_layer = 8 * rows * d + 2 * rows * d_ff + attention_kept + 2 * rows
     activations = config.n_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
-    backward_workspace = max(3 * batch_size * widest_group * T * T + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
+    backward_workspace = max(attention_temporary + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
     # The Adam step runs after the activations are freed, so it is the peak only when its 3 x P beats both.
     workspace = max(backward_workspace, 3 * n_params - activations)
     return {"state": 4 * n_params * dtype_bytes, "activations": activations * dtype_bytes,
             "workspace": workspace * dtype_bytes}
 
 
-def estimate_training_bytes(config: ModelConfig, batch_size: int, dtype_bytes: int = 4) -> int:
+def estimate_training_bytes(
+    config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised"
+) -> int:
     """The estimated peak bytes of one training step (see the module docstring for what is counted)."""
-    return sum(memory_parts(config, batch_size, dtype_bytes).values())
+    return sum(memory_parts(config, batch_size, dtype_bytes, attention).values())
 
 
-def check_memory(config: ModelConfig, batch_size: int, dtype_bytes: int, cap: int, label: str = "this model") -> None:
-    """Raise ConfigError when a training step would need more than `cap` bytes, saying how to fit."""
-    parts = memory_parts(config, batch_size, dtype_bytes)
+def check_memory(config: ModelConfig, batch_size: int, dtype_bytes: int, cap: int, label: str = "this model",
+                 attention: str = "materialised") -> None:
+    """Raise ConfigError when a training step would need more than `cap` bytes, saying how to fit.
+    Pass attention=attention_kind(backend) for the backend that will train."""
+    parts = memory_parts(config, batch_size, dtype_bytes, attention)
     needed = sum(parts.values())
     if needed > cap:
         raise ConfigError(

@@ -22,6 +22,7 @@ import numpy as np
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2
 from microgpt.config import TrainConfig
 from microgpt.model.params import Parameters
+from microgpt.presets import REFERENCE_OPTIMIZER
 
 CLIP_EPS = 1e-6  # added to the norm before dividing, as torch.nn.utils.clip_grad_norm_ does
 
@@ -73,6 +74,11 @@ class Optimizer:
         self.plain = ((config.beta1, config.beta2) == (ADAM_BETA1, ADAM_BETA2) and config.weight_decay == 0
                       and config.grad_clip is None)
         self.mask = None if self.plain else decay_mask(params)
+
+    @classmethod
+    def reference(cls, params: Parameters, lr: float) -> Optimizer:
+        """The reference's optimiser: Adam at one fixed lr, no warm-up, decay or clipping."""
+        return cls(params, TrainConfig(**{**REFERENCE_OPTIMIZER, "lr": lr, "warmup": 0}))
 
     def step(self) -> StepInfo:
         """Update every parameter from params.grad (left as it is) and count the step."""

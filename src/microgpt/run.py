@@ -36,7 +36,9 @@ from microgpt.data import (
     read_corpus,
     split_validation,
 )
-from microgpt.memory import check_memory
+from microgpt.data_parallel import RankShare, micro_batch_size
+from microgpt.distributed import SingleProcess, communicator
+from microgpt.memory import attention_kind, check_memory
 from microgpt.model import GPT
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.progress import Progress
@@ -45,6 +47,7 @@ from microgpt.sample import generate
 from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.settings import FIELDS, Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
+from microgpt.threads import set_threads
 from microgpt.trainer import RunPaths, RunSummary, Trainer
 
 DEFAULT_CORPUS_NAME = "python-docs"
@@ -92,6 +95,7 @@ class Run:
     run_info: dict
     label: str | None  # the run id or spec, for results.jsonl and the plot title
     resumed: bool = False
+    comm: object = SingleProcess()  # the processes training this model (microgpt/distributed.py)
     lock: WriterLock | None = None  # held on the checkpoint directory while the run lives
     notes: list[str] = field(default_factory=list)  # settings of a resume that override the checkpoint's
 
@@ -109,7 +113,7 @@ class Run:
     def train(self, progress: Progress | None = None) -> RunSummary:
         progress = progress or Progress(quiet=True)
         trainer = Trainer(self.model, self.tokenizer.vocab, self.batches, self.val_tokens, self.train_config,
-                          self.paths, progress, self.run_info)
+                          self.paths, progress, self.run_info, self.comm)
         return trainer.run()
 
     def finish(self, summary: RunSummary) -> Path | None:
@@ -145,7 +149,8 @@ class Run:
             "spec": format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff), "d_model": cfg.d_model,
             "n_layers": cfg.n_layers, "head_dims": list(cfg.head_dims), "d_ff": cfg.d_ff, "seq_len": cfg.seq_len,
             "vocab_size": cfg.vocab_size, "parameters": self.model.n_params, "steps": summary.steps,
-            "steps_run": summary.steps_run, "batch_size": tc.batch_size, "lr": tc.lr,
+            "steps_run": summary.steps_run, "batch_size": tc.batch_size, "grad_accum": tc.grad_accum,
+            "processes": self.comm.size, "lr": tc.lr,
             "final_loss": summary.final_loss, "val_loss": summary.val_loss, "best_val_loss": summary.best_val_loss,
             "seconds": round(summary.seconds, 3), "tokens_per_sec": round(summary.tokens_per_sec, 1),
             "backend": self.model.be.name, "checkpoint": str(summary.checkpoint), "interrupted": summary.interrupted,
@@ -154,35 +159,50 @@ class Run:
             log.write(json.dumps(record) + "\n")
 
 
-def start_backend(name: str) -> tuple[Backend, str | None]:
-    """The backend a run asked for, and for "auto" a note saying which one it picked and why."""
+def start_backend(name: str, comm=None, threads: int | None = None) -> tuple[Backend, str | None]:
+    """The backend a run asked for, and for "auto" a note saying which one it picked and why. A CPU backend
+    uses `threads` for BLAS and its kernels (default: threads.default_threads). With several processes on
+    the GPU, each first takes its own GPU (`comm.use_local_gpu`)."""
+    picked = resolve_auto() if name == "auto" else name
+    if comm is not None and picked in ("cuda", "cublas"):
+        comm.use_local_gpu()
+    if picked == "cpu":
+        backend = get_backend(picked, threads=threads)
+    else:
+        backend = get_backend(picked)
+        if picked == "numpy":
+            backend.threads = set_threads(threads)
     if name != "auto":
-        return get_backend(name), None
-    picked = resolve_auto()
-    return get_backend(picked), f"backend: {picked} (auto: {'a GPU is usable' if picked == 'cuda' else 'no usable GPU'})"
+        return backend, None
+    return backend, f"backend: {picked} (auto: {'a GPU is usable' if picked == 'cuda' else 'no usable GPU'})"
 
 
-def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig):
+def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, comm=None):
+    """The global batches, of which each of several processes keeps its share."""
     if config.random_batches:
-        return RandomBatches(train_tokens, seq_len, config.batch_size, config.seed)
-    return SequentialBatches(train_tokens, seq_len, config.batch_size, config.stride)
+        batches = RandomBatches(train_tokens, seq_len, config.batch_size, config.seed)
+    else:
+        batches = SequentialBatches(train_tokens, seq_len, config.batch_size, config.stride)
+    return batches if comm is None or comm.size == 1 else RankShare(batches, comm.rank, comm.size)
 
 
 def _dtype_bytes(backend: Backend) -> int:
     return np.dtype(backend.dtype).itemsize
 
 
-def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True) -> Run:
-    """A run ready to train: a new model from the settings, or the checkpoint `resume` continued.
+def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True, comm=None) -> Run:
+    """A run ready to train: a new model from the settings, or the checkpoint `resume` continued. `comm`
+    (default: as launched, microgpt/distributed.py) says how many processes share the global batch.
 
     With `save`, the checkpoint directory is checked (run_dir.check_target), locked for this run and found
-    writable before anything trains; use the Run as a context manager (or call `close`) to release it.
+    writable before anything trains (by the writing process alone); use the Run as a context manager (or
+    call `close`) to release it.
     """
+    comm = (comm or communicator()).for_backend(backend)
+    save = save and comm.is_writer  # rank 0 alone writes
     cap = settings.value("max_memory")
     resume_state: dict = {}
     if resume is not None:
-        if save:
-            check_target(settings.path("model") or resume)
         model, vocab, info = load_checkpoint(resume, backend, with_optimizer=True, max_memory=cap)
         resume_state = _train_state(resume, info)
         # a checkpoint from before the optimiser settings existed was trained with the reference's
@@ -192,6 +212,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         settings = settings.resumed_from(saved)
     train_config = settings.train_config()
     notes = schedule_overrides(settings, saved, train_config) if resume is not None else []
+    micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, comm.size)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     label = settings.named.id if settings.named else None
     target = (settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)) if save else None
@@ -199,7 +220,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         check_target(target)
     if resume is not None:
         settings.check_shape_against(model.config, resume)
-        check_memory(model.config, train_config.batch_size, _dtype_bytes(backend), cap)
+        check_memory(model.config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend))
         tokenizer = CharTokenizer(vocab)
         if train_config.steps <= model.params.step:
             raise ConfigError(f"{resume} is already at step {model.params.step}; "
@@ -207,12 +228,12 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     else:
         tokenizer = CharTokenizer.from_text(corpus.text)
         config = settings.model_config(tokenizer.size)
-        check_memory(config, train_config.batch_size, _dtype_bytes(backend), cap)
+        check_memory(config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend))
         model = GPT(config, backend, seed=train_config.seed)
     seq_len = model.config.seq_len
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
-    batches = make_batches(train_tokens, seq_len, train_config)
+    batches = make_batches(train_tokens, seq_len, train_config, comm)
     if resume_state:
         if resume_state.get("corpus_sha256") not in (None, corpus.sha256):
             print(f"note: {corpus.description} differs from the text this checkpoint was trained on", file=sys.stderr)
@@ -220,8 +241,10 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
             batches.restore(resume_state["data"])
     lock = None if target is None else _claim(target, model.n_params)  # last, so a refused run leaves nothing
     run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
+    if not comm.is_writer:  # rank 0 alone validates
+        val_tokens = None
     return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info, label,
-               resumed=resume is not None, lock=lock, notes=notes)
+               resumed=resume is not None, comm=comm, lock=lock, notes=notes)
 
 
 def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> list[str]:
@@ -285,13 +308,14 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
             raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
     specs = parse_spec_list(specs_text)
     train_config = settings.train_config()
+    micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     tokenizer = CharTokenizer.from_text(corpus.text)
     d_ff = settings.value("d_ff") if settings.given("d_ff") else None
     configs = [spec.model_config(tokenizer.size, settings.value("seq_len"), d_ff) for spec in specs]
     for spec, config in zip(specs, configs):
-        check_memory(config, train_config.batch_size, _dtype_bytes(backend), settings.value("max_memory"),
-                     f"spec {spec.text}")
+        check_memory(config, micro_batch, _dtype_bytes(backend), settings.value("max_memory"),
+                     f"spec {spec.text}", attention=attention_kind(backend))
     base = None
     if save:
         label = settings.named.id if settings.named else corpus.name
@@ -314,7 +338,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, save: bo
     if file is not None:
         settings["file"] = str(file)
     chosen = Settings(settings)
-    backend, _ = start_backend(chosen.value("backend"))
+    backend, _ = start_backend(chosen.value("backend"), communicator(), chosen.value("threads"))
     with prepare(chosen, backend, None if resume is None else Path(resume), save) as run:
         summary = run.train(Progress(quiet))
         run.finish(summary)

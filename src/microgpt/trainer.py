@@ -33,6 +33,8 @@ import numpy as np
 
 from microgpt.checkpoint import CheckpointError, UnsoundWeights, save_checkpoint
 from microgpt.config import TrainConfig
+from microgpt.data_parallel import train_step
+from microgpt.distributed import SingleProcess
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.optim import Optimizer
 from microgpt.progress import Progress
@@ -79,8 +81,9 @@ class RunSummary:
 
 class Trainer:
     def __init__(self, model: GPT, vocab: str, batches, val_tokens: np.ndarray | None, config: TrainConfig,
-                 paths: RunPaths, progress: Progress, run_info: dict):
+                 paths: RunPaths, progress: Progress, run_info: dict, comm=None):
         self.model, self.vocab, self.batches = model, vocab, batches
+        self.comm = comm or SingleProcess()  # the processes training this model; rank 0 alone writes
         self.val_tokens, self.config, self.paths, self.progress = val_tokens, config, paths, progress
         self.run_info = run_info  # corpus and flags, kept in train_state.json
         self.optimizer = Optimizer(model.params, config)
@@ -123,15 +126,18 @@ class Trainer:
         start = last_val = time.perf_counter()
         self.progress.start(total=cfg.steps, initial=first_step)
         previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
+        stopping = False
         try:
             with self._metrics_log(first_step) as metrics:
-                while params.step < cfg.steps and self._stop_signal is None:
+                # one process stops at once; several agree on a stop inside the next step, then all stop
+                while params.step < cfg.steps and not stopping and not (self.comm.size == 1 and self._stop_signal):
                     windows = self.batches.next()
                     try:
-                        loss = self.model.gradients(windows)
+                        # a stop asked in any process ends the loop in every one, after the same step
+                        loss, stopping, update = train_step(self.model, windows, self.optimizer, self.comm,
+                                                            cfg.grad_accum, self._stop_signal is not None)
                     except NonFiniteLoss as exc:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
-                    update = self.optimizer.step()
                     losses.append(loss)
                     step, now = params.step, time.perf_counter()
                     record = {"step": step, "loss": loss, "time": round(now - start, 4), "lr": update.lr}
@@ -150,6 +156,8 @@ class Trainer:
                     self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed)
             self.progress.close()
             seconds = time.perf_counter() - start
+            if stopping and self._stop_signal is None:
+                self._stop_signal = signal.SIGTERM  # another process was told to stop (its launcher's signal)
             if self._stop_signal is not None or losses:
                 self.save(self.paths.checkpoint)  # the handlers stay, so a signal now lets this save finish
         finally:
@@ -208,9 +216,10 @@ class Trainer:
                 raise KeyboardInterrupt
             return  # already stopping; a repeated SIGTERM waits for the save like the first
         self._stop_signal = signum
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        again = " (Ctrl-C again to quit without saving)" if signum == signal.SIGINT else ""
-        print(f"\n{name}: stopping after this step and saving a checkpoint{again}", file=sys.stderr, flush=True)
+        if self.comm.is_writer:
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            again = " (Ctrl-C again to quit without saving)" if signum == signal.SIGINT else ""
+            print(f"\n{name}: stopping after this step and saving a checkpoint{again}", file=sys.stderr, flush=True)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

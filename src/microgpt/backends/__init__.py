@@ -1,18 +1,22 @@
 """Backend registry: `get_backend(name)` imports a backend only when it is asked for.
 
-Names: "numpy" (the CPU reference), "cuda" / "cublas" (CuPy and cuBLAS), and
-"auto", which picks CUDA only when a GPU is usable and NumPy otherwise.
+Names: "numpy" (the CPU reference), "cpu" (the NumPy backend with numba-compiled
+fused kernels), "cuda" / "cublas" (CuPy and cuBLAS), and "auto", which picks CUDA
+when a GPU is usable, else "cpu", and "numpy" when numba is missing or broken
+(saying so in one line on stderr).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 from microgpt.backends.base import Backend, BackendUnavailable
 
 # name -> (module, class); modules are imported on first use only.
 REGISTRY: dict[str, tuple[str, str]] = {
     "numpy": ("microgpt.backends.numpy_backend", "NumpyBackend"),
+    "cpu": ("microgpt.backends.cpu_backend", "CpuBackend"),
     "cuda": ("microgpt.backends.cuda_backend", "CuBLASBackend"),
     "cublas": ("microgpt.backends.cuda_backend", "CuBLASBackend"),
 }
@@ -28,19 +32,28 @@ def backend_class(name: str) -> type[Backend]:
 
 
 def get_backend(name: str = "auto", **options) -> Backend:
-    """A ready backend. "auto" is CUDA when a GPU is usable, else NumPy; see `resolve_auto`."""
+    """A ready backend. "auto" is CUDA when a GPU is usable, else cpu (numpy without numba); see `resolve_auto`."""
     if name == "auto":
         name = resolve_auto()
     return backend_class(name)(**options)
 
 
 def resolve_auto() -> str:
-    """The backend "auto" stands for here: "cuda" when CuPy imports and sees a GPU, else "numpy"."""
+    """The backend "auto" stands for here: "cuda" when CuPy imports and sees a GPU, else "cpu" when numba
+    works, else "numpy" (with one line on stderr saying why)."""
     try:
-        cls = backend_class("cuda")
+        if backend_class("cuda").is_usable():
+            return "cuda"
     except (ImportError, BackendUnavailable):
+        pass
+    from microgpt.backends.cpu_kernels import load
+
+    try:
+        load("float32")
+    except BackendUnavailable as exc:
+        print(f"microgpt: backend auto falls back to numpy: {exc}", file=sys.stderr)
         return "numpy"
-    return "cuda" if cls.is_usable() else "numpy"
+    return "cpu"
 
 
 __all__ = ["CHOICES", "REGISTRY", "Backend", "BackendUnavailable", "backend_class", "get_backend", "resolve_auto"]

@@ -34,6 +34,9 @@ COLUMN_TILE, ROW_LANES = 32, 8  # reduce_columns.cu's block shape
 ROWS_PER_CHUNK = 128  # rows one column_sums block sums before its partial row is reduced again
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y (and z); gridDim.x may reach 2**31 - 1
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+FLASH_MAX_WIDTH = 128  # attention.cu's MAX_WIDTH: wider heads take the materialised path
+FLASH_ROWS = 8  # attention.cu's ROWS_PER_BLOCK: one warp per row, blocks of (32, FLASH_ROWS) threads
+ATTENTION_KINDS = ("flash", "materialised")
 
 def _row_threads(cols: int) -> int:
     """Block size for a one-block-per-row kernel: whole warps, no more than the row needs, at most 256."""
@@ -65,7 +68,12 @@ class CuBLASBackend(Backend, ReferenceAPI):
 
     name = "cuda"
 
-    def __init__(self):
+    def __init__(self, attention: str = "flash"):
+        """attention: "flash" (fused kernels, O(T) memory per head; the default) or "materialised"
+        (the base class's path, which keeps the (T, T) probabilities of every head)."""
+        if attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}, got {attention!r}")
+        self.attention = attention
         self._cp, self._cublas = _load_cupy()
         self.dtype = np.dtype(np.float32)
         self.device_id = self._cp.cuda.runtime.getDevice()
@@ -99,7 +107,7 @@ class CuBLASBackend(Backend, ReferenceAPI):
     def _launch(self, file_name: str, kernel_name: str, grid: tuple, block: tuple, *args) -> None:
         if 0 in grid:
             return  # nothing to compute, and CUDA rejects an empty grid
-        self._kernel(file_name, kernel_name)(grid, block, args)
+        self._kernel(file_name, kernel_name)(grid, block, args)  # CuPy launches on its current stream
 
     def _per_row(self, file_name: str, kernel_name: str, shape: tuple[int, int], *args) -> None:
         """Launch a one-block-per-row kernel over a (rows, cols) array that has at least one column."""
@@ -150,10 +158,17 @@ class CuBLASBackend(Backend, ReferenceAPI):
     # ---- transfers: every host<->device copy goes through _copy ----------------------------
 
     def _copy(self, dst: int, src: int, size: int, kind: int) -> None:
-        """Copy `size` bytes between host and device (kind HostToDevice or DeviceToHost) and count it."""
+        """Copy `size` bytes between host and device (kind HostToDevice or DeviceToHost) and count it.
+
+        The copy is queued on CuPy's current stream, after the work already queued there, and waited
+        for. (A plain cudaMemcpy runs on the legacy default stream, which does not wait for a
+        non-blocking stream's kernels: a download could read a result before it is written.)
+        """
         if kind not in (HostToDevice, DeviceToHost):
             raise ValueError(f"copy kind {kind} is neither HostToDevice ({HostToDevice}) nor DeviceToHost")
-        self._cp.cuda.runtime.memcpy(dst, src, size, kind)
+        stream = self._cp.cuda.get_current_stream()
+        self._cp.cuda.runtime.memcpyAsync(dst, src, size, kind, stream.ptr)
+        stream.synchronize()
         self.transfers["to_device" if kind == HostToDevice else "to_host"] += 1
 
     def _upload(self, host: np.ndarray):
@@ -209,6 +224,12 @@ class CuBLASBackend(Backend, ReferenceAPI):
 
     # ---- linear algebra (cuBLAS) ----------------------------------------------------------
 
+    def _bind_stream(self) -> None:
+        """Put the next cuBLAS call on CuPy's current stream, where our kernels and CuPy's own ops run,
+        so it is ordered after the work that made its inputs (a handle otherwise stays on the legacy
+        default stream, which does not wait for a non-blocking stream)."""
+        self._cublas.setStream(self.handle, self._cp.cuda.get_current_stream().ptr)
+
     def _gemm(self, a, b, out, transpose_a: bool, transpose_b: bool, accumulate: bool) -> None:
         """out (=, or += with accumulate) op(a) @ op(b) for contiguous 2-D operands, or 3-D ones batched.
 
@@ -225,6 +246,7 @@ class CuBLASBackend(Backend, ReferenceAPI):
             if not accumulate:
                 out.fill(0)
             return
+        self._bind_stream()
         op_a = CUBLAS_OP_T if transpose_a else CUBLAS_OP_N
         op_b = CUBLAS_OP_T if transpose_b else CUBLAS_OP_N
         alpha = self._one.ctypes.data
@@ -263,6 +285,7 @@ class CuBLASBackend(Backend, ReferenceAPI):
         rows, cols = a.shape
         out = self._cp.empty((cols, rows), dtype=self.dtype)
         if a.size:
+            self._bind_stream()
             # Column-major, a's buffer is (cols, rows); geam's op T on it gives (rows, cols) column-major,
             # which is out's (cols, rows) row-major buffer. beta is 0, so the B operand (out) is not read.
             self._cublas.sgeam(
@@ -435,6 +458,21 @@ class CuBLASBackend(Backend, ReferenceAPI):
             np.float32(ADAM_EPS), np.float32(lr / (1 - ADAM_BETA1**t)), np.float32(1 - ADAM_BETA2**t),
         )
 
+    def adamw_step(self, param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
+        if t < 1:
+            raise ValueError(f"adamw_step: t counts from 1, got {t}")
+        param = self._mat(param, "adamw_step", in_place=True)
+        grad, decay_mask = self._mat(grad, "adamw_step"), self._mat(decay_mask, "adamw_step")
+        m, v = self._mat(m, "adamw_step", in_place=True), self._mat(v, "adamw_step", in_place=True)
+        for other in (grad, m, v, decay_mask):
+            self._same_shape("adamw_step", param, other)
+        self._per_element(
+            "elementwise.cu", "adamw_step", param.size, param, grad, m, v, decay_mask, np.int64(param.size),
+            np.float32(grad_scale), np.float32(beta1), np.float32(1 - beta1), np.float32(beta2),
+            np.float32(1 - beta2), np.float32(ADAM_EPS), np.float32(lr * weight_decay),
+            np.float32(lr / (1 - beta1**t)), np.float32(1 - beta2**t),
+        )
+
     def rope_apply(self, x, cos_cache, sin_cache):
         self._rope("rope_apply", x, cos_cache, sin_cache, 1.0)
 
@@ -495,12 +533,61 @@ class CuBLASBackend(Backend, ReferenceAPI):
                 f"seq_len {seq_len} x d_model {d_model}"
             )
         ids = self._device_ids(ids, op, seq_len)
-        self._per_element(
-            "embedding.cu", "embedding_scatter_add", seq_len * d_model, grad, ids, d_token_emb,
+        self._per_element(  # one thread per table cell (see embedding.cu)
+            "embedding.cu", "embedding_scatter_add", d_token_emb.shape[0] * d_model, grad, ids, d_token_emb,
             np.int32(seq_len),
             np.int32(d_model), np.int32(grad.shape[1]), np.int32(d_token_emb.shape[0]),
             np.int32(d_token_emb.shape[1]),
         )
+
+    # ---- attention (attention.cu) ---------------------------------------------------------
+
+    def causal_attention(self, q, k, v, scale):
+        """Flash attention for Tq == Tk and widths up to FLASH_MAX_WIDTH; otherwise (one query against a
+        cache, wider heads, or attention="materialised") the base class's materialised path."""
+        op = "causal_attention"
+        q, k, v = (self._mat(a, op, ndim=3) for a in (q, k, v))
+        n, t, w = q.shape
+        if self.attention == "materialised" or k.shape[1] != t or w > FLASH_MAX_WIDTH:
+            out, saved = super().causal_attention(q, k, v, scale)
+            return out, ("materialised", saved)
+        for name, other in (("k", k), ("v", v)):
+            if other.shape != q.shape:
+                raise ValueError(f"{op}: q is {q.shape} but {name} is {other.shape}")
+        out = self._cp.empty_like(q)  # (n, T, w)
+        lse = self._cp.empty((n, t), dtype=self.dtype)  # each row's log-sum-exp, for the backward
+        self._launch(
+            "attention.cu", "flash_forward", self._flash_grid(op, n, t), (32, FLASH_ROWS), q, k, v, out, lse,
+            np.int32(t), np.int32(w), np.float32(scale),
+        )
+        return out, ("flash", (q, k, v, out, lse))
+
+    def causal_attention_backward(self, dout, saved, scale):
+        kind, saved = saved
+        if kind == "materialised":
+            return super().causal_attention_backward(dout, saved, scale)
+        op = "causal_attention_backward"
+        q, k, v, out, lse = saved
+        dout = self._mat(dout, op, ndim=3)
+        self._same_shape(op, dout, q)
+        n, t, w = q.shape
+        delta = self._cp.empty((n, t), dtype=self.dtype)  # rowsum(dout * out)
+        self._launch(
+            "attention.cu", "attention_row_dots", (math.ceil(n * t / FLASH_ROWS),), (32, FLASH_ROWS), dout, out,
+            delta, np.int64(n * t), np.int32(w),
+        )
+        dq, dk, dv = self._cp.empty_like(q), self._cp.empty_like(q), self._cp.empty_like(q)  # each (n, T, w)
+        grid, block, sizes = self._flash_grid(op, n, t), (32, FLASH_ROWS), (np.int32(t), np.int32(w), np.float32(scale))
+        self._launch("attention.cu", "flash_backward_dq", grid, block, q, k, v, dout, lse, delta, dq, *sizes)
+        self._launch("attention.cu", "flash_backward_dkv", grid, block, q, k, v, dout, lse, delta, dk, dv, *sizes)
+        return dq, dk, dv
+
+    def _flash_grid(self, op: str, n: int, t: int) -> tuple[int, int]:
+        """(heads, row blocks): grid.y is capped at 65535 blocks of FLASH_ROWS rows."""
+        blocks = math.ceil(t / FLASH_ROWS)
+        if blocks > MAX_GRID_Y:
+            raise ValueError(f"{op}: T = {t} is more than {MAX_GRID_Y * FLASH_ROWS} positions")
+        return n, blocks
 
     # ---- device memory --------------------------------------------------------------------
 

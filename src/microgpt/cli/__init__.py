@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # as given, for `train --procs` to run again
     try:
         return args.run(args)
     except USER_ERRORS as exc:

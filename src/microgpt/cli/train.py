@@ -8,11 +8,16 @@ itself in microgpt/run.py. This module parses the command line and prints.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import warnings
 from pathlib import Path
 
-from microgpt.cli.common import add_setting_flags
+from microgpt.cli.common import add_setting_flags, positive_int
 from microgpt.config import ConfigError
+from microgpt.distributed import DistributedError, communicator
+from microgpt.launch import relaunch
 from microgpt.named_runs import load_run, run_ids
 from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
@@ -32,6 +37,11 @@ INVOCATION_FLAGS = [
                       "d64n2,d4x16n2,d1+2+4+8+16+32n2 (d<width> | d<count>x<width> | d<w1>+<w2>+..., then "
                       "n<layers>, optional ff<d_ff>; d_ff is --d-ff if given, else 4 x d_model)"}),
     (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
+    (("--procs",), {"type": positive_int, "metavar": "N",
+                    "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
+                    "thread each; --batch-size is split over them. Use one per core: on 2 cores, 2 "
+                    "processes x 1 thread trained fastest, 1.3x one process, and 1 process x 2 threads "
+                    "slowest (benchmarks/bench_distributed.py); see docs/distributed.md"}),
 ]
 
 
@@ -46,36 +56,55 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    if args.procs is not None and args.procs > 1:
+        if args.compare is not None:
+            raise DistributedError("--compare trains its specs in one process; drop --procs")
+        return relaunch(args.procs, args.argv)
+    comm = communicator()
+    with comm.failing_together("microgpt train"), contextlib.ExitStack() as stack:
+        if not comm.is_writer:  # rank 0 prints; the others speak only to report their own failure (stderr)
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")  # e.g. NumPy's overflow warnings, which rank 0 shows too
+        return train_command(args, comm)
+
+
+def train_command(args, comm) -> int:
     if args.run_id is not None and args.config is None:
         raise ConfigError(f"--run {args.run_id} needs --config FILE, the YAML file that defines it")
     named = load_run(args.config, args.run_id) if args.config is not None else None
     settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
-    backend, note = start_backend(settings.value("backend"))
+    backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
     if note:
         print(note)
     if args.compare is not None:
         if args.resume:
             raise ConfigError("--compare trains new models and cannot --resume; resume one spec's checkpoint on its own")
+        if comm.size > 1:
+            raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
         return run_compare(args, settings, backend)
-    return run_single(args, settings, backend)
+    return run_single(args, settings, backend, comm)
 
 
-def run_single(args, settings: Settings, backend) -> int:
+def run_single(args, settings: Settings, backend, comm) -> int:
     with prepare(settings, backend, args.resume, save=not args.no_save) as run:
         print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
         cfg = run.model.config
         print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
-              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; backend {backend.name}"
+              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; {describe_backend(backend)}"
               + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
-        summary = run.train(Progress(args.quiet))
+        if comm.size > 1:
+            print(f"processes: {comm.placement()}", flush=True)  # before any failure, to name a dead pid's rank
+        summary = run.train(Progress(args.quiet or not comm.is_writer))
         print_summary(summary)
         for note in run.notes:
             print(f"note: {note}")
+        print_parallel_layout(run)
         saved = report_plot(run, summary)
         if saved and args.config is not None and plot_available():
             plot_config_runs(args.config, run)
         hint_at_plots(saved)
-    gen = settings.value("gen")
+    gen = settings.value("gen") if comm.is_writer else 0
     if gen and not summary.interrupted:
         print("sample:")
         run.sample(gen, on_text=lambda ch: print(ch, end="", flush=True))
@@ -83,11 +112,21 @@ def run_single(args, settings: Settings, backend) -> int:
     return exit_status(summary)
 
 
+def print_parallel_layout(run: Run) -> None:
+    """With several processes or micro-batches, how the global batch is made."""
+    tc, comm = run.train_config, run.comm
+    if comm.size == 1 and tc.grad_accum == 1:
+        return
+    micro = tc.batch_size // (comm.size * tc.grad_accum)
+    print(f"data-parallel: {comm.describe()} x {tc.grad_accum} micro-batch{'es' if tc.grad_accum > 1 else ''} "
+          f"of {micro} = global batch {tc.batch_size}")
+
+
 def run_compare(args, settings: Settings, backend) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
     print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
-          f"backend {backend.name}")
+          f"{describe_backend(backend)}")
     rows, logs, any_saved = [], {}, False
     for i, run in enumerate(comparison.runs(), 1):
         cfg = run.model.config
@@ -137,6 +176,12 @@ def hint_at_plots(any_saved: bool) -> None:
     """Once per command: how to get the plots that were not drawn."""
     if any_saved and not plot_available():
         print(PLOT_HINT, file=sys.stderr)
+
+
+def describe_backend(backend) -> str:
+    """"backend cpu, 2 threads" (the thread count where the backend runs on the CPU)."""
+    threads = getattr(backend, "threads", None)
+    return f"backend {backend.name}" + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
 
 
 def exit_status(summary: RunSummary) -> int:

@@ -1,5 +1,5 @@
 // Element-wise kernels: bias add, ReLU (plain, backward, fused with the bias) and
-// the Adam update of the whole flat parameter buffer. Grid-stride loops over n
+// the Adam and AdamW updates of the whole flat parameter buffer. Grid-stride loops over n
 // elements, so any launch size covers any n.
 
 #define GRID_STRIDE_LOOP(i, n) \
@@ -46,5 +46,24 @@ extern "C" __global__ void adam_step(float* param, const float* grad, float* m, 
         m[i] = m_new;
         v[i] = v_new;
         param[i] -= step_size * m_new / (sqrtf(v_new / v_correction) + eps);
+    }
+}
+
+// AdamW in place on param, m and v (backends/adamw.py gives the formula): Adam with these betas on
+// grad * grad_scale (below 1 when the global norm was clipped), after the decoupled decay
+// param *= 1 - decay * decay_mask (decay = lr * weight_decay; the mask is 1 on decayed weights).
+// grad is left as it was. The host folds in step_size = lr / (1 - beta1^t), v_correction = 1 - beta2^t.
+extern "C" __global__ void adamw_step(float* param, const float* grad, float* m, float* v, const float* decay_mask,
+                                      long long n, float grad_scale, float beta1, float one_minus_beta1, float beta2,
+                                      float one_minus_beta2, float eps, float decay, float step_size,
+                                      float v_correction) {
+    GRID_STRIDE_LOOP(i, n) {
+        const float g = grad[i] * grad_scale;
+        const float m_new = beta1 * m[i] + one_minus_beta1 * g;
+        const float v_new = beta2 * v[i] + one_minus_beta2 * (g * g);
+        m[i] = m_new;
+        v[i] = v_new;
+        const float decayed = param[i] * (1.0f - decay * decay_mask[i]);
+        param[i] = decayed - step_size * m_new / (sqrtf(v_new / v_correction) + eps);
     }
 }

@@ -1,0 +1,150 @@
+"""The cpu backend: the NumPy backend with its hot ops replaced by fused kernels compiled by numba.
+
+Dense products (the d x d projections, the feed-forward, the head) stay on BLAS
+through NumPy, as in the parent class. Attention, LayerNorm, bias + ReLU,
+softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
+gradients and Adam run as numba kernels (`cpu_kernels/`), parallel over rows or
+heads. Every reduction has a fixed order (a row in one thread; column sums in
+fixed chunks added in chunk order), so a run is bit-identical run after run,
+and for any thread count where BLAS is.
+
+float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
+kernels compile once per dtype). `threads` (default: every core) goes to
+`microgpt.threads.set_threads`, which sets BLAS's and numba's pools together;
+the backend's `threads` attribute says what it runs with.
+
+Each kernel takes C-contiguous arrays; an op handed anything else (a strided
+view) falls back to the NumPy parent, so the contract holds for every input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
+from microgpt.backends.cpu_kernels import load
+from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.threads import set_threads
+
+
+def _contiguous(*arrays) -> bool:
+    return all(a.flags.c_contiguous for a in arrays)
+
+
+class CpuBackend(NumpyBackend):
+    name = "cpu"
+
+    def __init__(self, dtype: Any = np.float32, threads: int | None = None):
+        super().__init__(dtype)
+        self.kernels = load(self.dtype)  # BackendUnavailable (with the fix) when numba is missing or broken
+        self.threads = set_threads(threads)
+
+    def _typed(self, value: float):
+        return self.dtype.type(value)
+
+    # ---- reductions -----------------------------------------------------------------------
+
+    def sum_rows(self, x):
+        if not _contiguous(x) or x.dtype != self.dtype:
+            return super().sum_rows(x)
+        out = np.empty((1, x.shape[1]), dtype=self.dtype)  # (1, cols)
+        self.kernels.column_sums.column_sums(x, out)
+        return out
+
+    # ---- attention ------------------------------------------------------------------------
+
+    def causal_attention(self, q, k, v, scale):
+        q, k, v = (np.ascontiguousarray(a, dtype=self.dtype) for a in (q, k, v))
+        n, tq, w = q.shape
+        if k.shape != v.shape or k.shape[0] != n or k.shape[2] != w or k.shape[1] < tq:
+            raise ValueError(f"causal_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (Tq <= Tk)")
+        out = np.empty_like(q)  # (n, Tq, w)
+        lse = np.empty((n, tq), dtype=self.dtype)  # (n, Tq): each query's log-sum-exp of its scaled scores
+        self.kernels.attention.attention_forward(q, k, v, self._typed(scale), out, lse)
+        return out, (q, k, v, lse)
+
+    def causal_attention_backward(self, dout, saved, scale):
+        q, k, v, lse = saved
+        dout = np.ascontiguousarray(dout, dtype=self.dtype)
+        dq = np.empty_like(q)  # (n, Tq, w)
+        dk, dv = np.empty_like(k), np.empty_like(v)  # (n, Tk, w)
+        self.kernels.attention.attention_backward(q, k, v, lse, dout, self._typed(scale), dq, dk, dv)
+        return dq, dk, dv
+
+    # ---- element-wise and row-wise ops ------------------------------------------------------
+
+    def fused_bias_relu(self, x, bias):
+        if not _contiguous(x, bias) or bias.shape != (1, x.shape[1]):
+            return super().fused_bias_relu(x, bias)
+        out, mask = np.empty_like(x), np.empty_like(x)  # (rows, cols) each
+        self.kernels.relu.bias_relu_forward(x, bias, out, mask)
+        return out, mask
+
+    def relu_backward(self, grad, mask):
+        if not _contiguous(grad, mask) or grad.shape != mask.shape:
+            return super().relu_backward(grad, mask)
+        out = np.empty_like(grad)  # (rows, cols)
+        self.kernels.relu.relu_backward(grad, mask, out)
+        return out
+
+    def layer_norm_forward(self, x, gamma, beta):
+        if not _contiguous(x, gamma, beta):
+            return super().layer_norm_forward(x, gamma, beta)
+        out, norm = np.empty_like(x), np.empty_like(x)  # (rows, cols) each
+        std_inv = np.empty((x.shape[0], 1), dtype=self.dtype)  # (rows, 1)
+        self.kernels.layer_norm.layer_norm_forward(x, gamma, beta, self._typed(LN_EPS), out, norm, std_inv)
+        return out, norm, std_inv
+
+    def layer_norm_backward(self, grad, norm, std_inv, gamma):
+        if not _contiguous(grad, norm, std_inv, gamma):
+            return super().layer_norm_backward(grad, norm, std_inv, gamma)
+        dx = np.empty_like(grad)  # (rows, cols)
+        dgamma, dbeta = (np.empty((1, grad.shape[1]), dtype=self.dtype) for _ in range(2))  # (1, cols) each
+        self.kernels.layer_norm.layer_norm_backward(grad, norm, std_inv, gamma, dx, dgamma, dbeta)
+        return dx, dgamma, dbeta
+
+    def fused_softmax_ce_grad(self, logits, targets):
+        targets = np.ascontiguousarray(targets, dtype=np.int32)
+        if not _contiguous(logits):
+            return super().fused_softmax_ce_grad(logits, targets)
+        dlogits = np.empty_like(logits)  # (rows, vocab)
+        loss = self.kernels.cross_entropy.softmax_ce_grad(logits, targets, dlogits)
+        return float(loss), dlogits
+
+    def rope_apply(self, x, cos_cache, sin_cache):
+        self._rope_kernel(x, cos_cache, sin_cache, 1)
+
+    def rope_apply_inverse(self, x, cos_cache, sin_cache):
+        self._rope_kernel(x, cos_cache, sin_cache, -1)
+
+    def _rope_kernel(self, x, cos_cache, sin_cache, sign):
+        if not _contiguous(x):  # in place: a strided x must be written where it is
+            return self._rope(x, cos_cache, sin_cache, sign)
+        cos_cache, sin_cache = (np.ascontiguousarray(c, dtype=self.dtype) for c in (cos_cache, sin_cache))
+        self.kernels.rope.rope(x, cos_cache, sin_cache, self._typed(sign))
+
+    def embedding_gather(self, token_emb, ids, seq_len, d_model):
+        ids = np.ascontiguousarray(ids[:seq_len], dtype=np.int32)
+        if not _contiguous(token_emb):
+            return super().embedding_gather(token_emb, ids, seq_len, d_model)
+        out = np.empty((seq_len, d_model), dtype=self.dtype)  # (seq_len, d_model)
+        self.kernels.embedding.gather(token_emb, ids, out)
+        return out
+
+    def embedding_scatter_add(self, grad, ids, d_token_emb, seq_len, d_model):
+        ids = np.ascontiguousarray(ids[:seq_len], dtype=np.int32)
+        grad = np.ascontiguousarray(grad[:seq_len, :d_model])
+        if not _contiguous(d_token_emb) or d_model > d_token_emb.shape[1]:
+            return super().embedding_scatter_add(grad, ids, d_token_emb, seq_len, d_model)
+        self.kernels.embedding.scatter_add(grad, ids, d_token_emb)
+
+    def adam_step(self, param, grad, m, v, lr, t):
+        if not _contiguous(param, grad, m, v) or param.ndim != 2 or param.shape[0] != 1:
+            return super().adam_step(param, grad, m, v, lr, t)
+        step = lr / (1 - ADAM_BETA1**t)
+        v_scale = 1 / (1 - ADAM_BETA2**t)
+        typed = self._typed
+        self.kernels.adam.adam(param, grad, m, v, typed(ADAM_BETA1), typed(1 - ADAM_BETA1), typed(ADAM_BETA2),
+                               typed(1 - ADAM_BETA2), typed(ADAM_EPS), typed(step), typed(v_scale))

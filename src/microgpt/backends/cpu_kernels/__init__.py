@@ -1,0 +1,110 @@
+"""The cpu backend's compiled kernels (numba), one idea per module, and `load()`, which readies them.
+
+`load(dtype)` imports numba and the kernel modules, then runs every kernel once on
+tiny arrays of `dtype`, so compilation (or loading from the disk cache) happens
+at backend start-up, not in the middle of the first step. When no finished
+compile for this numba, these sources and this dtype is recorded in the cache
+directory, it says in one line on stderr that it is compiling. A missing or
+broken numba becomes `BackendUnavailable` with the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from microgpt.backends.base import BackendUnavailable
+
+_READY: set[str] = set()  # dtypes whose kernels this process has compiled or loaded
+
+
+def _import_kernels() -> SimpleNamespace:
+    try:
+        import numba  # noqa: F401 - imported first so its absence is reported as such
+
+        from microgpt.backends.cpu_kernels import (
+            adam,
+            attention,
+            column_sums,
+            cross_entropy,
+            embedding,
+            jit,
+            layer_norm,
+            relu,
+            rope,
+        )
+    except Exception as exc:  # ImportError, or a broken llvmlite/numba raising anything
+        raise BackendUnavailable(
+            f"the cpu backend needs numba, which is not usable here ({type(exc).__name__}: {exc}); "
+            "fix: pip install numba (or use --backend numpy)"
+        ) from exc
+    return SimpleNamespace(
+        adam=adam, attention=attention, column_sums=column_sums, cross_entropy=cross_entropy,
+        embedding=embedding, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope,
+    )
+
+
+def _stamp(kernels: SimpleNamespace, dtype: np.dtype) -> Path | None:
+    """The file that marks a finished compile for this numba version, kernel sources and dtype."""
+    cache_dir = kernels.jit.CACHE_DIR
+    if cache_dir is None:
+        return None
+    import numba
+
+    digest = hashlib.sha256(numba.__version__.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return cache_dir / f"microgpt-cpu-{dtype.name}-{digest.hexdigest()[:16]}.done"
+
+
+def load(dtype) -> SimpleNamespace:
+    """The kernel modules, with every kernel compiled (or loaded from the disk cache) for dtype."""
+    dtype = np.dtype(dtype)
+    kernels = _import_kernels()
+    if dtype.name in _READY:
+        return kernels
+    stamp = _stamp(kernels, dtype)
+    cold = stamp is None or not stamp.exists()
+    if cold:
+        where = f"cached in {kernels.jit.CACHE_DIR}" if stamp else "no writable cache directory, so every run"
+        print(f"microgpt: compiling the cpu backend's kernels for {dtype.name} (once; {where})...", file=sys.stderr)
+    start = time.perf_counter()
+    try:
+        _warm_up(kernels, dtype)
+    except Exception as exc:  # a broken LLVM or numba shows here first
+        raise BackendUnavailable(
+            f"the cpu backend's kernels did not compile ({type(exc).__name__}: {exc}); "
+            "fix: pip install --upgrade numba (or use --backend numpy)"
+        ) from exc
+    if cold and stamp is not None:
+        stamp.write_text(f"compiled in {time.perf_counter() - start:.1f} s\n")
+    _READY.add(dtype.name)
+    return kernels
+
+
+def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
+    """Call every kernel once on tiny arrays of dtype, the layouts the backend passes (C-contiguous)."""
+    one = dtype.type(1)
+    x = np.ones((2, 4), dtype=dtype)  # (rows, cols)
+    row = np.ones((1, 4), dtype=dtype)  # (1, cols)
+    ids = np.zeros(2, dtype=np.int32)  # (rows,)
+    q = np.ones((1, 2, 4), dtype=dtype)  # (n, T, w)
+    lse = np.empty((1, 2), dtype=dtype)  # (n, T)
+    k.attention.attention_forward(q, q, q, one, np.empty_like(q), lse)
+    k.attention.attention_backward(q, q, q, lse, q, one, np.empty_like(q), np.empty_like(q), np.empty_like(q))
+    k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))
+    k.layer_norm.layer_norm_backward(x, x, np.ones((2, 1), dtype), row, np.empty_like(x), np.empty_like(row),
+                                     np.empty_like(row))
+    k.column_sums.column_sums(x, np.empty_like(row))
+    k.relu.bias_relu_forward(x.copy(), row, np.empty_like(x), np.empty_like(x))
+    k.relu.relu_backward(x, x, np.empty_like(x))
+    k.cross_entropy.softmax_ce_grad(x, ids, np.empty_like(x))
+    k.rope.rope(x.copy(), x, x, one)
+    k.embedding.gather(x, ids, np.empty_like(x))
+    k.embedding.scatter_add(x, ids, x.copy())
+    k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)

@@ -1,0 +1,74 @@
+"""Data-parallel training: the global batch split over ranks and micro-batches, and one step over it.
+
+`--batch-size` is the global batch: ranks x `--grad-accum` micro-batches x the
+micro-batch. `RankShare` wraps a batcher so that every rank draws the same
+global batch a single process would draw and keeps its own contiguous share of
+the rows; the batcher's state (the data position, the random state) stays the
+global one, so a checkpoint resumes with any number of ranks. `train_step`
+accumulates the micro-batches, averages the loss and the gradient over the
+ranks, and takes the optimiser's step (optim.py) on every rank alike.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from microgpt.config import ConfigError
+from microgpt.model import GPT, NonFiniteLoss
+from microgpt.optim import Optimizer, StepInfo
+
+
+def micro_batch_size(batch_size: int, grad_accum: int, ranks: int) -> int:
+    """The sequences in one forward/backward pass; the global batch must split evenly."""
+    parts = ranks * grad_accum
+    if batch_size % parts:
+        raise ConfigError(
+            f"--batch-size {batch_size} (the global batch) does not split evenly over {ranks} process"
+            f"{'es' if ranks > 1 else ''} x --grad-accum {grad_accum}; use a multiple of {parts}"
+        )
+    return batch_size // parts
+
+
+class RankShare:
+    """This rank's rows of each global batch that `batches` draws; its state is the global batcher's."""
+
+    def __init__(self, batches, rank: int, ranks: int):
+        self.batches, self.rank, self.ranks = batches, rank, ranks
+
+    def next(self) -> np.ndarray:
+        windows = self.batches.next()  # (global batch, seq_len + 1)
+        share = len(windows) // self.ranks
+        return windows[self.rank * share : (self.rank + 1) * share]
+
+    def state(self) -> dict:
+        return self.batches.state()
+
+    def restore(self, state: dict) -> None:
+        self.batches.restore(state)
+
+
+def train_step(model: GPT, windows: np.ndarray, optimizer: Optimizer, comm, grad_accum: int = 1,
+               stop: bool = False) -> tuple[float, bool, StepInfo]:
+    """One step over this rank's windows in `grad_accum` micro-batches: (the global mean loss, whether any
+    rank asked to stop, the optimiser's step). With one process, no accumulation and the reference's Adam
+    it is exactly `GPT.train_step`.
+
+    Each micro-batch's gradient is a mean over its tokens, so the sum over the micro-batches is scaled by
+    1/grad_accum, and the all-reduce averages over the ranks: the mean over the global batch. A NaN or
+    infinite loss on any rank raises NonFiniteLoss on every rank before the update. The optimiser then
+    sees the averaged gradient, so clipping measures the global batch's norm, the same on every rank.
+    """
+    params = model.params
+    params.zero_grad()
+    if grad_accum == 1:
+        loss = model.loss_and_backward(windows)
+    else:
+        loss = sum(model.loss_and_backward(micro) for micro in np.split(windows, grad_accum)) / grad_accum
+        model.be.scale_(params.grad, 1.0 / grad_accum)
+    loss, stop = comm.agree(loss, stop)
+    if not math.isfinite(loss):
+        raise NonFiniteLoss(loss, params.step + 1)
+    comm.allreduce_mean(params.grad)
+    return loss, stop, optimizer.step()

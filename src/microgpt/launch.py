@@ -1,0 +1,103 @@
+"""`microgpt train --procs N`: the same command run as N data-parallel processes under mpiexec.
+
+It runs `mpiexec -n N python -m microgpt <the same arguments, less --procs>`,
+using the mpiexec beside this Python (the mpich wheel of the `mpi` extra puts
+one there) or else the first on PATH, and waits for it. Each process gets one
+BLAS/OpenMP thread unless the environment already sets OMP_NUM_THREADS or
+OPENBLAS_NUM_THREADS, so N processes do not fight over the cores. mpiexec runs
+in its own session and this process passes Ctrl-C and SIGTERM on to it once
+(it hands them to every rank). mpiexec's output passes through; when a rank
+died without a word (kill -9, the out-of-memory killer), mpiexec's report gives
+only its pid, so one more line names the rank, from rank 0's `processes:` line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from microgpt.distributed import DistributedError, launched_size
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def find_mpiexec() -> str:
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("mpiexec") or shutil.which("mpirun")
+    if found is None:
+        raise DistributedError("--procs needs mpiexec, and there is none beside this Python or on PATH; "
+                               "pip install -e \".[mpi]\" brings one (MPICH)")
+    return found
+
+
+def without_procs(argv: list[str]) -> list[str]:
+    """The arguments less `--procs N` / `--procs=N`."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--procs":
+            skip = True
+        elif not arg.startswith("--procs="):
+            kept.append(arg)
+    return kept
+
+
+def child_environment(environ=os.environ) -> dict[str, str]:
+    env = dict(environ)
+    for variable in THREAD_VARIABLES:
+        env.setdefault(variable, "1")
+    return env
+
+
+RANK_PLACE = re.compile(r"rank (\d+) pid (\d+) on ([^\s,]+)")  # rank 0's "processes:" line
+DEAD_PID = re.compile(r"PID (\d+) RUNNING AT (\S+)")  # MPICH's report of a process that ended badly
+DEAD_HOW = re.compile(r"EXIT STRING: ([^\n]+)")
+
+
+def dead_rank_line(output: str, procs: int) -> str | None:
+    """One line naming the rank that mpiexec reports dead, or None when the output names none."""
+    dead = DEAD_PID.search(output)
+    if dead is None:
+        return None
+    pid, host = dead.groups()
+    same_pid = [(rank, where) for rank, rank_pid, where in RANK_PLACE.findall(output) if rank_pid == pid]
+    same_host = [rank for rank, where in same_pid if where == host]  # pids repeat only across machines
+    rank = same_host[0] if same_host else same_pid[0][0] if len(same_pid) == 1 else None
+    how = DEAD_HOW.search(output)
+    who = f"rank {rank} of {procs}" if rank is not None else "a rank"
+    return (f"microgpt train: error: {who} (pid {pid} on {host}) died"
+            f"{': ' + how.group(1).strip() if how else ''}; mpiexec stopped every rank")
+
+
+def relaunch(procs: int, argv: list[str]) -> int:
+    """Run this command without --procs as `procs` ranks under mpiexec; mpiexec's exit status."""
+    if launched_size()[0] > 1:
+        raise DistributedError("--procs starts its own mpiexec, but this process was already started by one; "
+                               "drop --procs (or run without mpiexec/srun)")
+    command = [find_mpiexec(), "-n", str(procs), sys.executable, "-m", "microgpt", *without_procs(argv)]
+    sys.stdout.flush()
+    job = subprocess.Popen(command, env=child_environment(), stdout=subprocess.PIPE, start_new_session=True)
+    forward = {sig: signal.signal(sig, lambda signum, frame: job.send_signal(signum))
+               for sig in (signal.SIGINT, signal.SIGTERM)}
+    head = tail = b""  # the start holds rank 0's "processes:" line, the end mpiexec's report
+    try:
+        while chunk := os.read(job.stdout.fileno(), 1 << 16):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            head, tail = (head + chunk)[: 1 << 16] if len(head) < 1 << 16 else head, (tail + chunk)[-(1 << 16):]
+        status = job.wait()
+    finally:
+        for sig, handler in forward.items():
+            signal.signal(sig, handler)
+    line = dead_rank_line((head + tail).decode("utf-8", "replace"), procs) if status else None
+    if line:
+        print(line, file=sys.stderr)
+    return status if status >= 0 else 128 - status  # killed by a signal: the shell's 128 + N

@@ -1,0 +1,104 @@
+"""The MPI communicator (mpi4py): several processes train one model, data-parallel.
+
+Imported only when a launcher started several processes (microgpt/distributed.py
+decides). Gradients are averaged with one in-place `Allreduce` on the flat
+gradient buffer per step; the loss and the stop flag travel in one two-number
+`Allreduce`, so every rank sees the same mean loss and stops at the same step.
+
+Failure: `failing_together` turns an exception in any rank into one line on
+stderr naming the rank, then `MPI_Abort`, which makes the launcher end every
+process at once (a rank left waiting in a collective would otherwise hang the
+job). A rank killed outright (kill -9, out of memory) is noticed by the
+launcher itself, which ends the others within about a second (tests/test_mpi.py
+holds this to the 30 s limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+import numpy as np
+from mpi4py import MPI
+
+from microgpt.distributed import DistributedError
+
+# Ranks other than 0 wait this long before reporting their own error, so that an error every rank hits
+# (a bad flag, a missing file) is reported once, by rank 0, whose abort ends the others first.
+OTHER_RANKS_REPORT_DELAY_S = 1.0
+# A rank other than 0 leaves the report of a stop that every rank reaches together (a NaN loss) to rank 0
+# and exits with the CLI's user-error status.
+QUIET_EXIT_STATUS = 2
+ABORT_STATUS = 1
+
+
+class MPICommunicator:
+    def __init__(self, comm=None):
+        self.comm = comm or MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.is_writer = self.rank == 0
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)  # the ranks on this machine
+        self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
+        node.Free()
+        self.places = self.comm.allgather((MPI.Get_processor_name(), os.getpid()))  # each rank's (host, pid)
+
+    def allreduce_mean(self, buffer: np.ndarray) -> None:
+        """Replace `buffer` (a contiguous host array) by its mean over the ranks, in place."""
+        self.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+        buffer *= buffer.dtype.type(1.0 / self.size)
+
+    def agree(self, loss: float, stop: bool) -> tuple[float, bool]:
+        """(the mean loss over the ranks, whether any rank asked to stop); a NaN anywhere makes the mean NaN."""
+        both = np.array([loss, 1.0 if stop else 0.0], dtype=np.float64)
+        self.comm.Allreduce(MPI.IN_PLACE, both, op=MPI.SUM)
+        return float(both[0]) / self.size, bool(both[1] > 0)
+
+    def use_local_gpu(self) -> None:
+        """One process per GPU: this rank uses the GPU of its rank among the ranks on its machine."""
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        if self.local_size > count:
+            raise DistributedError(f"{self.local_size} processes on this machine but {count} GPUs; "
+                                   "start one process per GPU (mpiexec -n <GPUs per machine x machines>)")
+        cupy.cuda.Device(self.local_rank).use()
+
+    def for_backend(self, backend):
+        """The communicator for a backend's buffers: NCCL on the GPU (never a host copy), MPI for host arrays."""
+        if backend.name != "cuda":
+            return self
+        from microgpt.nccl_comm import NCCLCommunicator
+
+        return NCCLCommunicator.from_mpi(self)
+
+    @contextlib.contextmanager
+    def failing_together(self, command: str = "microgpt") -> Iterator[None]:
+        """Run the body; an exception in this rank stops every rank, reported as `command: error: rank ...`
+        (a stop they all reached together is re-raised for rank 0 to report)."""
+        from microgpt.trainer import TrainingStopped  # every rank raises it at the same step
+
+        try:
+            yield
+        except TrainingStopped:
+            if self.is_writer:
+                raise
+            raise SystemExit(QUIET_EXIT_STATUS) from None
+        except BaseException as exc:
+            if isinstance(exc, SystemExit) and exc.code in (0, None):
+                raise
+            if not self.is_writer:
+                time.sleep(OTHER_RANKS_REPORT_DELAY_S)
+            message = str(exc) or type(exc).__name__
+            print(f"{command}: error: rank {self.rank} of {self.size} failed: {message}; stopping every rank",
+                  file=sys.stderr, flush=True)
+            self.comm.Abort(ABORT_STATUS)
+
+    def describe(self) -> str:
+        return f"{self.size} processes (MPI)"
+
+    def placement(self) -> str:
+        """Where each rank runs, so that a launcher's report of a dead process id names its rank."""
+        return ", ".join(f"rank {rank} pid {pid} on {host}" for rank, (host, pid) in enumerate(self.places))

@@ -1,0 +1,176 @@
+"""The cpu backend beyond the op tests: repeatable training, parity with NumPy, checkpoints both ways,
+the thread knob, the registry's fallback without numba, and the kernel cache.
+
+Op-level correctness is in test_ops.py, gradients in test_gradcheck.py and the
+PyTorch cross-check in test_torch_reference.py, all of which run on cpu too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.backends.cpu_kernels.jit import first_writable
+from microgpt.checkpoint import load_checkpoint, save_checkpoint
+from microgpt.config import ConfigError, ModelConfig
+from microgpt.data import CharTokenizer
+from microgpt.model import GPT
+from microgpt.sample import generate
+from microgpt.threads import available_cores, set_threads
+
+VOCAB = "\n abcdefghijklmnopqrstuvwxyz.,;"
+# heads of 16 (the reference width), an odd one and a width-1 one; T not a multiple of the kernels' 16-key blocks
+CONFIG = ModelConfig(vocab_size=len(VOCAB), d_model=40, n_layers=2, head_dims=(16, 16, 7, 1), d_ff=72, seq_len=37)
+
+
+def batches(count: int, batch: int = 3) -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    return [rng.integers(0, CONFIG.vocab_size, size=(batch, CONFIG.seq_len + 1)) for _ in range(count)]  # (B, T+1)
+
+
+def losses(backend, steps: int = 6) -> list[float]:
+    model = GPT(CONFIG, backend, seed=1)
+    return [model.train_step(windows, 1e-2) for windows in batches(steps)]
+
+
+@pytest.fixture(autouse=True)
+def all_cores_after():
+    """Each test may change the thread count; the next starts from every core again."""
+    yield
+    set_threads()
+
+
+def test_same_seed_and_threads_give_bit_identical_losses():
+    # every reduction in the kernels has a fixed order, so a rerun repeats every bit
+    first = losses(get_backend("cpu", threads=available_cores()))
+    second = losses(get_backend("cpu", threads=available_cores()))
+    assert first == second
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="needs two cores to compare thread counts")
+def test_thread_counts_agree():
+    # The kernels give the same bits for any thread count (attention splits by head, everything else
+    # runs in one thread); only BLAS may split a product differently, which moves the float32 losses by
+    # a few ulp a step. Over 6 Adam steps at lr 1e-2 that stays below 1e-5 relative.
+    one = losses(get_backend("cpu", threads=1))
+    two = losses(get_backend("cpu", threads=2))
+    np.testing.assert_allclose(one, two, rtol=1e-5)
+
+
+def test_training_matches_the_numpy_backend():
+    # Both float32, the same math in a different order: per-op differences of ~1e-7 relative, carried
+    # through 6 Adam steps; 1e-4 leaves room for that and is far below any real difference (1e-2).
+    np.testing.assert_allclose(losses(get_backend("cpu")), losses(get_backend("numpy")), rtol=1e-4)
+
+
+@pytest.mark.parametrize("trained_on,loaded_on", [("cpu", "numpy"), ("numpy", "cpu")])
+def test_checkpoint_trained_on_one_backend_loads_and_samples_on_the_other(tmp_path, trained_on, loaded_on):
+    model = GPT(CONFIG, get_backend(trained_on), seed=2)
+    for windows in batches(3):
+        model.train_step(windows, 1e-2)
+    save_checkpoint(tmp_path / "ck", model, VOCAB, {})
+    loaded, vocab, _ = load_checkpoint(tmp_path / "ck", get_backend(loaded_on), with_optimizer=True)
+    assert loaded.be.name == loaded_on and vocab == VOCAB
+    rows = [0, 2, 3]  # weights, m and v; float32 on both backends, so the copy is exact
+    np.testing.assert_array_equal(loaded.params.storage[rows], model.params.storage[rows])
+    ids = batches(1)[0][:, :-1]
+    # float32 forward passes in a different order: logits of size ~5 agree to ~1e-6
+    np.testing.assert_allclose(loaded.logits(ids), model.logits(ids), rtol=1e-5, atol=1e-5)
+    tokenizer = CharTokenizer(VOCAB)
+    # greedy decoding from the same weights picks the same characters (no near-ties at this seed)
+    assert generate(loaded, tokenizer, "ab", 20, temperature=0) == generate(model, tokenizer, "ab", 20, temperature=0)
+    loaded.train_step(batches(1)[0], 1e-2)  # the optimizer state came along and training goes on
+
+
+def test_backend_reports_its_threads():
+    assert get_backend("cpu", threads=1).threads == 1
+    assert get_backend("cpu").threads == available_cores()
+
+
+@pytest.mark.parametrize("bad", [0, -1, available_cores() + 1, 1.5, "2", True])
+def test_invalid_thread_counts_are_a_config_error(bad):
+    with pytest.raises(ConfigError, match=f"threads must be a whole number from 1 to {available_cores()}"):
+        set_threads(bad)
+
+
+def test_set_threads_sets_blas_and_numba_together():
+    import numba
+    from threadpoolctl import threadpool_info
+
+    assert set_threads(1) == 1
+    assert numba.get_num_threads() == 1
+    assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
+
+
+def run_python(script: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, check=False)
+
+
+def test_without_numba_auto_falls_back_to_numpy_and_cpu_names_the_fix():
+    done = run_python("""
+        import sys
+        sys.modules["numba"] = None  # makes `import numba` raise ImportError
+        from microgpt.backends import BackendUnavailable, get_backend, resolve_auto
+        assert resolve_auto() == "numpy"
+        try:
+            get_backend("cpu")
+        except BackendUnavailable as exc:
+            print(exc)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert "pip install numba" in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "falls back to numpy" in lines[0] and "numba" in lines[0], done.stderr
+
+
+def test_first_writable_skips_paths_that_cannot_be_made(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert first_writable([blocker / "cache", tmp_path / "ok"]) == tmp_path / "ok"
+    assert first_writable([blocker / "cache"]) is None
+
+
+TRAIN_ONE_STEP = """
+    import numpy as np
+    from microgpt.backends import get_backend
+    from microgpt.backends.cpu_kernels import jit
+    from microgpt.config import ModelConfig
+    from microgpt.model import GPT
+    model = GPT(ModelConfig(vocab_size=5, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4),
+                get_backend("cpu"))
+    print(jit.CACHE_DIR, model.train_step(np.zeros((1, 5), dtype=np.int64), 1e-2))
+    """
+
+
+def test_compiles_once_into_a_writable_cache_and_says_so_only_then(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {"NUMBA_CACHE_DIR": str(blocker / "numba"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    cold = run_python(TRAIN_ONE_STEP, env)
+    assert cold.returncode == 0, cold.stderr
+    # NUMBA_CACHE_DIR cannot be made (its parent is a file), so the user cache dir is used
+    assert cold.stdout.startswith(str(tmp_path / "xdg" / "microgpt" / "numba"))
+    assert "compiling the cpu backend's kernels" in cold.stderr
+    warm = run_python(TRAIN_ONE_STEP, env)
+    assert warm.returncode == 0, warm.stderr
+    assert "compiling" not in warm.stderr
+    assert warm.stdout == cold.stdout  # the same cache and, from cached kernels, the same loss
+
+
+def test_works_without_any_writable_cache_directory(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = str(blocker / "x")
+    script = "import tempfile; tempfile.tempdir = " + repr(unwritable) + "\n" + textwrap.dedent(TRAIN_ONE_STEP)
+    done = run_python(script, {"NUMBA_CACHE_DIR": unwritable, "XDG_CACHE_HOME": unwritable})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("None ")  # no cache directory: compiled in memory, and it trains
+    assert "no writable cache directory" in done.stderr
+
