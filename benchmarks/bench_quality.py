@@ -98,6 +98,7 @@ class Ours:
 class Torch:
     def __init__(self, config: ModelConfig, train: TrainConfig, start: dict):
         import torch
+
         from torch_gpt import TorchGPT, load_from_microgpt, make_adamw
 
         self.torch, self.train = torch, train
@@ -217,7 +218,7 @@ def main() -> int:
         step, seconds, loss = curve[-1]
         print(f"  {name}: {loss:.4f} at step {step}, {seconds:.1f}s ({seconds / step * 1000:.1f} ms/step)")
     if len(curves) == 2:
-        (ours_name, ours_curve), (torch_name, torch_curve) = curves.items()
+        ours_curve, torch_curve = curves.values()
         target, torch_seconds = torch_curve[-1][2], torch_curve[-1][1]
         reached = time_to_reach(ours_curve, target)
         verdict = (f"after {reached:.1f}s = {reached / torch_seconds:.2f} x PyTorch's {torch_seconds:.1f}s"

@@ -30,7 +30,7 @@ try:
 except Exception as exc:  # noqa: BLE001 - the reason is shown in the skip
     pytest.skip(str(exc), allow_module_level=True)
 
-TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--backend", "numpy",
+TINY = ["--preset", "reference", "--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--backend", "numpy",
         "--batch-size", "8", "--gen", "0", "--quiet"]
 STEPS = 20
 RUN_TIMEOUT_S = 120  # a run takes about a second; the limit only stops a hung job failing the suite forever

@@ -41,10 +41,10 @@ from microgpt.distributed import SingleProcess, communicator
 from microgpt.memory import attention_kind, check_memory
 from microgpt.model import GPT
 from microgpt.plot import plot_available, write_loss_plot
+from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.progress import Progress
 from microgpt.run_dir import WriterLock, check_target, check_writable
 from microgpt.sample import generate
-from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.settings import FIELDS, Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
 from microgpt.threads import set_threads
