@@ -19,6 +19,7 @@ import pytest
 from attention_reference import attention_reference
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import cuda_backend, get_backend
+from microgpt.backends.adamw import adamw_update
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
@@ -156,6 +157,24 @@ def test_adam_step(be, monkeypatch):
         single.adam_step(param, grad, m, v, 1e-2, t)
     for name, got, want in zip(("param", "m", "v"), (device[0], device[2], device[3]), (param, m, v)):
         np.testing.assert_allclose(be.to_host(got), want, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("grad_scale", [1.0, 0.25])
+def test_adamw_step(be, monkeypatch, grad_scale):
+    """Against the NumPy formula in float32 (backends/adamw.py), with decay on part of the store and a clipped
+    gradient's scale: within a float32 ulp or two of each value; grad and the mask are left as they were."""
+    monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 1)  # 300 elements, one block of 256 threads
+    param, grad, m = (normal((1, 300), seed=s).astype(np.float32) for s in range(3))
+    v = np.abs(normal((1, 300), seed=3)).astype(np.float32)
+    mask = (np.arange(300) % 3 == 0).astype(np.float32)[None, :]  # (1, 300): every third weight decays
+    device = [be.from_host(a) for a in (param, grad, m, v, mask)]
+    for t in (1, 2):
+        be.adamw_step(*device, 1e-2, t, 0.9, 0.99, 0.1, grad_scale)
+        adamw_update(param, grad, m, v, mask, 1e-2, t, 0.9, 0.99, 0.1, grad_scale)
+    for name, got, want in zip(("param", "m", "v"), (device[0], device[2], device[3]), (param, m, v)):
+        np.testing.assert_allclose(be.to_host(got), want, rtol=1e-6, atol=1e-7, err_msg=name)
+    np.testing.assert_array_equal(be.to_host(device[1]), grad)
+    np.testing.assert_array_equal(be.to_host(device[4]), mask)
 
 
 @pytest.mark.parametrize("dim", [1, 33, 64])
