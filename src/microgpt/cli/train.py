@@ -39,9 +39,9 @@ INVOCATION_FLAGS = [
     (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
     (("--procs",), {"type": positive_int, "metavar": "N",
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
-                    "thread each; --batch-size is split over them. Use one per core: on 2 cores, 2 "
-                    "processes x 1 thread trained fastest, 1.3x one process, and 1 process x 2 threads "
-                    "slowest (benchmarks/bench_distributed.py); see docs/distributed.md"}),
+                    "thread each; --batch-size is split over them. Use one per core: on 2 quiet cores, 2 "
+                    "processes x 1 thread trained 1.7-1.9x as fast as one process, ahead of 1 process x 2 "
+                    "threads (benchmarks/bench_distributed.py); see docs/distributed.md"}),
 ]
 
 
