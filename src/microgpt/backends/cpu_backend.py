@@ -3,7 +3,7 @@
 Dense products (the d x d projections, the feed-forward, the head) stay on BLAS
 through NumPy, as in the parent class. Attention, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
-gradients and Adam run as numba kernels (`cpu_kernels/`), parallel over rows or
+gradients, Adam and AdamW run as numba kernels (`cpu_kernels/`), parallel over rows or
 heads. Every reduction has a fixed order (a row in one thread; column sums in
 fixed chunks added in chunk order), so a run is bit-identical run after run,
 and for any thread count where BLAS is.
@@ -148,3 +148,13 @@ class CpuBackend(NumpyBackend):
         typed = self._typed
         self.kernels.adam.adam(param, grad, m, v, typed(ADAM_BETA1), typed(1 - ADAM_BETA1), typed(ADAM_BETA2),
                                typed(1 - ADAM_BETA2), typed(ADAM_EPS), typed(step), typed(v_scale))
+
+    def adamw_step(self, param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
+        arrays = (param, grad, m, v, decay_mask)
+        if not _contiguous(*arrays) or param.ndim != 2 or param.shape[0] != 1 or \
+                any(a.shape != param.shape or a.dtype != self.dtype for a in arrays):
+            return super().adamw_step(param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale)
+        typed = self._typed
+        self.kernels.adam.adamw(param, grad, m, v, decay_mask, typed(beta1), typed(1 - beta1), typed(beta2),
+                                typed(1 - beta2), typed(ADAM_EPS), typed(lr / (1 - beta1**t)),
+                                typed(1 / (1 - beta2**t)), typed(lr * weight_decay), typed(grad_scale))

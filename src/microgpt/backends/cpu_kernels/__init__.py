@@ -108,3 +108,4 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     k.embedding.gather(x, ids, np.empty_like(x))
     k.embedding.scatter_add(x, ids, x.copy())
     k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)
+    k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, one, one, one, one, one, one, one, one, one)
