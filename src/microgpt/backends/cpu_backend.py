@@ -1,12 +1,12 @@
 """The cpu backend: the NumPy backend with its hot ops replaced by fused kernels compiled by numba.
 
-Dense products (the d x d projections, the feed-forward, the head) stay on BLAS
-through NumPy, as in the parent class. Attention, LayerNorm, bias + ReLU,
+Dense products (the d x d projections, the feed-forward, the head, and
+attention's batched Q K^T and P V) stay on BLAS through NumPy, as in the parent
+class. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
-gradients, Adam and AdamW run as numba kernels (`cpu_kernels/`), parallel over rows or
-heads. Every reduction has a fixed order (a row in one thread; column sums in
-fixed chunks added in chunk order), so a run is bit-identical run after run,
-and for any thread count where BLAS is.
+gradients, Adam and AdamW run as numba kernels (`cpu_kernels/`), each in one
+thread. Every reduction has a fixed order (rows in order), so a run is
+bit-identical run after run, and for any thread count where BLAS is.
 
 float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
 kernels compile once per dtype). `threads` (default: every core) goes to
@@ -53,25 +53,23 @@ class CpuBackend(NumpyBackend):
         self.kernels.column_sums.column_sums(x, out)
         return out
 
-    # ---- attention ------------------------------------------------------------------------
+    # ---- attention: BLAS products (the base class's causal_attention) around fused softmax kernels ----
 
-    def causal_attention(self, q, k, v, scale):
-        q, k, v = (np.ascontiguousarray(a, dtype=self.dtype) for a in (q, k, v))
-        n, tq, w = q.shape
-        if k.shape != v.shape or k.shape[0] != n or k.shape[2] != w or k.shape[1] < tq:
-            raise ValueError(f"causal_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (Tq <= Tk)")
-        out = np.empty_like(q)  # (n, Tq, w)
-        lse = np.empty((n, tq), dtype=self.dtype)  # (n, Tq): each query's log-sum-exp of its scaled scores
-        self.kernels.attention.attention_forward(q, k, v, self._typed(scale), out, lse)
-        return out, (q, k, v, lse)
+    def fused_attn_softmax(self, scores, scale):
+        rows, cols = scores.shape
+        if not _contiguous(scores) or scores.dtype != self.dtype or rows % cols:
+            return super().fused_attn_softmax(scores, scale)
+        out = np.empty_like(scores)  # (rows, T)
+        self.kernels.attention.causal_softmax(scores, self._typed(scale), out)
+        return out
 
-    def causal_attention_backward(self, dout, saved, scale):
-        q, k, v, lse = saved
-        dout = np.ascontiguousarray(dout, dtype=self.dtype)
-        dq = np.empty_like(q)  # (n, Tq, w)
-        dk, dv = np.empty_like(k), np.empty_like(v)  # (n, Tk, w)
-        self.kernels.attention.attention_backward(q, k, v, lse, dout, self._typed(scale), dq, dk, dv)
-        return dq, dk, dv
+    def fused_attn_softmax_backward(self, s, ds, scale):
+        rows, cols = s.shape
+        if not _contiguous(s, ds) or s.shape != ds.shape or s.dtype != self.dtype or rows % cols:
+            return super().fused_attn_softmax_backward(s, ds, scale)
+        out = np.empty_like(s)  # (rows, T)
+        self.kernels.attention.causal_softmax_backward(s, ds, self._typed(scale), out)
+        return out
 
     # ---- element-wise and row-wise ops ------------------------------------------------------
 
