@@ -47,7 +47,9 @@ class CpuBackend(NumpyBackend):
     # ---- reductions -----------------------------------------------------------------------
 
     def sum_rows(self, x):
-        if not _contiguous(x) or x.dtype != self.dtype:
+        # Above BLAS_SIZE entries the one-thread kernel loses to BLAS's multithreaded product with ones
+        # (measured on 2 cores: 2048 x 1536, 154 us against 89 us; 2048 x 64, 6 us against 7 us).
+        if not _contiguous(x) or x.dtype != self.dtype or x.size > self.kernels.column_sums.BLAS_SIZE:
             return super().sum_rows(x)
         out = np.empty((1, x.shape[1]), dtype=self.dtype)  # (1, cols)
         self.kernels.column_sums.column_sums(x, out)
