@@ -55,8 +55,7 @@ def test_same_seed_and_threads_give_bit_identical_losses():
 
 @pytest.mark.skipif(available_cores() < 2, reason="needs two cores to compare thread counts")
 def test_thread_counts_agree():
-    # The kernels give the same bits for any thread count (attention splits by head, everything else
-    # runs in one thread); only BLAS may split a product differently, which moves the float32 losses by
+    # The kernels give the same bits for any thread count (each runs in one thread); only BLAS may split a product differently, which moves the float32 losses by
     # a few ulp a step. Over 6 Adam steps at lr 1e-2 that stays below 1e-5 relative.
     one = losses(get_backend("cpu", threads=1))
     two = losses(get_backend("cpu", threads=2))

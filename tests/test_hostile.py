@@ -385,3 +385,12 @@ def test_after_kill_9_and_resume_the_metrics_log_has_each_step_once(workdir):
     steps = [json.loads(line)["step"] for line in (workdir / "ck.metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, saved_step + 7))
 
+
+
+def test_a_save_killed_inside_safetensors_does_not_block_the_next_run(workdir):
+    # safetensors writes each file as .tmpXXXXXX and renames it; a kill -9 in between leaves that file
+    partial = workdir / "ck.tmp"
+    partial.mkdir()
+    (partial / "config.json").write_text("{}")
+    (partial / ".tmpSpDikO").write_bytes(b"\0" * 10)
+    assert main(["train", "text.txt", *TINY, "--steps", "2", "--model", "ck", "--quiet", "--gen", "0"]) == 0

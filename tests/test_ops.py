@@ -624,6 +624,17 @@ def test_fused_attn_softmax_large_logits(backend):
     np.testing.assert_array_equal(out[0], [1.0, 0.0, 0.0, 0.0])  # one visible entry: exactly 1
 
 
+def test_a_nan_score_or_logit_is_seen(backend):
+    scores = np.ones((4, 4))
+    scores[2, 1] = np.nan  # visible from position 2 only
+    out = get(backend, backend.fused_attn_softmax(put(backend, scores), 1.0))
+    assert np.all(np.isnan(out[2, :3])) and np.all(np.isfinite(out[[0, 1, 3]]))  # the future key may be 0
+    logits = np.zeros((2, 20))
+    logits[0, 5] = np.nan  # not a target
+    loss, _ = backend.fused_softmax_ce_grad(put(backend, logits), backend.ids(np.array([1, 2])))
+    assert math.isnan(loss)
+
+
 @pytest.mark.parametrize("blocks,t", [(1, 1), (3, 4), (2, 33), (1, 127)])
 def test_fused_attn_softmax_backward(backend, blocks, t):
     rng = _rng(26)

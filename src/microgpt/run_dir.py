@@ -43,8 +43,10 @@ def is_checkpoint(directory: Path) -> bool:
 
 
 def _only_our_files(directory: Path) -> bool:
+    """Only checkpoint files, and the `.tmpXXXXXX` files safetensors writes before renaming one into place
+    (a kill mid-save leaves one)."""
     try:
-        return {entry.name for entry in directory.iterdir()} <= set(FILES)
+        return all(entry.name in FILES or entry.name.startswith(".tmp") for entry in directory.iterdir())
     except OSError:
         return False
 

@@ -93,10 +93,9 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     x = np.ones((2, 4), dtype=dtype)  # (rows, cols)
     row = np.ones((1, 4), dtype=dtype)  # (1, cols)
     ids = np.zeros(2, dtype=np.int32)  # (rows,)
-    q = np.ones((1, 2, 4), dtype=dtype)  # (n, T, w)
-    lse = np.empty((1, 2), dtype=dtype)  # (n, T)
-    k.attention.attention_forward(q, q, q, one, np.empty_like(q), lse)
-    k.attention.attention_backward(q, q, q, lse, q, one, np.empty_like(q), np.empty_like(q), np.empty_like(q))
+    square = np.ones((4, 4), dtype=dtype)  # (n*T, T): one block of attention scores
+    k.attention.causal_softmax(square, one, np.empty_like(square))
+    k.attention.causal_softmax_backward(square, square, one, np.empty_like(square))
     k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))
     k.layer_norm.layer_norm_backward(x, x, np.ones((2, 1), dtype), row, np.empty_like(x), np.empty_like(row),
                                      np.empty_like(row))
@@ -108,3 +107,4 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     k.embedding.gather(x, ids, np.empty_like(x))
     k.embedding.scatter_add(x, ids, x.copy())
     k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)
+    k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, one, one, one, one, one, one, one, one, one)

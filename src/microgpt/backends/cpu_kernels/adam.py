@@ -23,3 +23,19 @@ def adam(param, grad, m, v, beta1, keep1, beta2, keep2, eps, step, v_scale):
         m[0, i] = m_i
         v[0, i] = v_i
         param[0, i] -= step * m_i / (np.sqrt(v_i * v_scale) + eps)
+
+
+@kernel()
+def adamw(param, grad, m, v, decay_mask, beta1, keep1, beta2, keep2, eps, step, v_scale, decay, grad_scale):
+    """AdamW (backends/adamw.py) in one pass, all arrays (1, total), param, m and v updated in place; grad
+    is only read. decay = lr * weight_decay; the other scalars as for `adam`, in the arrays' dtype."""
+    total = param.shape[1]
+    one = param.dtype.type(1)
+    for i in range(total):
+        g = grad[0, i] * grad_scale
+        m_i = beta1 * m[0, i] + keep1 * g
+        v_i = beta2 * v[0, i] + keep2 * (g * g)
+        m[0, i] = m_i
+        v[0, i] = v_i
+        p = param[0, i] * (one - decay * decay_mask[0, i])
+        param[0, i] = p - step * m_i / (np.sqrt(v_i * v_scale) + eps)

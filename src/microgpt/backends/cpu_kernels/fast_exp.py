@@ -8,7 +8,7 @@ exp(r) by a degree-7 polynomial (relative error below 2 float32 ulp on
 |r| <= ln 2 / 2), times 2^n built from its exponent bits in `scratch` (int32, at
 least count long). Inputs below -87.3 give exactly 0 (float32's exp underflows
 there anyway), above 88.7 they are clamped (softmax's inputs are <= 0 after the
-max shift). float64 keeps libm's exp, for the gradient checks' accuracy.
+max shift), NaN stays NaN. float64 keeps libm's exp, for the gradient checks' accuracy.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def _float32_exp_into(values, count, scratch):
         p = p * r + np.float32(1.6666665459e-1)
         p = p * r + np.float32(5.0000001201e-1)
         scratch[j] = (np.int32(n) + np.int32(127)) << np.int32(23)
-        values[j] = (p * r * r + r + np.float32(1.0)) if values[j] > np.float32(UNDERFLOW) else np.float32(0.0)
+        v = values[j]  # NaN fails both tests below and stays NaN
+        values[j] = (p * r * r + r + np.float32(1.0)) if v > np.float32(UNDERFLOW) else (
+            np.float32(0.0) if v <= np.float32(UNDERFLOW) else v)
     for j in range(count):
         values[j] *= two_to_n[j]
 

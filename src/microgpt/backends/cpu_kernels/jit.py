@@ -9,12 +9,14 @@ imported before the kernel modules, since `kernel` reads the choice.
 fastmath is limited to reassociation and fused multiply-add, so loops over a
 row can be vectorised while NaN and infinity keep their meaning (a non-finite
 loss must still be seen). Reassociation is fixed when a kernel is compiled, so
-it does not make results depend on thread scheduling.
-Only attention runs in parallel (over heads): a parallel launch costs about 40 us
-here, more than a whole LayerNorm or bias gradient at these sizes (measured on
-2 cores, column sums of 2048 x 64: 8 us in one thread, 140 us with prange), so
-the memory-bound kernels run in one thread while BLAS has the cores for the
-products around them.
+it does not make results depend on thread scheduling. error_model="numpy" makes a
+division by zero give inf or NaN, as in NumPy, rather than raise (a NaN score row
+sums to 0 and must come out as NaN probabilities, not an exception).
+Every kernel runs in one thread: a parallel launch costs about 40 us here, more
+than a whole LayerNorm or bias gradient at these sizes (measured on 2 cores,
+column sums of 2048 x 64: 8 us in one thread, 140 us with prange), and even the
+attention softmax gained little from a second thread while BLAS's threads spin
+between the products around it.
 
 numba comes through `microgpt.threads.import_numba`, which picks the threading layer.
 """
@@ -60,12 +62,12 @@ if CACHE_DIR is not None:
     numba.config.CACHE_DIR = str(CACHE_DIR)  # numba's own locator reads this when a kernel is decorated
 
 
-def kernel(parallel: bool = False):
-    """The decorator for a kernel: njit, cached where a directory allows, prange-parallel if asked."""
-    return numba.njit(cache=CACHE_DIR is not None, parallel=parallel, fastmath=FASTMATH, nogil=True)
+def kernel():
+    """The decorator for a kernel: njit, cached where a directory allows."""
+    return numba.njit(cache=CACHE_DIR is not None, fastmath=FASTMATH, error_model="numpy", nogil=True)
 
 
 def inline():
     """The decorator for a helper that kernels call: inlined into them by numba (a call costs more than
     these short loops, and an inlined loop is vectorised with its caller's knowledge of the arrays)."""
-    return numba.njit(inline="always", fastmath=FASTMATH)
+    return numba.njit(inline="always", fastmath=FASTMATH, error_model="numpy")
