@@ -159,7 +159,27 @@ def test_eval_of_a_terrible_but_finite_model_reports_an_infinite_perplexity(work
     assert result["nll"] > 710 and result["perplexity"] == "inf"
 
 
-# ---- 3. SIGTERM is Ctrl-C ---------------------------------------------------------------------------
+def test_a_new_run_that_fails_over_an_old_checkpoint_keeps_its_log_and_says_so(workdir, capsys):
+    assert train("--steps", "5", "--model", "c") == 0
+    log = (workdir / "c.metrics.jsonl").read_text()
+    capsys.readouterr()
+    assert train("--steps", "30", "--model", "c", "--lr", "1e9", "--save-every", "1") == 2
+    assert "the checkpoint at c (step 5) was kept as it was" in one_error_line(capsys)
+    assert (workdir / "c.metrics.jsonl").read_text() == log and not (workdir / "c.metrics.jsonl.new").exists()
+    assert train("--steps", "3", "--model", "c") == 0  # a new run that saves replaces the log with its own
+    assert len((workdir / "c.metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_resume_into_another_directory_that_fails_does_not_claim_it_was_saved(workdir, capsys):
+    assert train("--steps", "3", "--model", "a") == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "a", "--model", "b", "--steps", "30", "--lr", "1e9", "--save-every", "1",
+                 "--quiet", "--gen", "0"]) == 2
+    line = one_error_line(capsys)
+    assert "no checkpoint had been saved yet" in line and not (workdir / "b").exists()
+
+
+# ---- 3. SIGTERM is Ctrl-C# ---- 3. SIGTERM is Ctrl-C ---------------------------------------------------------------------------
 
 
 def test_sigterm_finishes_the_step_saves_and_exits_143(workdir):
@@ -382,8 +402,10 @@ def test_after_kill_9_and_resume_the_metrics_log_has_each_step_once(workdir):
     saved_step = load_checkpoint(workdir / "ck", get_backend("numpy"), with_optimizer=True)[0].params.step
     assert saved_step % 5 == 0 and saved_step >= 5
     assert main(["train", "--resume", "ck", "--steps", str(saved_step + 6), "--quiet", "--gen", "0"]) == 0
-    steps = [json.loads(line)["step"] for line in (workdir / "ck.metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(1, saved_step + 7))
+    records = [json.loads(line) for line in (workdir / "ck.metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, saved_step + 7))
+    times = [r["time"] for r in records]
+    assert times == sorted(times), "a resumed run's times go on from the log's, never back"
 
 
 

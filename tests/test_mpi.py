@@ -163,6 +163,17 @@ def test_a_nan_loss_stops_every_rank_with_one_report(corpus, tmp_path):
     assert not (tmp_path / "ck").exists()
 
 
+def test_unsound_weights_seen_by_rank_0_alone_stop_every_rank(corpus, tmp_path):
+    """Only rank 0 saves, so only it refuses a diverged checkpoint: the job must still end, in one line."""
+    started = time.monotonic()
+    result = mpiexec(2, [str(corpus), *TINY, "--steps", "30", "--save-every", "1", "--lr", "1e9", "--model", "ck"],
+                     tmp_path)
+    assert time.monotonic() - started < FAILURE_LIMIT_S
+    assert result.returncode != 0
+    failures = [line for line in result.stderr.splitlines() if line.startswith("microgpt train: error:")]
+    assert len(failures) == 1 and "past the limit" in failures[0], result.stderr
+
+
 def rank_pids(root_pid: int) -> dict[int, int]:
     """{rank: pid} of the ranks below a running mpiexec: its descendants that have a PMI_RANK."""
     parents, environs = {}, {}

@@ -13,7 +13,7 @@ from microgpt.settings import Settings
 def test_nothing_given_is_the_declared_defaults():
     settings = Settings()
     assert settings.train_config() == TrainConfig()
-    assert settings.run_config() == RunConfig()
+    assert RunConfig(**{key: settings.value(key) for key in ("backend", "max_memory", "gen", "file", "model")}) == RunConfig()
     assert settings.model_config(vocab_size=50) == ModelConfig(vocab_size=50)
     default = ModelConfig(vocab_size=50)
     assert default.head_dims == (default.d_model // 4,) * 4  # 4 equal heads of the default width
@@ -46,7 +46,7 @@ def test_heads_that_contradict_d_model_name_both_sources():
 
 
 def test_a_config_checks_every_setting_however_it_is_made():
-    with pytest.raises(ConfigError, match="--steps must be a whole number of at least 0"):
-        TrainConfig(steps=-1)
+    with pytest.raises(ConfigError, match="--steps must be a whole number of at least 1"):
+        TrainConfig(steps=0)
     with pytest.raises(ConfigError, match="--backend must be one of"):
         RunConfig(backend="tpu")

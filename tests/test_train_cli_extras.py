@@ -163,3 +163,14 @@ def test_threads_is_one_knob_the_model_line_reports(workdir, capsys, backend):
     too_many = str(available_cores() + 1)
     assert main(["train", "text.txt", *TINY, "--no-save", "--backend", backend, "--threads", too_many]) == 2
     assert "threads must be a whole number from 1 to" in error_line(capsys)
+
+
+def test_plot_out_must_be_a_writable_png(workdir, capsys):
+    assert main(["train", "text.txt", *TINY, "--model", "ck"]) == 0
+    capsys.readouterr()
+    assert main(["plot", "ck", "--out", "ck.metrics.jsonl"]) == 2
+    assert "ending in .png" in error_line(capsys)
+    assert main(["plot", "ck", "--out", str(workdir / "missing" / "x.png")]) == 2
+    assert "cannot write" in error_line(capsys)
+    assert main(["plot", "ck", "--out", "both.png"]) == 0
+    assert (workdir / "both.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

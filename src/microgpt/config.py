@@ -148,7 +148,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = setting(2800, "train until step N (a total: a resumed run continues to it)", whole(0))
+    steps: int = setting(2800, "train until step N (a total: a resumed run continues to it)", whole(1))
     seed: int = setting(42, "seeds the initial weights and the random batches", whole(0), metavar="S")
     lr: float = setting(3e-3, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
                         POSITIVE_NUMBER, metavar="X")

@@ -78,10 +78,13 @@ class MPICommunicator:
     def failing_together(self, command: str = "microgpt") -> Iterator[None]:
         """Run the body; an exception in this rank stops every rank, reported as `command: error: rank ...`
         (a stop they all reached together is re-raised for rank 0 to report)."""
-        from microgpt.trainer import TrainingStopped  # every rank raises it at the same step
+        from microgpt.trainer import TrainingStopped, WriterStopped  # every rank raises the first at one step
 
         try:
             yield
+        except WriterStopped as exc:  # rank 0 alone saw it (a refused save): the others must be stopped
+            print(f"{command}: error: {exc}", file=sys.stderr, flush=True)
+            self.comm.Abort(ABORT_STATUS)
         except TrainingStopped:
             if self.is_writer:
                 raise

@@ -311,7 +311,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     tokenizer = CharTokenizer.from_text(corpus.text)
-    d_ff = settings.value("d_ff") if settings.given("d_ff") else None
+    d_ff = settings.value("d_ff") if settings.given("d_ff") or "d_ff" in settings.preset else None
     configs = [spec.model_config(tokenizer.size, settings.value("seq_len"), d_ff) for spec in specs]
     for spec, config in zip(specs, configs):
         check_memory(config, micro_batch, _dtype_bytes(backend), settings.value("max_memory"),

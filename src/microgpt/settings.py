@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from microgpt.config import ConfigError, ModelConfig, RunConfig, TrainConfig, parse_heads, settings_fields
+from microgpt.config import ConfigError, ModelConfig, TrainConfig, parse_heads, settings_fields
 from microgpt.named_runs import NamedRun
 from microgpt.presets import PRESETS
 
@@ -89,9 +89,6 @@ class Settings:
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(**{f.field: self.value(f.key) for f in settings_fields(TrainConfig)})
-
-    def run_config(self) -> RunConfig:
-        return RunConfig(**{f.field: self.value(f.key) for f in settings_fields(RunConfig)})
 
     def check_shape_against(self, config: ModelConfig, checkpoint: Path) -> None:
         """On resume the shape comes from the checkpoint; an explicit shape setting that disagrees is an error."""

@@ -31,7 +31,7 @@ def check_threads(n) -> int:
     """n as an int when 1 <= n <= available_cores(); otherwise a ConfigError saying what is allowed."""
     cores = available_cores()
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= cores:
-        raise ConfigError(f"threads must be a whole number from 1 to {cores} (the cores this machine has), got {n!r}")
+        raise ConfigError(f"--threads must be a whole number from 1 to {cores} (the cores this machine has), got {n!r}")
     return n
 
 

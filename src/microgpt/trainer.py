@@ -46,6 +46,11 @@ class TrainingStopped(RuntimeError):
     """Training stopped early (a non-finite loss); the message says why and what was kept."""
 
 
+class WriterStopped(TrainingStopped):
+    """A stop only the writing process sees (its save refused unsound weights): with several processes it must
+    stop the others too, which are not stopping by themselves."""
+
+
 @dataclass
 class RunPaths:
     """Where a run writes: the checkpoint directory and the files beside it."""
@@ -94,7 +99,9 @@ class Trainer:
             self._val_windows = np.stack([val_tokens[s : s + seq_len + 1] for s in range(0, count * seq_len, seq_len)])
         self._stop_signal: int | None = None
         # the step the checkpoint on disk holds: a resumed model's step, or none yet
-        self._saved_step: int | None = model.params.step if model.params.step > 0 else None
+        self._saved_step: int | None = _step_on_disk(paths.checkpoint)  # the checkpoint a failure leaves
+        self._staged_log: Path | None = None  # a new run's log while the old checkpoint's log is still in place
+        self._time_offset = 0.0  # seconds the resumed run's log had already counted
 
     def train_state(self) -> dict:
         return {**self.run_info, "step": self.model.params.step, "data": self.batches.state(),
@@ -106,10 +113,13 @@ class Trainer:
         try:
             save_checkpoint(directory, self.model, self.vocab, self.train_state())
         except UnsoundWeights as exc:
-            raise TrainingStopped(f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. "
+            raise WriterStopped(f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. "
                                   "Try a lower --lr.") from None
         if directory == self.paths.checkpoint:
             self._saved_step = self.model.params.step
+            if self._staged_log is not None:  # the new checkpoint is in place: its log replaces the old one
+                os.replace(self._staged_log, self.paths.metrics)
+                self._staged_log = None
 
     def validation_loss(self) -> float:
         """Mean loss over the held-out windows, batch_size windows per forward."""
@@ -133,14 +143,17 @@ class Trainer:
                 while params.step < cfg.steps and not stopping and not (self.comm.size == 1 and self._stop_signal):
                     windows = self.batches.next()
                     try:
-                        # a stop asked in any process ends the loop in every one, after the same step
-                        loss, stopping, update = train_step(self.model, windows, self.optimizer, self.comm,
-                                                            cfg.grad_accum, self._stop_signal is not None)
+                        # a stop asked in any process ends the loop in every one, after the same step; a
+                        # diverging step's overflow warnings are left unsaid: the checks below name it once
+                        with np.errstate(over="ignore", invalid="ignore"):
+                            loss, stopping, update = train_step(self.model, windows, self.optimizer, self.comm,
+                                                                cfg.grad_accum, self._stop_signal is not None)
                     except NonFiniteLoss as exc:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
                     losses.append(loss)
                     step, now = params.step, time.perf_counter()
-                    record = {"step": step, "loss": loss, "time": round(now - start, 4), "lr": update.lr}
+                    record = {"step": step, "loss": loss, "time": round(self._time_offset + now - start, 4),
+                              "lr": update.lr}
                     if update.grad_norm is not None:
                         record["grad_norm"] = update.grad_norm
                     due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
@@ -164,6 +177,8 @@ class Trainer:
             self.progress.close()
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
+            if self._staged_log is not None:  # never saved: the old checkpoint keeps its own log
+                self._staged_log.unlink(missing_ok=True)
         return RunSummary(
             steps=params.step, steps_run=len(losses), final_loss=losses[-1] if losses else math.nan,
             val_loss=val_loss, best_val_loss=self.best_val_loss, seconds=seconds,
@@ -180,8 +195,10 @@ class Trainer:
         return f"the checkpoint at {self.paths.checkpoint} (step {self._saved_step}) was kept as it was"
 
     def _metrics_log(self, first_step: int):
-        """The JSONL metrics file, or no log with --no-save. A new run starts one; a resumed run keeps the
-        records up to its checkpoint's step and adds to them."""
+        """The JSONL metrics file, or no log with --no-save. A resumed run keeps the records up to its
+        checkpoint's step and adds to them (its times continuing from theirs). A new run starts a log; where it
+        replaces a checkpoint, it writes `<log>.new` until its first save, so a run that fails before then
+        leaves the old checkpoint's log as it was."""
         path = self.paths.metrics
         if path is None:
             return contextlib.nullcontext()
@@ -192,6 +209,10 @@ class Trainer:
                 tmp = path.with_name(path.name + ".tmp")
                 tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
                 os.replace(tmp, path)
+                self._time_offset = json.loads(kept[-1]).get("time", 0.0) if kept else 0.0
+            if first_step == 0 and self._saved_step is not None and path.exists():
+                self._staged_log = path.with_name(path.name + ".new")
+                return open(self._staged_log, "w", encoding="utf-8")
             return open(path, "a" if first_step > 0 else "w", encoding="utf-8")
         except OSError as exc:
             raise CheckpointError(f"cannot write {exc.filename or path} ({exc.strerror or exc}); {self._kept()}") from None
@@ -223,6 +244,17 @@ class Trainer:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _step_on_disk(checkpoint: Path | None) -> int | None:
+    """The step of the checkpoint saved at `checkpoint`, or None when there is none there."""
+    if checkpoint is None:
+        return None
+    try:
+        step = json.loads((checkpoint / "train_state.json").read_text(encoding="utf-8")).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) else None
 
 
 def _record_step(line: str) -> int | None:

@@ -34,7 +34,13 @@ def run(args) -> int:
             raise ConfigError(f"{run_dir} has no metrics log ({log} is missing); give a checkpoint a run wrote "
                               "without --no-save, or its .metrics.jsonl")
         logs[str(run_dir).rstrip("/")] = log
-    if write_runs_plot(logs, args.out, args.title, args.x) is None:
+    if args.out.suffix.lower() != ".png":
+        raise ConfigError(f"--out {args.out}: the plot is a PNG, so give a path ending in .png")
+    try:
+        drawn = write_runs_plot(logs, args.out, args.title, args.x)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc}); give a writable --out") from None
+    if drawn is None:
         raise ConfigError(f"none of {', '.join(logs)} has logged a step yet; nothing to draw")
     print(f"plot: {args.out}")
     return 0

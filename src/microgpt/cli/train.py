@@ -95,10 +95,10 @@ def run_single(args, settings: Settings, backend, comm) -> int:
               + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
         if comm.size > 1:
             print(f"processes: {comm.placement()}", flush=True)  # before any failure, to name a dead pid's rank
+        for note in run.notes:  # before training, so a schedule the user did not mean can still be stopped
+            print(f"note: {note}")
         summary = run.train(Progress(args.quiet or not comm.is_writer))
         print_summary(summary)
-        for note in run.notes:
-            print(f"note: {note}")
         print_parallel_layout(run)
         saved = report_plot(run, summary)
         if saved and args.config is not None and plot_available():
