@@ -66,3 +66,16 @@ def set_threads(n: int | None = None) -> int:
         return n
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
     return n
+
+
+def blas_thread_setter():
+    """A function n -> None that sets the BLAS pool to n threads, cheaply (about a microsecond), for code
+    that switches BLAS between one thread per caller and the whole pool."""
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+
+    def set_blas_threads(n: int) -> None:
+        controller.limit(limits=n, user_api="blas")
+
+    return set_blas_threads

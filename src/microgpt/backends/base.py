@@ -8,7 +8,9 @@ are the in-place twins of `add!` and `scale!` there). A new backend implements
 its abstract methods and can train. The fused ops and `causal_attention` have
 default implementations built from the separate ones, to be fused later;
 `adamw_step` (ours, not the spec's: the optimiser of optim.py beyond the
-reference's Adam) has a default that computes on the host.
+reference's Adam) has a default that computes on the host. `streams`,
+`run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
+batch at once (the cpu backend, one per thread); by default there is one stream.
 
 `ReferenceAPI` holds the operations of the reference's CuBLASBackend that
 nothing here calls (raw device memory, the cuBLAS handle, `release`,
@@ -22,7 +24,7 @@ A "Mat" is the backend's native 2-D array (numpy.ndarray, cupy.ndarray).
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -226,6 +228,21 @@ class Backend(abc.ABC):
         """bias_add(x, bias) then relu_forward(x); x itself is left holding x + bias."""
         self.bias_add(x, bias)
         return self.relu_forward(x)
+
+    # ---- independent passes at once -----------------------------------------------------------
+
+    streams: int = 1  # passes the backend can run at the same time (the cpu backend: one per thread)
+
+    def run_streams(self, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Run each task (a callable doing backend work that touches no other task's arrays), at most
+        `streams` at once, and return their results in order. This default runs them one after another."""
+        return [task() for task in tasks]
+
+    def add_weighted_(self, dst: Mat, sources: Mat, weights: Sequence[float]) -> None:
+        """In place dst += sum_i weights[i] * sources[i], added in the order of i, for dst (1, n) and
+        sources (k, n): the gradients of a batch's shards (`streams`) combined into one."""
+        for i, weight in enumerate(weights):
+            self.add_(dst, self.scale(sources[i : i + 1], weight))
 
     # ---- device -----------------------------------------------------------------------------
 

@@ -25,8 +25,12 @@ import numpy as np
 
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
 from microgpt.backends.cpu_kernels import load
+from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.threads import set_threads
+
+
+ZERO_CHUNKED_SIZE = 1 << 20  # zero_ splits arrays this large over the streams (a gradient store)
 
 
 def _contiguous(*arrays) -> bool:
@@ -40,6 +44,15 @@ class CpuBackend(NumpyBackend):
         super().__init__(dtype)
         self.kernels = load(self.dtype)  # BackendUnavailable (with the fix) when numba is missing or broken
         self.threads = set_threads(threads)
+        self.streams = self.threads  # the model splits a batch into this many shards, run at once
+        self._pool = StreamPool(self.threads)
+
+    def run_streams(self, tasks):
+        return self._pool.run(tasks)
+
+    def _over_chunks(self, total: int, work) -> None:
+        """work(start, end) for column ranges splitting 0..total, one per stream, at once."""
+        self._pool.run([lambda lo=lo, hi=hi: work(lo, hi) for lo, hi in self._pool.chunks(total)])
 
     def _typed(self, value: float):
         return self.dtype.type(value)
@@ -146,8 +159,10 @@ class CpuBackend(NumpyBackend):
         step = lr / (1 - ADAM_BETA1**t)
         v_scale = 1 / (1 - ADAM_BETA2**t)
         typed = self._typed
-        self.kernels.adam.adam(param, grad, m, v, typed(ADAM_BETA1), typed(1 - ADAM_BETA1), typed(ADAM_BETA2),
-                               typed(1 - ADAM_BETA2), typed(ADAM_EPS), typed(step), typed(v_scale))
+        scalars = (typed(ADAM_BETA1), typed(1 - ADAM_BETA1), typed(ADAM_BETA2), typed(1 - ADAM_BETA2), typed(ADAM_EPS),
+                   typed(step), typed(v_scale))
+        self._over_chunks(param.shape[1], lambda lo, hi: self.kernels.adam.adam(
+            param[:, lo:hi], grad[:, lo:hi], m[:, lo:hi], v[:, lo:hi], *scalars))
 
     def adamw_step(self, param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
         arrays = (param, grad, m, v, decay_mask)
@@ -155,6 +170,22 @@ class CpuBackend(NumpyBackend):
                 any(a.shape != param.shape or a.dtype != self.dtype for a in arrays):
             return super().adamw_step(param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale)
         typed = self._typed
-        self.kernels.adam.adamw(param, grad, m, v, decay_mask, typed(beta1), typed(1 - beta1), typed(beta2),
-                                typed(1 - beta2), typed(ADAM_EPS), typed(lr / (1 - beta1**t)),
-                                typed(1 / (1 - beta2**t)), typed(lr * weight_decay), typed(grad_scale))
+        scalars = (typed(beta1), typed(1 - beta1), typed(beta2), typed(1 - beta2), typed(ADAM_EPS),
+                   typed(lr / (1 - beta1**t)), typed(1 / (1 - beta2**t)), typed(lr * weight_decay), typed(grad_scale))
+        self._over_chunks(param.shape[1], lambda lo, hi: self.kernels.adam.adamw(
+            param[:, lo:hi], grad[:, lo:hi], m[:, lo:hi], v[:, lo:hi], decay_mask[:, lo:hi], *scalars))
+
+    def add_weighted_(self, dst, sources, weights):
+        if not _contiguous(dst, sources) or dst.ndim != 2 or dst.shape[0] != 1 or sources.ndim != 2 or \
+                sources.shape[1] != dst.shape[1] or len(weights) != sources.shape[0] or \
+                dst.dtype != self.dtype or sources.dtype != self.dtype:
+            return super().add_weighted_(dst, sources, weights)
+        weights = np.asarray(weights, dtype=self.dtype)  # (k,)
+        self._over_chunks(dst.shape[1], lambda lo, hi: self.kernels.weighted_sum.add_weighted(
+            dst, sources, weights, lo, hi))
+
+    def zero_(self, a):
+        if a.size < ZERO_CHUNKED_SIZE or not _contiguous(a):
+            return super().zero_(a)
+        flat = a.reshape(-1)  # a view: a is contiguous
+        self._over_chunks(flat.size, lambda lo, hi: flat[lo:hi].fill(0))

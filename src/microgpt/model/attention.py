@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from microgpt.backends.base import Backend
 from microgpt.model.layers import Linear, linear_specs
-from microgpt.model.params import Parameters, ParamSpec
+from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 
 
@@ -67,7 +67,7 @@ def merge_heads(dst, heads, group: HeadGroup) -> None:
 
 
 class Attention:
-    def __init__(self, backend: Backend, params: Parameters, name: str, head_dims: tuple[int, ...],
+    def __init__(self, backend: Backend, params: ParameterViews, name: str, head_dims: tuple[int, ...],
                  rope: RopeTables):
         self.be = backend
         self.wq, self.wk, self.wv, self.wo = (Linear(backend, params, f"{name}.{p}") for p in ("wq", "wk", "wv", "wo"))

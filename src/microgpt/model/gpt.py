@@ -10,6 +10,7 @@ reading and extending a KV cache (`microgpt.model.decode`).
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from microgpt.backends.base import Backend
 from microgpt.config import ModelConfig
 from microgpt.model.attention import Attention
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
-from microgpt.model.params import Parameters, ParamSpec
+from microgpt.model.params import ParameterViews, Parameters, ParamSpec
 from microgpt.model.rope import RopeTables
 
 
@@ -38,7 +39,7 @@ def param_specs(config: ModelConfig) -> list[ParamSpec]:
 class Block:
     """x + Attn(LN1(x)), then x + FFN(LN2(x))."""
 
-    def __init__(self, backend: Backend, params: Parameters, name: str, config: ModelConfig, rope: RopeTables):
+    def __init__(self, backend: Backend, params: ParameterViews, name: str, config: ModelConfig, rope: RopeTables):
         self.be = backend
         self.ln1 = LayerNorm(backend, params, f"{name}.ln1")
         self.attn = Attention(backend, params, f"{name}.attn", config.head_dims, rope)
@@ -74,11 +75,18 @@ class GPT:
         self.params = Parameters(backend, param_specs(config))
         self.params.initialize(seed)
         self.rope = RopeTables(backend, config.seq_len)
-        self.tok_emb = self.params.value["tok_emb"]
-        self.d_tok_emb = self.params.gradient["tok_emb"]
-        self.blocks = [Block(backend, self.params, f"blocks.{i}", config, self.rope) for i in range(config.n_layers)]
-        self.final_norm = LayerNorm(backend, self.params, "final_norm")
-        self.head = Linear(backend, self.params, "head")
+        self._bind_layers(ParameterViews(self.params.value, self.params.gradient))
+        self._shard_grads = None  # (shards, total): each shard's gradient when a batch is split, made on first use
+        self._shard_models: list[GPT] = []  # the copies that run the shards, made with _shard_grads
+
+    def _bind_layers(self, views: ParameterViews) -> None:
+        """Make the layers, reading weights from views.value and adding gradients into views.gradient."""
+        be, config = self.be, self.config
+        self.tok_emb = views.value["tok_emb"]
+        self.d_tok_emb = views.gradient["tok_emb"]
+        self.blocks = [Block(be, views, f"blocks.{i}", config, self.rope) for i in range(config.n_layers)]
+        self.final_norm = LayerNorm(be, views, "final_norm")
+        self.head = Linear(be, views, "head")
 
     @property
     def n_params(self) -> int:
@@ -140,15 +148,61 @@ class GPT:
         on_device = self.be.ids(windows)  # (B, T+1)
         return batch, seq_len, on_device[:, :-1].reshape(-1), on_device[:, 1:].reshape(-1)  # (B*T,) each
 
+    def _shards(self, windows: np.ndarray) -> list[np.ndarray]:
+        """windows (B, T+1) as contiguous shards of sequences, one per backend stream (at most B)."""
+        count = min(self.be.streams, len(windows))
+        return np.array_split(windows, count) if count > 1 else [windows]
+
+    def _shard_copies(self, count: int) -> list[GPT]:
+        """count shallow copies of this model whose layers read its weights and each add their gradients into a
+        row of _shard_grads (count, total), zeroed here."""
+        if self._shard_grads is None or self._shard_grads.shape[0] < count:
+            self._shard_grads = self.be.zeros((count, self.params.total))  # (shards, total)
+            self._shard_models = []
+            for i in range(count):
+                copy = object.__new__(GPT)
+                copy.config, copy.be, copy.params, copy.rope = self.config, self.be, self.params, self.rope
+                copy._bind_layers(ParameterViews(self.params.value,
+                                                 self.params.gradient_views(self._shard_grads[i : i + 1])))
+                self._shard_models.append(copy)
+        self.be.zero_(self._shard_grads)
+        return self._shard_models[:count]
+
     def loss(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1), forward only."""
+        """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
+        windows = np.asarray(windows)
+        shards = self._shards(windows)
+        losses = self.be.run_streams([partial(self._shard_loss, shard) for shard in shards])
+        return _weighted_mean(losses, shards)
+
+    def _shard_loss(self, windows: np.ndarray) -> float:
         batch, seq_len, inputs, targets = self._upload_windows(windows)
         logits, _ = self._forward(inputs, batch, seq_len)  # (B*T, vocab)
         loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
         return loss
 
     def loss_and_backward(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad."""
+        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad.
+
+        On a backend with several streams (the cpu backend: one per thread) the batch is split into a shard
+        of sequences per stream, and the shards run at once, each on a copy of the model that adds its
+        gradient into a buffer of its own. Their mean losses and gradients are then combined, weighted by
+        their sizes, in shard order: the batch's mean, summed in another order than one pass would sum it
+        (so the same seed and thread count give the same bits, another thread count agrees to rounding).
+        """
+        windows = np.asarray(windows)
+        shards = self._shards(windows)
+        if len(shards) == 1:
+            return self._shard_loss_and_backward(windows)
+        copies = self._shard_copies(len(shards))
+        losses = self.be.run_streams([partial(copy._shard_loss_and_backward, shard)
+                                      for copy, shard in zip(copies, shards)])
+        weights = [len(shard) / len(windows) for shard in shards]
+        self.be.add_weighted_(self.params.grad, self._shard_grads[: len(shards)], weights)
+        return _weighted_mean(losses, shards)
+
+    def _shard_loss_and_backward(self, windows: np.ndarray) -> float:
+        """One pass over windows (B, T+1): the mean loss, every gradient added into this model's layers' buffers."""
         batch, seq_len, inputs, targets = self._upload_windows(windows)
         logits, (h, norm_saved, block_saved) = self._forward(inputs, batch, seq_len)  # logits (B*T, vocab)
         loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
@@ -174,6 +228,12 @@ class GPT:
         loss = self.gradients(windows)
         self.params.adam_step(lr)
         return loss
+
+
+def _weighted_mean(losses: list[float], shards: list[np.ndarray]) -> float:
+    """The batch's mean loss from its shards' means, each weighted by its share of the sequences, in order."""
+    total = sum(len(shard) for shard in shards)
+    return sum(loss * (len(shard) / total) for loss, shard in zip(losses, shards)) if len(shards) > 1 else losses[0]
 
 
 class NonFiniteLoss(ArithmeticError):

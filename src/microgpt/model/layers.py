@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from microgpt.backends.base import Backend
-from microgpt.model.params import Parameters, ParamSpec
+from microgpt.model.params import ParameterViews, ParamSpec
 
 
 def linear_specs(name: str, d_in: int, d_out: int) -> list[ParamSpec]:
@@ -27,7 +27,7 @@ def layer_norm_specs(name: str, d: int) -> list[ParamSpec]:
 class Linear:
     """y = x @ w + b."""
 
-    def __init__(self, backend: Backend, params: Parameters, name: str):
+    def __init__(self, backend: Backend, params: ParameterViews, name: str):
         self.be = backend
         self.w, self.b = params.value[f"{name}.w"], params.value[f"{name}.b"]
         self.dw, self.db = params.gradient[f"{name}.w"], params.gradient[f"{name}.b"]
@@ -46,7 +46,7 @@ class Linear:
 
 
 class LayerNorm:
-    def __init__(self, backend: Backend, params: Parameters, name: str):
+    def __init__(self, backend: Backend, params: ParameterViews, name: str):
         self.be = backend
         self.gamma, self.beta = params.value[f"{name}.gamma"], params.value[f"{name}.beta"]
         self.dgamma, self.dbeta = params.gradient[f"{name}.gamma"], params.gradient[f"{name}.beta"]
@@ -66,7 +66,7 @@ class LayerNorm:
 class FeedForward:
     """Linear(d, d_ff) -> ReLU -> Linear(d_ff, d)."""
 
-    def __init__(self, backend: Backend, params: Parameters, name: str):
+    def __init__(self, backend: Backend, params: ParameterViews, name: str):
         self.be = backend
         self.l1 = Linear(backend, params, f"{name}.l1")
         self.l2 = Linear(backend, params, f"{name}.l2")

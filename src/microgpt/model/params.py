@@ -48,7 +48,7 @@ class Parameters:
             self._offsets[spec.name] = offset
             offset += spec.size
         self.value = {name: self._view(self.data, name) for name in self.specs}
-        self.gradient = {name: self._view(self.grad, name) for name in self.specs}
+        self.gradient = self.gradient_views(self.grad)
 
     def _view(self, buffer, name: str):
         """The parameter's (mem_shape) view into buffer (1, total). Writes through it must land in buffer: the
@@ -56,6 +56,11 @@ class Parameters:
         spec = self.specs[name]
         start = self._offsets[name]
         return buffer[0, start : start + spec.size].reshape(spec.mem_shape)  # (mem_shape), a view
+
+    def gradient_views(self, buffer) -> dict[str, object]:
+        """Each parameter's view into another flat (1, total) gradient buffer (a shard's, when a batch is
+        split over the backend's streams)."""
+        return {name: self._view(buffer, name) for name in self.specs}
 
     def initialize(self, seed: int) -> None:
         """Draw every parameter from its init distribution with a host RNG, so all backends start alike."""
@@ -93,3 +98,12 @@ class Parameters:
         for name, spec in self.specs.items():
             flat[self._offsets[name] : self._offsets[name] + spec.size] = np.asarray(tensors[name]).reshape(-1)
         self._upload(flat, self.data if buffer is None else buffer)
+
+
+@dataclass(frozen=True)
+class ParameterViews:
+    """What layers bind to: the weights to read and the gradients to add into (a shard's, when a batch is
+    split; `Parameters` itself has both attributes and serves for its own gradients)."""
+
+    value: dict
+    gradient: dict

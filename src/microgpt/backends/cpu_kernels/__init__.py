@@ -37,6 +37,7 @@ def _import_kernels() -> SimpleNamespace:
             layer_norm,
             relu,
             rope,
+            weighted_sum,
         )
     except Exception as exc:  # ImportError, or a broken llvmlite/numba raising anything
         raise BackendUnavailable(
@@ -45,7 +46,7 @@ def _import_kernels() -> SimpleNamespace:
         ) from exc
     return SimpleNamespace(
         adam=adam, attention=attention, column_sums=column_sums, cross_entropy=cross_entropy,
-        embedding=embedding, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope,
+        embedding=embedding, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope, weighted_sum=weighted_sum,
     )
 
 
@@ -106,5 +107,6 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     k.rope.rope(x.copy(), x, x, one)
     k.embedding.gather(x, ids, np.empty_like(x))
     k.embedding.scatter_add(x, ids, x.copy())
+    k.weighted_sum.add_weighted(row.copy(), x, np.ones(2, dtype=dtype), 0, 4)
     k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)
     k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, one, one, one, one, one, one, one, one, one)

@@ -1,0 +1,62 @@
+"""The cpu backend's streams: independent passes run at once, one per thread, each with BLAS in that thread.
+
+On a few cores a small model's step is many short operations: products of
+(rows x 64) by (64 x 64), LayerNorms of a few thousand rows. BLAS gains little
+from splitting such a product over cores, and the fused kernels run in one
+thread, so with one pass over the batch most cores idle most of the time. Run
+instead one pass per core over its shard of the batch (the model splits it),
+each calling BLAS in its own thread: every operation then runs at one core's
+full rate, and nothing waits. Measured on 2 cores (reference shape, B=16): a
+step took 1.6x less time than one pass with two BLAS threads.
+
+`StreamPool.run(tasks)` runs the first task in the calling thread and the others
+on worker threads (NumPy's BLAS and the numba kernels, compiled with nogil,
+release the GIL), with the BLAS pool set to one thread for the duration and
+restored afterwards. It returns when every task has ended; the first exception
+is raised then, so no task outlives the call. A run asked for by a running task
+runs its tasks in that task's thread, one after another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+from microgpt.threads import blas_thread_setter
+
+
+class StreamPool:
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None  # made on first use: threads - 1 workers
+        self._set_blas_threads = blas_thread_setter()
+        self._running = False  # tasks are running on the pool now
+
+    def run(self, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Each task's result, in order; at most `threads` run at once."""
+        if len(tasks) > self.threads:
+            raise ValueError(f"{len(tasks)} tasks for {self.threads} streams")
+        if len(tasks) <= 1 or self._running:  # a task's own run_streams (zero_ of a large array) runs in its thread
+            return [task() for task in tasks]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="microgpt-stream")
+        self._set_blas_threads(1)
+        self._running = True
+        try:
+            others = [self._pool.submit(task) for task in tasks[1:]]
+            try:
+                first = tasks[0]()
+            finally:
+                wait(others)  # never return (or raise) while a task still runs
+            return [first, *(future.result() for future in others)]
+        finally:
+            self._running = False
+            self._set_blas_threads(self.threads)
+
+    def chunks(self, total: int, align: int = 64) -> list[tuple[int, int]]:
+        """[start, end) ranges splitting 0..total into at most `threads` parts, each start a multiple of
+        align (so every part's vectorised loop sees the same lanes as a single pass would)."""
+        size = -(-total // self.threads)  # ceil
+        size = -(-size // align) * align
+        return [(start, min(start + size, total)) for start in range(0, total, size)] or [(0, 0)]

@@ -1,0 +1,194 @@
+"""A batch split over the backend's streams: the model's shards, the cpu backend's thread pool, and the
+element-wise ops that run in column chunks.
+
+The split's arithmetic is checked on any machine with a NumPy backend that
+claims several streams and runs them one after another; the threads themselves
+with the cpu backend where there are two cores.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.backends.cpu_streams import StreamPool
+from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.config import ModelConfig
+from microgpt.model import GPT
+from microgpt.threads import available_cores, set_threads
+
+# unequal heads, T not a multiple of 16; B=5 splits unevenly into 2+2+1 or 3+2
+CONFIG = ModelConfig(vocab_size=29, d_model=24, n_layers=2, head_dims=(8, 8, 5, 3), d_ff=40, seq_len=19)
+two_cores = pytest.mark.skipif(available_cores() < 2, reason="needs two cores to run two streams")
+
+
+class ThreeStreams(NumpyBackend):
+    """The NumPy reference claiming three streams, run one after another (the base class's run_streams)."""
+
+    streams = 3
+
+
+def windows(batch: int = 5, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, CONFIG.vocab_size, size=(batch, CONFIG.seq_len + 1))  # (B, T+1)
+
+
+@pytest.fixture(autouse=True)
+def all_cores_after():
+    yield
+    set_threads()
+
+
+def loss_and_grad(backend, batch: np.ndarray, preload: float = 0.0) -> tuple[float, np.ndarray]:
+    model = GPT(CONFIG, backend, seed=2)
+    model.params.grad[...] = preload
+    loss = model.loss_and_backward(batch)
+    return loss, backend.to_host(model.params.grad)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5, 7])
+def test_a_split_batch_gives_the_whole_batch_mean(batch):
+    # float64, the same terms summed in another order: agreement to ~1e-15, so 1e-12 is a tight check that
+    # each shard is weighted by its share of the sequences (a wrong weight is off by ~10% or more).
+    one_loss, one_grad = loss_and_grad(NumpyBackend(np.float64), windows(batch))
+    split_loss, split_grad = loss_and_grad(ThreeStreams(np.float64), windows(batch))
+    assert split_loss == pytest.approx(one_loss, rel=1e-12)
+    np.testing.assert_allclose(split_grad, one_grad, rtol=0, atol=1e-12 * np.abs(one_grad).max())
+
+
+def test_a_split_batch_adds_into_the_gradient_already_there():
+    # loss_and_backward adds into params.grad (gradient accumulation relies on it), split or not
+    _, one_grad = loss_and_grad(NumpyBackend(np.float64), windows(), preload=0.5)
+    _, split_grad = loss_and_grad(ThreeStreams(np.float64), windows(), preload=0.5)
+    np.testing.assert_allclose(split_grad, one_grad, rtol=0, atol=1e-12)
+    assert np.abs(split_grad - 0.5).max() > 1e-3  # the gradient itself was added
+
+
+def test_shard_gradients_start_from_zero_every_step():
+    model = GPT(CONFIG, ThreeStreams(np.float64), seed=2)
+    first = model.train_step(windows(seed=1), 1e-2)
+    fresh = GPT(CONFIG, ThreeStreams(np.float64), seed=2)
+    assert fresh.train_step(windows(seed=1), 1e-2) == first
+    # a second step on the same model equals a fresh model's step from the same weights
+    model.params.zero_grad()
+    second = model.loss_and_backward(windows(seed=3))
+    clone = GPT(CONFIG, NumpyBackend(np.float64), seed=2)
+    clone.params.data[...] = model.params.data
+    clone.params.zero_grad()
+    assert clone.loss_and_backward(windows(seed=3)) == pytest.approx(second, rel=1e-12)
+    np.testing.assert_allclose(model.params.grad, clone.params.grad, rtol=0, atol=1e-12)
+
+
+def test_forward_loss_of_a_split_batch():
+    one = GPT(CONFIG, NumpyBackend(np.float64), seed=2).loss(windows(7))
+    assert GPT(CONFIG, ThreeStreams(np.float64), seed=2).loss(windows(7)) == pytest.approx(one, rel=1e-12)
+
+
+@two_cores
+def test_cpu_streams_match_the_reference_in_float64():
+    # the cpu backend with two threads splits B=5 into 3 + 2 and runs them at once
+    one_loss, one_grad = loss_and_grad(NumpyBackend(np.float64), windows())
+    backend = get_backend("cpu", dtype=np.float64, threads=2)
+    assert backend.streams == 2
+    split_loss, split_grad = loss_and_grad(backend, windows())
+    assert split_loss == pytest.approx(one_loss, rel=1e-12)
+    np.testing.assert_allclose(split_grad, one_grad, rtol=0, atol=1e-12 * np.abs(one_grad).max())
+
+
+@two_cores
+def test_blas_threads_are_restored_after_the_streams():
+    from threadpoolctl import threadpool_info
+
+    model = GPT(CONFIG, get_backend("cpu", threads=2), seed=2)
+    model.train_step(windows(), 1e-3)
+    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {2}
+
+
+def test_stream_pool_returns_results_in_order_and_runs_tasks_at_once():
+    pool = StreamPool(3)
+    started = threading.Barrier(3, timeout=10)  # only passes if all three tasks run at the same time
+
+    def task(value):
+        started.wait()
+        return value
+
+    assert pool.run([lambda v=v: task(v) for v in "abc"]) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="4 tasks for 3 streams"):
+        pool.run([lambda: None] * 4)
+
+
+def test_stream_pool_raises_only_after_every_task_has_ended():
+    pool = StreamPool(2)
+    finished = []
+
+    def slow():
+        time.sleep(0.2)
+        finished.append("slow")
+
+    def failing():
+        raise RuntimeError("shard failed")
+
+    with pytest.raises(RuntimeError, match="shard failed"):
+        pool.run([failing, slow])
+    assert finished == ["slow"]  # the other task was waited for, so no task outlives the call
+    assert pool.run([lambda: 1, lambda: 2]) == [1, 2]  # and the pool still works
+
+
+def test_a_run_inside_a_task_runs_in_that_task():
+    pool = StreamPool(2)
+    inner = []
+
+    def task():
+        inner.extend(pool.run([lambda: threading.get_ident(), lambda: threading.get_ident()]))
+        return threading.get_ident()
+
+    outer = pool.run([task, lambda: None])
+    assert inner == [outer[0], outer[0]]
+
+
+@pytest.mark.parametrize("total", [1, 63, 64, 65, 1000, 4099])
+def test_chunks_cover_the_range_once_at_aligned_starts(total):
+    chunks = StreamPool(3).chunks(total)
+    assert chunks[0][0] == 0 and chunks[-1][1] == total
+    assert all(end == start for (_, end), (start, _) in zip(chunks, chunks[1:]))
+    assert all(start % 64 == 0 and start < end for start, end in chunks)
+    assert len(chunks) <= 3
+
+
+@two_cores
+@pytest.mark.parametrize("op", ["adam", "adamw", "add_weighted"])
+def test_chunked_element_wise_ops_give_the_same_bits_for_any_thread_count(op):
+    # Adam, AdamW and the gradient combination are element-wise and run in column chunks, one per thread;
+    # every element's arithmetic is the same whichever chunk it falls in, so the bits must be too.
+    # 10,007 entries: not a multiple of the chunk alignment or of any vector width.
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal((1, 10_007)).astype(np.float32) for _ in range(5)]
+    sources = rng.standard_normal((2, 10_007)).astype(np.float32)
+    mask = (rng.random((1, 10_007)) < 0.5).astype(np.float32)
+    results = []
+    for threads in (1, 2):
+        backend = get_backend("cpu", threads=threads)
+        param, grad, m, v, dst = (a.copy() for a in start)
+        v = np.abs(v)
+        if op == "adam":
+            backend.adam_step(param, grad, m, v, 1e-3, 3)
+        elif op == "adamw":
+            backend.adamw_step(param, grad, m, v, mask, 1e-3, 3, 0.9, 0.95, 0.1, 0.5)
+        else:
+            backend.add_weighted_(dst, sources, [0.6, 0.4])
+        results.append([param, m, v, dst])
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)
+
+
+def test_add_weighted_matches_the_reference():
+    # float32, a fused multiply-add in the kernel against NumPy's separate rounding: 1 ulp of the result
+    rng = np.random.default_rng(1)
+    dst, sources = rng.standard_normal((1, 3001)).astype(np.float32), rng.standard_normal((3, 3001)).astype(np.float32)
+    expected = dst.copy()
+    NumpyBackend().add_weighted_(expected, sources, [0.5, 0.25, 0.25])
+    get_backend("cpu").add_weighted_(dst, sources, [0.5, 0.25, 0.25])
+    np.testing.assert_allclose(dst, expected, rtol=1e-6, atol=1e-6)
