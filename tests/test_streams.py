@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -153,7 +154,7 @@ def test_a_run_inside_a_task_runs_in_that_task():
 def test_chunks_cover_the_range_once_at_aligned_starts(total):
     chunks = StreamPool(3).chunks(total)
     assert chunks[0][0] == 0 and chunks[-1][1] == total
-    assert all(end == start for (_, end), (start, _) in zip(chunks, chunks[1:]))
+    assert all(end == start for (_, end), (start, _) in pairwise(chunks))
     assert all(start % 64 == 0 and start < end for start, end in chunks)
     assert len(chunks) <= 3
 

@@ -29,7 +29,6 @@ from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.threads import set_threads
 
-
 ZERO_CHUNKED_SIZE = 1 << 20  # zero_ splits arrays this large over the streams (a gradient store)
 
 

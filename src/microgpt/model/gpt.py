@@ -18,7 +18,7 @@ from microgpt.backends.base import Backend
 from microgpt.config import ModelConfig
 from microgpt.model.attention import Attention
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
-from microgpt.model.params import ParameterViews, Parameters, ParamSpec
+from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 
 
