@@ -145,10 +145,15 @@ def print_cprofile(profile: cProfile.Profile, steps: int, top: int) -> None:
         )
 
 
-def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top: int) -> None:
+def make_backend(name: str, threads: int):
+    """The backend with the run's threads (the cpu backend sets them itself when made)."""
+    return get_backend(name, threads=threads) if name == "cpu" else get_backend(name)
+
+
+def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top: int, threads: int) -> None:
     warmup = random_batches(config, batch, 3)
     batches = random_batches(config, batch, steps)
-    plain = GPT(config, get_backend(backend), seed=0)
+    plain = GPT(config, make_backend(backend, threads), seed=0)
     run_steps(plain, warmup)
     step_seconds = run_steps(plain, batches) / steps
     print(
@@ -156,7 +161,7 @@ def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top
     )
 
     ops, layers = ExclusiveTimer(), ExclusiveTimer()
-    model = GPT(config, get_backend(backend), seed=0)
+    model = GPT(config, make_backend(backend, threads), seed=0)
     wrap_backend_ops(model.be, ops)
     wrap_layers(model, layers)
     run_steps(model, warmup)
@@ -169,7 +174,7 @@ def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top
         "layers (exclusive of nested layers)", layers, steps, wrapped_seconds, top, "train_step itself"
     )
 
-    fresh = GPT(config, get_backend(backend), seed=0)
+    fresh = GPT(config, make_backend(backend, threads), seed=0)
     run_steps(fresh, warmup)
     profile = cProfile.Profile()
     profile.enable()
@@ -192,7 +197,7 @@ def main(argv=None) -> None:
     print(f"{set_threads(args.threads)} threads")
     for batch in args.batch_sizes:
         for backend in args.backends:
-            profile_batch(config, backend, batch, args.steps, args.top)
+            profile_batch(config, backend, batch, args.steps, args.top, args.threads)
             print()
 
 

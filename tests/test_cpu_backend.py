@@ -47,7 +47,8 @@ def all_cores_after():
 
 
 def test_same_seed_and_threads_give_bit_identical_losses():
-    # every reduction in the kernels has a fixed order, so a rerun repeats every bit
+    # every reduction in the kernels has a fixed order and the shards are combined in a fixed order,
+    # so a rerun repeats every bit
     first = losses(get_backend("cpu", threads=available_cores()))
     second = losses(get_backend("cpu", threads=available_cores()))
     assert first == second
@@ -55,8 +56,10 @@ def test_same_seed_and_threads_give_bit_identical_losses():
 
 @pytest.mark.skipif(available_cores() < 2, reason="needs two cores to compare thread counts")
 def test_thread_counts_agree():
-    # The kernels give the same bits for any thread count (each runs in one thread); only BLAS may split a product differently, which moves the float32 losses by
-    # a few ulp a step. Over 6 Adam steps at lr 1e-2 that stays below 1e-5 relative.
+    # With two threads the batch of 3 runs as shards of 2 and 1 sequences at once, whose mean losses and
+    # gradients are combined: the same sums in another order (and BLAS may split a product differently),
+    # which moves the float32 losses by a few ulp a step. Over 6 Adam steps at lr 1e-2 that stays below
+    # 1e-5 relative; a wrong shard weight would be off by percents.
     one = losses(get_backend("cpu", threads=1))
     two = losses(get_backend("cpu", threads=2))
     np.testing.assert_allclose(one, two, rtol=1e-5)

@@ -4,7 +4,10 @@
 elements of the backend's dtype (N = batch x seq_len rows, d = d_model,
 H = heads, V = vocabulary, P = parameters):
 
-- training state: parameters, gradients and both Adam moments, 4 x P;
+- training state: parameters, gradients and both Adam moments, 4 x P, and
+  where a batch is split into S > 1 shards run at once (the cpu backend, one
+  per thread), each shard's own gradient, S x P more; the shards' activations
+  add up to those of the whole batch;
 - per layer, what forward saves for backward: the LayerNorm outputs and
   normalised inputs of both norms, the per-head q, k and v copies, the mixed
   attention output and the FFN input (8 x N x d), the FFN's ReLU output and
@@ -59,11 +62,12 @@ def _attention_elements(config: ModelConfig, batch_size: int, attention: str) ->
 
 
 def memory_parts(
-    config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised"
+    config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised", shards: int = 1
 ) -> dict[str, int]:
     """Bytes of one training step by part: "state", "activations" and "workspace" (they add up to the peak).
     attention: "materialised" (the NumPy backend; CUDA with attention="materialised") or "flash" (the
-    CUDA default, whose attention keeps O(T) per head; heads wider than FLASH_MAX_WIDTH are materialised)."""
+    CUDA default, whose attention keeps O(T) per head; heads wider than FLASH_MAX_WIDTH are materialised).
+    shards: how many shards the batch is split into (`shard_count(backend, batch_size)`)."""
     n_params = sum(spec.size for spec in param_specs(config))
     T, d, d_ff, vocab = config.seq_len, config.d_model, config.d_ff, config.vocab_size
     rows = batch_size * T
@@ -73,22 +77,24 @@ def memory_parts(
     backward_workspace = max(attention_temporary + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
     # The Adam step runs after the activations are freed, so it is the peak only when its 3 x P beats both.
     workspace = max(backward_workspace, 3 * n_params - activations)
-    return {"state": 4 * n_params * dtype_bytes, "activations": activations * dtype_bytes,
+    state = (4 + (shards if shards > 1 else 0)) * n_params  # the shards' own gradients when split
+    return {"state": state * dtype_bytes, "activations": activations * dtype_bytes,
             "workspace": workspace * dtype_bytes}
 
 
 def estimate_training_bytes(
-    config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised"
+    config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised", shards: int = 1
 ) -> int:
     """The estimated peak bytes of one training step (see the module docstring for what is counted)."""
-    return sum(memory_parts(config, batch_size, dtype_bytes, attention).values())
+    return sum(memory_parts(config, batch_size, dtype_bytes, attention, shards).values())
 
 
 def check_memory(config: ModelConfig, batch_size: int, dtype_bytes: int, cap: int, label: str = "this model",
-                 attention: str = "materialised") -> None:
+                 attention: str = "materialised", shards: int = 1) -> None:
     """Raise ConfigError when a training step would need more than `cap` bytes, saying how to fit.
-    Pass attention=attention_kind(backend) for the backend that will train."""
-    parts = memory_parts(config, batch_size, dtype_bytes, attention)
+    Pass attention=attention_kind(backend) and shards=shard_count(backend, batch_size) for the backend that
+    will train."""
+    parts = memory_parts(config, batch_size, dtype_bytes, attention, shards)
     needed = sum(parts.values())
     if needed > cap:
         raise ConfigError(

@@ -39,7 +39,7 @@ from microgpt.data import (
 from microgpt.data_parallel import RankShare, micro_batch_size
 from microgpt.distributed import SingleProcess, communicator
 from microgpt.memory import attention_kind, check_memory
-from microgpt.model import GPT
+from microgpt.model import GPT, shard_count
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.progress import Progress
@@ -220,7 +220,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         check_target(target)
     if resume is not None:
         settings.check_shape_against(model.config, resume)
-        check_memory(model.config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend))
+        check_memory(model.config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
+                     shards=shard_count(backend, micro_batch))
         tokenizer = CharTokenizer(vocab)
         if train_config.steps <= model.params.step:
             raise ConfigError(f"{resume} is already at step {model.params.step}; "
@@ -228,7 +229,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     else:
         tokenizer = CharTokenizer.from_text(corpus.text)
         config = settings.model_config(tokenizer.size)
-        check_memory(config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend))
+        check_memory(config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
+                     shards=shard_count(backend, micro_batch))
         model = GPT(config, backend, seed=train_config.seed)
     seq_len = model.config.seq_len
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
@@ -315,7 +317,8 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     configs = [spec.model_config(tokenizer.size, settings.value("seq_len"), d_ff) for spec in specs]
     for spec, config in zip(specs, configs):
         check_memory(config, micro_batch, _dtype_bytes(backend), settings.value("max_memory"),
-                     f"spec {spec.text}", attention=attention_kind(backend))
+                     f"spec {spec.text}", attention=attention_kind(backend),
+                     shards=shard_count(backend, micro_batch))
     base = None
     if save:
         label = settings.named.id if settings.named else corpus.name

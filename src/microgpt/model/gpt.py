@@ -36,6 +36,12 @@ def param_specs(config: ModelConfig) -> list[ParamSpec]:
     return specs
 
 
+def shard_count(backend: Backend, batch: int) -> int:
+    """How many shards the model splits a batch of `batch` sequences into: one per backend stream, at most one
+    per sequence (see GPT.loss_and_backward)."""
+    return max(1, min(backend.streams, batch))
+
+
 class Block:
     """x + Attn(LN1(x)), then x + FFN(LN2(x))."""
 
@@ -150,7 +156,7 @@ class GPT:
 
     def _shards(self, windows: np.ndarray) -> list[np.ndarray]:
         """windows (B, T+1) as contiguous shards of sequences, one per backend stream (at most B)."""
-        count = min(self.be.streams, len(windows))
+        count = shard_count(self.be, len(windows))
         return np.array_split(windows, count) if count > 1 else [windows]
 
     def _shard_copies(self, count: int) -> list[GPT]:
