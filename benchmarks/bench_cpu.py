@@ -16,6 +16,8 @@ the GEMM-bound limit: the step's matrix-product FLOPs (6 per parameter of the
 dense layers per token, and 6 T^2 d per layer and sequence for causal
 attention) divided by the best sgemm rate measured here (a 1024^3 float32
 product through NumPy's BLAS, with the run's threads): no step can beat it.
+`--one-pass` also times the cpu backend running each batch in one pass with BLAS
+on every thread (its `streams` set to 1), to show what the shard per thread gains.
 
 The CPU model (lscpu), the SIMD level and LLVM's target CPU are printed beside
 the figures. The thread count (--threads, default every core) goes to torch and,
@@ -97,10 +99,12 @@ def sample_windows(tokens: np.ndarray, case: Case, count: int, round_index: int)
 
 
 class OursTrainer:
-    def __init__(self, backend: str, config: ModelConfig, threads: int):
-        self.name = f"microgpt {backend}"
+    def __init__(self, backend: str, config: ModelConfig, threads: int, one_pass: bool = False):
+        self.name = f"microgpt {backend}" + (" 1 pass" if one_pass else "")
         options = {"threads": threads} if backend == "cpu" else {}
         self.model = GPT(config, get_backend(backend, **options), seed=SEED)
+        if one_pass:  # the batch in one pass with BLAS on every thread, not a shard per thread
+            self.model.be.streams = 1
 
     def step(self, windows: np.ndarray) -> float:
         return self.model.train_step(windows, LR)
@@ -132,6 +136,8 @@ def time_round(trainer, batches: list[np.ndarray], warmup: int) -> tuple[float, 
 def bench_case(case: Case, tokens: np.ndarray, args) -> dict[str, float]:
     """Best-round tokens/s per framework for one case; prints a line each (with the median round)."""
     trainers = [OursTrainer("cpu", case.config, args.threads), OursTrainer("numpy", case.config, args.threads)]
+    if args.one_pass and args.threads > 1 and case.batch > 1:
+        trainers.append(OursTrainer("cpu", case.config, args.threads, one_pass=True))
     if TORCH_ERROR is None:
         trainers.append(TorchTrainer(case.config))
     steps = args.steps if case.config.d_model < 256 else max(1, args.steps // 5)  # d384 steps are ~50x longer
@@ -235,8 +241,11 @@ def print_table(results: list[tuple[Case, dict[str, float]]]) -> None:
         torch_rate = rates.get(TorchTrainer.name)
         torch_cols = (f"{torch_rate:>10,.0f} {cpu / torch_rate:>10.2f}" if torch_rate else f"{'-':>10s} {'-':>10s}")
         bound = case.batch * case.config.seq_len / (step_flops(case) / rate)  # tokens/s
+        one_pass = rates.get("microgpt cpu 1 pass")
+        one_pass_col = f"  (cpu in one pass: {one_pass:,.0f}, shards gain {cpu / one_pass:.2f}x)" if one_pass else ""
         print(f"  {case.name + ' B=' + str(case.batch):18s} {cpu:>10,.0f} {numpy_rate:>10,.0f} {torch_cols} "
-              f"{cpu / numpy_rate:>10.2f} {step_flops(case) / 1e9:>11.2f} {bound:>11,.0f} {cpu / bound:>10.2f}")
+              f"{cpu / numpy_rate:>10.2f} {step_flops(case) / 1e9:>11.2f} {bound:>11,.0f} {cpu / bound:>10.2f}"
+              f"{one_pass_col}")
 
 
 MEMORY_SCRIPT = """
@@ -305,6 +314,8 @@ def parse_args(argv=None):
     parser.add_argument("--memory", action="store_true", help="also measure peak memory at T=1024")
     parser.add_argument("--startup", action="store_true", help="also measure cold and warm start-up")
     parser.add_argument("--quick", action="store_true", help="5 timed steps, 1 warm-up, 1 round")
+    parser.add_argument("--one-pass", action="store_true",
+                        help="also time the cpu backend without splitting the batch over threads")
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.warmup, args.rounds = 5, 1, 1

@@ -5,8 +5,15 @@ attention's batched Q K^T and P V) stay on BLAS through NumPy, as in the parent
 class. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
 gradients, Adam and AdamW run as numba kernels (`cpu_kernels/`), each in one
-thread. Every reduction has a fixed order (rows in order), so a run is
-bit-identical run after run, and for any thread count where BLAS is.
+thread, every reduction in a fixed order.
+
+The threads work on shards of the batch: the backend has one stream per thread
+(`streams`), the model splits a batch into a shard of sequences per stream, and
+`run_streams` runs the shards at once, each calling BLAS in its own thread
+(`cpu_streams.py`); `add_weighted_` then combines their gradients in a fixed
+order. Adam, AdamW, the gradient combination and large `zero_`s run in column
+chunks, one per thread. So a run is bit-identical run after run for the same
+thread count; another count sums the shards differently and agrees to rounding.
 
 float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
 kernels compile once per dtype). `threads` (default: every core) goes to

@@ -12,11 +12,11 @@ loss must still be seen). Reassociation is fixed when a kernel is compiled, so
 it does not make results depend on thread scheduling. error_model="numpy" makes a
 division by zero give inf or NaN, as in NumPy, rather than raise (a NaN score row
 sums to 0 and must come out as NaN probabilities, not an exception).
-Every kernel runs in one thread: a parallel launch costs about 40 us here, more
-than a whole LayerNorm or bias gradient at these sizes (measured on 2 cores,
-column sums of 2048 x 64: 8 us in one thread, 140 us with prange), and even the
-attention softmax gained little from a second thread while BLAS's threads spin
-between the products around it.
+Every kernel runs in one thread (nogil, so several can run at once, one per
+shard of a batch: cpu_streams.py): a parallel launch inside a kernel costs about
+40 us here, more than a whole LayerNorm or bias gradient at these sizes
+(measured on 2 cores, column sums of 2048 x 64: 8 us in one thread, 140 us with
+prange).
 
 numba comes through `microgpt.threads.import_numba`, which picks the threading layer.
 """
