@@ -14,7 +14,9 @@ vocab 65) at B=1 and B=16, on random token ids; --shape d128 / d384 and
 - cProfile: functions by their own time (tottime), a fresh unwrapped model.
 
 The wrappers cost about a microsecond a call; the per-step totals say how much
-that adds. Threads: --threads (default every core) for BLAS and numba, through
+that adds. Where the cpu backend splits the batch into a shard per thread (B > 1,
+several threads), the timers could not tell the threads apart, so the tables
+profile one shard in one thread: what each thread runs at the same time. Threads: --threads (default every core) for BLAS and numba, through
 microgpt.threads.set_threads.
 
     python3 benchmarks/profile_step.py [--backends cpu numpy] [--steps 20] [--top 15]
@@ -34,7 +36,7 @@ import numpy as np
 
 from microgpt.backends import get_backend
 from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT
+from microgpt.model.gpt import GPT, shard_count
 from microgpt.threads import available_cores, set_threads
 
 SHAPES = {  # the shapes of bench_cpu.py
@@ -83,8 +85,8 @@ def wrap_backend_ops(backend, timer: ExclusiveTimer) -> None:
 
 def wrap_layers(model: GPT, timer: ExclusiveTimer) -> None:
     """Time forward/backward of every layer, labelled by its path within a block (blocks added up)."""
-    layers = [("final_norm", model.final_norm), ("head", model.head)]
-    for block in model.blocks:
+    layers = [("final_norm", model.layers.final_norm), ("head", model.layers.head)]
+    for block in model.layers.blocks:
         for path in BLOCK_LAYERS:
             layer = block
             for attribute in path.split("."):
@@ -159,6 +161,15 @@ def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top
     print(
         f"{backend} B={batch}: {1000 * step_seconds:.2f} ms/step unwrapped ({batch * config.seq_len / step_seconds:,.0f} tok/s)"
     )
+    streams = shard_count(plain.be, batch)
+    if streams > 1:  # the timers below see one thread; profile what each thread runs instead
+        shard = -(-batch // streams)
+        print(f"  the batch runs as {streams} shards at once, one per thread; the tables profile one shard: "
+              f"B={shard} with 1 thread")
+        set_threads(1)
+        profile_batch(config, backend, shard, steps, top, 1)
+        set_threads(threads)
+        return
 
     ops, layers = ExclusiveTimer(), ExclusiveTimer()
     model = GPT(config, make_backend(backend, threads), seed=0)

@@ -25,9 +25,9 @@ from microgpt.model import GPT, shard_count
 from microgpt.threads import available_cores
 
 
-def measured_peak(config: ModelConfig, batch_size: int, backend: str = "numpy") -> int:
+def measured_peak(config: ModelConfig, batch_size: int, backend: str = "numpy", **options) -> int:
     windows = np.random.default_rng(0).integers(0, config.vocab_size, (batch_size, config.seq_len + 1))
-    ready = get_backend(backend)  # made before tracing: loading the cpu backend's kernels is not the step's
+    ready = get_backend(backend, **options)  # made before tracing: loading the cpu kernels is not the step
     tracemalloc.start()
     try:
         model = GPT(config, ready, seed=1)
@@ -51,18 +51,16 @@ def test_the_estimate_is_within_15_percent_of_the_numpy_peak(config, batch_size)
 
 
 @pytest.mark.skipif(available_cores() < 2, reason="needs two cores for the cpu backend to split a batch")
-@pytest.mark.parametrize("config, batch_size", [
-    (ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128), 4),
-    (ModelConfig(vocab_size=65, d_model=128, n_layers=2, head_dims=(32,) * 4, d_ff=512, seq_len=64), 8),
-])
-def test_the_estimate_covers_a_batch_split_over_threads(config, batch_size):
-    # The cpu backend splits the batch into a shard per thread, run at once, each with its own gradient
-    # buffer (NumPy reports allocations from every thread to tracemalloc). Measured 0.99-1.11 (it depends
-    # on how the two shards' peaks overlap in time); without the shards' gradients 0.85-0.97.
-    backend = get_backend("cpu")
-    estimate = estimate_training_bytes(config, batch_size, shards=shard_count(backend, batch_size))
-    ratio = estimate / measured_peak(config, batch_size, "cpu")
-    assert 0.85 < ratio < 1.25, ratio
+def test_the_estimate_covers_a_batch_split_over_threads():
+    # With two threads the cpu backend splits the batch into two shards run at once, each with its own
+    # gradient buffer (NumPy reports allocations from every thread to tracemalloc). For this shape the
+    # estimate measured 0.97 of the real peak with the shards' buffers counted and 0.84 without them, so
+    # the bound of 0.9 fails an estimate that forgets them.
+    config = ModelConfig(vocab_size=65, d_model=128, n_layers=2, head_dims=(32,) * 4, d_ff=512, seq_len=64)
+    backend = get_backend("cpu", threads=2)
+    estimate = estimate_training_bytes(config, 8, shards=shard_count(backend, 8))
+    ratio = estimate / measured_peak(config, 8, "cpu", threads=2)
+    assert 0.9 < ratio < 1.25, ratio
 
 
 def test_the_parts_scale_as_they_should():
@@ -71,7 +69,8 @@ def test_the_parts_scale_as_they_should():
     assert one["state"] == eight["state"] == 4 * 4 * sum(p.size for p in GPT(config, get_backend("numpy")).params.specs.values())
     assert eight["activations"] == 8 * one["activations"]  # every saved tensor has a batch dimension
     assert estimate_training_bytes(config, 8, dtype_bytes=8) == 2 * estimate_training_bytes(config, 8)
-    assert memory_parts(config, 8, shards=2)["state"] == one["state"] * 6 // 4  # two shard gradients
+    assert one["shard_gradients"] == 0
+    assert memory_parts(config, 8, shards=2)["shard_gradients"] == one["state"] // 2  # two gradient buffers
     assert memory_parts(config, 8, shards=1) == eight
 
 

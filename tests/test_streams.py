@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from itertools import pairwise
 
 import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
+from microgpt.backends.cpu_backend import CHUNKED_SIZE
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
@@ -68,19 +70,16 @@ def test_a_split_batch_adds_into_the_gradient_already_there():
     assert np.abs(split_grad - 0.5).max() > 1e-3  # the gradient itself was added
 
 
-def test_shard_gradients_start_from_zero_every_step():
-    model = GPT(CONFIG, ThreeStreams(np.float64), seed=2)
-    first = model.train_step(windows(seed=1), 1e-2)
-    fresh = GPT(CONFIG, ThreeStreams(np.float64), seed=2)
-    assert fresh.train_step(windows(seed=1), 1e-2) == first
-    # a second step on the same model equals a fresh model's step from the same weights
-    model.params.zero_grad()
-    second = model.loss_and_backward(windows(seed=3))
-    clone = GPT(CONFIG, NumpyBackend(np.float64), seed=2)
-    clone.params.data[...] = model.params.data
-    clone.params.zero_grad()
-    assert clone.loss_and_backward(windows(seed=3)) == pytest.approx(second, rel=1e-12)
-    np.testing.assert_allclose(model.params.grad, clone.params.grad, rtol=0, atol=1e-12)
+@pytest.mark.parametrize("batches", [(5, 5, 5), (2, 5, 2), (5, 1, 2, 7)])
+def test_every_step_starts_its_shards_from_zero(batches):
+    # The shard buffers are reused from step to step (and re-made when the shard count changes): each
+    # step's gradient must be that step's alone, as one pass over the batch gives it.
+    split = GPT(CONFIG, ThreeStreams(np.float64), seed=2)
+    one = GPT(CONFIG, NumpyBackend(np.float64), seed=2)
+    for step, batch in enumerate(batches):
+        split_loss, one_loss = split.train_step(windows(batch, step), 1e-2), one.train_step(windows(batch, step), 1e-2)
+        assert split_loss == pytest.approx(one_loss, rel=1e-12)
+        np.testing.assert_allclose(split.params.grad, one.params.grad, rtol=0, atol=1e-12)
 
 
 def test_forward_loss_of_a_split_batch():
@@ -99,13 +98,49 @@ def test_cpu_streams_match_the_reference_in_float64():
     np.testing.assert_allclose(split_grad, one_grad, rtol=0, atol=1e-12 * np.abs(one_grad).max())
 
 
-@two_cores
-def test_blas_threads_are_restored_after_the_streams():
+def blas_threads() -> set[int]:
     from threadpoolctl import threadpool_info
 
-    model = GPT(CONFIG, get_backend("cpu", threads=2), seed=2)
-    model.train_step(windows(), 1e-3)
-    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {2}
+    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+
+@two_cores
+def test_the_cpu_backend_runs_its_streams_at_once_with_blas_in_one_thread_each():
+    backend = get_backend("cpu", threads=2)
+    together = threading.Barrier(2, timeout=10)  # passes only if both tasks run at the same time
+
+    def task():
+        together.wait()
+        return blas_threads()
+
+    assert backend.run_streams([task, task]) == [{1}, {1}]
+    assert blas_threads() == {2}  # restored after the run
+
+    def failing():
+        together.wait()
+        raise RuntimeError("shard failed")
+
+    with pytest.raises(RuntimeError, match="shard failed"):
+        backend.run_streams([task, failing])
+    assert blas_threads() == {2}  # and after a failed one
+    backend.finalize()
+
+
+@two_cores
+def test_numpy_error_state_holds_in_every_stream():
+    # np.errstate is a context variable: the trainer's "ignore overflow" around a step must reach the
+    # worker threads too (a diverging run printed overflow warnings from them once)
+    backend = get_backend("cpu", threads=2)
+    big = np.full(4, 1e38, dtype=np.float32)
+
+    def overflow():
+        return big * np.float32(10)
+
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        backend.run_streams([lambda: None, overflow])
+    with np.errstate(over="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend.run_streams([overflow, overflow])
 
 
 def test_stream_pool_returns_results_in_order_and_runs_tasks_at_once():
@@ -138,7 +173,7 @@ def test_stream_pool_raises_only_after_every_task_has_ended():
     assert pool.run([lambda: 1, lambda: 2]) == [1, 2]  # and the pool still works
 
 
-def test_a_run_inside_a_task_runs_in_that_task():
+def test_a_run_inside_a_task_runs_in_that_task():  # one run at a time: the inner one runs in its caller
     pool = StreamPool(2)
     inner = []
 
@@ -164,11 +199,13 @@ def test_chunks_cover_the_range_once_at_aligned_starts(total):
 def test_chunked_element_wise_ops_give_the_same_bits_for_any_thread_count(op):
     # Adam, AdamW and the gradient combination are element-wise and run in column chunks, one per thread;
     # every element's arithmetic is the same whichever chunk it falls in, so the bits must be too.
-    # 10,007 entries: not a multiple of the chunk alignment or of any vector width.
+    # 100,003 entries: above CHUNKED_SIZE, and not a multiple of the chunk alignment or of any vector width.
+    size = 100_003
+    assert size > CHUNKED_SIZE
     rng = np.random.default_rng(0)
-    start = [rng.standard_normal((1, 10_007)).astype(np.float32) for _ in range(5)]
-    sources = rng.standard_normal((2, 10_007)).astype(np.float32)
-    mask = (rng.random((1, 10_007)) < 0.5).astype(np.float32)
+    start = [rng.standard_normal((1, size)).astype(np.float32) for _ in range(5)]
+    sources = rng.standard_normal((2, size)).astype(np.float32)
+    mask = (rng.random((1, size)) < 0.5).astype(np.float32)
     results = []
     for threads in (1, 2):
         backend = get_backend("cpu", threads=threads)

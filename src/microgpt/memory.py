@@ -64,7 +64,8 @@ def _attention_elements(config: ModelConfig, batch_size: int, attention: str) ->
 def memory_parts(
     config: ModelConfig, batch_size: int, dtype_bytes: int = 4, attention: str = "materialised", shards: int = 1
 ) -> dict[str, int]:
-    """Bytes of one training step by part: "state", "activations" and "workspace" (they add up to the peak).
+    """Bytes of one training step by part: "state", "shard_gradients", "activations" and "workspace" (they add
+    up to the peak).
     attention: "materialised" (the NumPy backend; CUDA with attention="materialised") or "flash" (the
     CUDA default, whose attention keeps O(T) per head; heads wider than FLASH_MAX_WIDTH are materialised).
     shards: how many shards the batch is split into (`shard_count(backend, batch_size)`)."""
@@ -77,8 +78,9 @@ def memory_parts(
     backward_workspace = max(attention_temporary + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
     # The Adam step runs after the activations are freed, so it is the peak only when its 3 x P beats both.
     workspace = max(backward_workspace, 3 * n_params - activations)
-    state = (4 + (shards if shards > 1 else 0)) * n_params  # the shards' own gradients when split
-    return {"state": state * dtype_bytes, "activations": activations * dtype_bytes,
+    shard_gradients = shards * n_params if shards > 1 else 0  # each shard's own, when the batch is split
+    return {"state": 4 * n_params * dtype_bytes, "shard_gradients": shard_gradients * dtype_bytes,
+            "activations": activations * dtype_bytes,
             "workspace": workspace * dtype_bytes}
 
 
@@ -99,7 +101,10 @@ def check_memory(config: ModelConfig, batch_size: int, dtype_bytes: int, cap: in
     if needed > cap:
         raise ConfigError(
             f"training {label} needs about {format_bytes(needed)} (weights, gradients and Adam moments "
-            f"{format_bytes(parts['state'])}, activations {format_bytes(parts['activations'])}, workspace "
+            f"{format_bytes(parts['state'])}, "
+            + (f"the gradients of {shards} shards (one per thread) {format_bytes(parts['shard_gradients'])}, "
+               if parts["shard_gradients"] else "")
+            + f"activations {format_bytes(parts['activations'])}, workspace "
             f"{format_bytes(parts['workspace'])}) but --max-memory is {format_bytes(cap)}; use a smaller "
             f"--batch-size (now {batch_size}) or --seq-len (now {config.seq_len}), a smaller model, "
             f"or raise --max-memory"

@@ -1,8 +1,9 @@
 """The GPT model: embedding, pre-LayerNorm blocks, final LayerNorm, untied head.
 
 Written once against the backend contract, so it runs unchanged on every
-backend. `loss_and_backward` does one forward and backward pass over a batch
-and accumulates every parameter gradient; `logits` is the forward alone;
+backend. `loss_and_backward` does the forward and backward pass over a batch
+(one pass, or one per shard of it where the backend runs several streams at
+once) and accumulates every parameter gradient; `logits` is the forward alone;
 `next_token_logits` is the same forward over the newest tokens of one sequence,
 reading and extending a KV cache (`microgpt.model.decode`).
 """
@@ -72,41 +73,23 @@ class Block:
         return dx
 
 
-class GPT:
-    """The whole model: its parameters, its layers, and the passes over them."""
+class Layers:
+    """The model's layers bound to one set of gradient buffers, and the passes through them.
 
-    def __init__(self, config: ModelConfig, backend: Backend, seed: int = 42):
-        self.config = config
-        self.be = backend
-        self.params = Parameters(backend, param_specs(config))
-        self.params.initialize(seed)
-        self.rope = RopeTables(backend, config.seq_len)
-        self._bind_layers(ParameterViews(self.params.value, self.params.gradient))
-        self._shard_grads = None  # (shards, total): each shard's gradient when a batch is split, made on first use
-        self._shard_models: list[GPT] = []  # the copies that run the shards, made with _shard_grads
+    They read the weights of `views.value` and add their gradients into `views.gradient`: a GPT's own
+    layers add into params.grad; when a batch is split over the backend's streams, each shard runs on a
+    Layers of its own over the same weights, adding into its row of the shard gradient buffer.
+    """
 
-    def _bind_layers(self, views: ParameterViews) -> None:
-        """Make the layers, reading weights from views.value and adding gradients into views.gradient."""
-        be, config = self.be, self.config
+    def __init__(self, backend: Backend, config: ModelConfig, rope: RopeTables, views: ParameterViews):
+        self.be, self.config = backend, config
         self.tok_emb = views.value["tok_emb"]
         self.d_tok_emb = views.gradient["tok_emb"]
-        self.blocks = [Block(be, views, f"blocks.{i}", config, self.rope) for i in range(config.n_layers)]
-        self.final_norm = LayerNorm(be, views, "final_norm")
-        self.head = Linear(be, views, "head")
+        self.blocks = [Block(backend, views, f"blocks.{i}", config, rope) for i in range(config.n_layers)]
+        self.final_norm = LayerNorm(backend, views, "final_norm")
+        self.head = Linear(backend, views, "head")
 
-    @property
-    def n_params(self) -> int:
-        return self.params.total
-
-    def _check_ids(self, ids: np.ndarray) -> tuple[int, int]:
-        if ids.ndim != 2:
-            raise ValueError(f"token ids must be (batch, seq_len), got shape {ids.shape}")
-        batch, seq_len = ids.shape
-        if not 1 <= seq_len <= self.config.seq_len:
-            raise ValueError(f"sequence length {seq_len} is outside 1..{self.config.seq_len} (the model's seq_len)")
-        return batch, seq_len
-
-    def _blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0):
+    def blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0):
         """The last block's output (B*T, d) for device ids (B*T,), and what each block saved.
 
         caches: None, or one KV cache per layer; it and start are as in Attention.forward.
@@ -119,12 +102,63 @@ class GPT:
             block_saved.append(saved)
         return x, block_saved
 
-    def _forward(self, ids, batch: int, seq_len: int):
+    def forward(self, ids, batch: int, seq_len: int):
         """Logits (B*T, vocab) for device ids (B*T,), and what backward needs."""
-        x, block_saved = self._blocks_forward(ids, batch, seq_len)  # (B*T, d)
+        x, block_saved = self.blocks_forward(ids, batch, seq_len)  # (B*T, d)
         h, norm_saved = self.final_norm.forward(x)  # (B*T, d)
         logits = self.head.forward(h)  # (B*T, vocab)
         return logits, (h, norm_saved, block_saved)
+
+    def check_ids(self, ids: np.ndarray) -> tuple[int, int]:
+        if ids.ndim != 2:
+            raise ValueError(f"token ids must be (batch, seq_len), got shape {ids.shape}")
+        batch, seq_len = ids.shape
+        if not 1 <= seq_len <= self.config.seq_len:
+            raise ValueError(f"sequence length {seq_len} is outside 1..{self.config.seq_len} (the model's seq_len)")
+        return batch, seq_len
+
+    def upload_windows(self, windows: np.ndarray):
+        """(batch, seq_len, inputs, targets) for windows (B, T+1): one upload, then slices on the device."""
+        windows = np.asarray(windows)
+        batch, seq_len = self.check_ids(windows[:, :-1])
+        on_device = self.be.ids(windows)  # (B, T+1)
+        return batch, seq_len, on_device[:, :-1].reshape(-1), on_device[:, 1:].reshape(-1)  # (B*T,) each
+
+    def loss(self, windows: np.ndarray) -> float:
+        """Mean next-token loss of windows (B, T+1), forward only."""
+        batch, seq_len, inputs, targets = self.upload_windows(windows)
+        logits, _ = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
+        loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
+        return loss
+
+    def loss_and_backward(self, windows: np.ndarray) -> float:
+        """Mean next-token loss of windows (B, T+1), in one pass; adds every gradient into this Layers' buffers."""
+        batch, seq_len, inputs, targets = self.upload_windows(windows)
+        logits, (h, norm_saved, block_saved) = self.forward(inputs, batch, seq_len)  # logits (B*T, vocab)
+        loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
+        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
+        for block, saved in zip(reversed(self.blocks), reversed(block_saved)):
+            dx = block.backward(dx, saved, batch, seq_len)  # (B*T, d)
+        self.be.embedding_scatter_add(dx, inputs, self.d_tok_emb, batch * seq_len, self.config.d_model)
+        return loss
+
+
+class GPT:
+    """The whole model: its parameters, its layers, and the passes over them."""
+
+    def __init__(self, config: ModelConfig, backend: Backend, seed: int = 42):
+        self.config = config
+        self.be = backend
+        self.params = Parameters(backend, param_specs(config))
+        self.params.initialize(seed)
+        self.rope = RopeTables(backend, config.seq_len)
+        self.layers = Layers(backend, config, self.rope, ParameterViews(self.params.value, self.params.gradient))
+        self._shard_grads = None  # (shards, total): each shard's gradient when a batch is split, made on first use
+        self._shard_layers: list[Layers] = []  # the layers that run the shards, adding into rows of _shard_grads
+
+    @property
+    def n_params(self) -> int:
+        return self.params.total
 
     def next_token_logits(self, token_ids: np.ndarray, caches, start: int):
         """Backend logits (1, vocab) for the token after host token_ids (n,), the tokens at positions
@@ -137,86 +171,63 @@ class GPT:
         if not (1 <= n <= self.config.seq_len and (start == 0 or n == 1)):
             raise ValueError(f"a cached forward takes a prompt of 1..{self.config.seq_len} tokens at position 0 "
                              f"or one token after it, got {n} tokens at position {start}")
-        x, _ = self._blocks_forward(self.be.ids(token_ids), 1, n, caches, start)  # (n, d)
-        h, _ = self.final_norm.forward(x[n - 1 :])  # (1, d): only the last token's prediction is wanted
-        return self.head.forward(h)  # (1, vocab)
+        x, _ = self.layers.blocks_forward(self.be.ids(token_ids), 1, n, caches, start)  # (n, d)
+        h, _ = self.layers.final_norm.forward(x[n - 1 :])  # (1, d): only the last token's prediction is wanted
+        return self.layers.head.forward(h)  # (1, vocab)
 
     def logits(self, ids: np.ndarray):
         """Forward only: backend logits (B*T, vocab) for host ids (B, T)."""
-        batch, seq_len = self._check_ids(ids)
-        logits, _ = self._forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
+        batch, seq_len = self.layers.check_ids(ids)
+        logits, _ = self.layers.forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
         return logits
-
-    def _upload_windows(self, windows: np.ndarray):
-        """(batch, seq_len, inputs, targets) for windows (B, T+1): one upload, then slices on the device."""
-        windows = np.asarray(windows)
-        batch, seq_len = self._check_ids(windows[:, :-1])
-        on_device = self.be.ids(windows)  # (B, T+1)
-        return batch, seq_len, on_device[:, :-1].reshape(-1), on_device[:, 1:].reshape(-1)  # (B*T,) each
 
     def _shards(self, windows: np.ndarray) -> list[np.ndarray]:
         """windows (B, T+1) as contiguous shards of sequences, one per backend stream (at most B)."""
         count = shard_count(self.be, len(windows))
         return np.array_split(windows, count) if count > 1 else [windows]
 
-    def _shard_copies(self, count: int) -> list[GPT]:
-        """count shallow copies of this model whose layers read its weights and each add their gradients into a
-        row of _shard_grads (count, total), zeroed here."""
-        if self._shard_grads is None or self._shard_grads.shape[0] < count:
+    def _layers_for_shards(self, count: int) -> list[Layers]:
+        """Layers for count shards, each adding into its row of _shard_grads (made for count rows when another
+        count is asked for), zeroed here."""
+        if self._shard_grads is None or self._shard_grads.shape[0] != count:
             self._shard_grads = self.be.zeros((count, self.params.total))  # (shards, total)
-            self._shard_models = []
-            for i in range(count):
-                copy = object.__new__(GPT)
-                copy.config, copy.be, copy.params, copy.rope = self.config, self.be, self.params, self.rope
-                copy._bind_layers(ParameterViews(self.params.value,
-                                                 self.params.gradient_views(self._shard_grads[i : i + 1])))
-                self._shard_models.append(copy)
-        self.be.zero_(self._shard_grads)
-        return self._shard_models[:count]
+            self._shard_layers = [
+                Layers(self.be, self.config, self.rope,
+                       ParameterViews(self.params.value, self.params.gradient_views(self._shard_grads[i : i + 1])))
+                for i in range(count)
+            ]
+        else:
+            self.be.zero_(self._shard_grads)
+        return self._shard_layers
 
     def loss(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
         windows = np.asarray(windows)
         shards = self._shards(windows)
-        losses = self.be.run_streams([partial(self._shard_loss, shard) for shard in shards])
+        if len(shards) == 1:
+            return self.layers.loss(windows)
+        losses = self.be.run_streams([partial(self.layers.loss, shard) for shard in shards])
         return _weighted_mean(losses, shards)
-
-    def _shard_loss(self, windows: np.ndarray) -> float:
-        batch, seq_len, inputs, targets = self._upload_windows(windows)
-        logits, _ = self._forward(inputs, batch, seq_len)  # (B*T, vocab)
-        loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
-        return loss
 
     def loss_and_backward(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad.
 
         On a backend with several streams (the cpu backend: one per thread) the batch is split into a shard
-        of sequences per stream, and the shards run at once, each on a copy of the model that adds its
-        gradient into a buffer of its own. Their mean losses and gradients are then combined, weighted by
-        their sizes, in shard order: the batch's mean, summed in another order than one pass would sum it
+        of sequences per stream, and the shards run at once, each through layers that add its gradient into
+        a buffer of its own. Their mean losses and gradients are then combined, weighted by their shares of
+        the sequences, in shard order: the batch's mean, summed in another order than one pass would sum it
         (so the same seed and thread count give the same bits, another thread count agrees to rounding).
         """
         windows = np.asarray(windows)
         shards = self._shards(windows)
         if len(shards) == 1:
-            return self._shard_loss_and_backward(windows)
-        copies = self._shard_copies(len(shards))
-        losses = self.be.run_streams([partial(copy._shard_loss_and_backward, shard)
-                                      for copy, shard in zip(copies, shards)])
+            return self.layers.loss_and_backward(windows)
+        layers = self._layers_for_shards(len(shards))
+        losses = self.be.run_streams([partial(shard_layers.loss_and_backward, shard)
+                                      for shard_layers, shard in zip(layers, shards)])
         weights = [len(shard) / len(windows) for shard in shards]
-        self.be.add_weighted_(self.params.grad, self._shard_grads[: len(shards)], weights)
+        self.be.add_weighted_(self.params.grad, self._shard_grads, weights)
         return _weighted_mean(losses, shards)
-
-    def _shard_loss_and_backward(self, windows: np.ndarray) -> float:
-        """One pass over windows (B, T+1): the mean loss, every gradient added into this model's layers' buffers."""
-        batch, seq_len, inputs, targets = self._upload_windows(windows)
-        logits, (h, norm_saved, block_saved) = self._forward(inputs, batch, seq_len)  # logits (B*T, vocab)
-        loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
-        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
-        for block, saved in zip(reversed(self.blocks), reversed(block_saved)):
-            dx = block.backward(dx, saved, batch, seq_len)  # (B*T, d)
-        self.be.embedding_scatter_add(dx, inputs, self.d_tok_emb, batch * seq_len, self.config.d_model)
-        return loss
 
     def gradients(self, windows: np.ndarray) -> float:
         """Zero the gradients and take one forward/backward into params.grad; returns the loss.
