@@ -1,10 +1,12 @@
 """One thread knob for CPU work: `set_threads(n)` sets the BLAS pool and numba's pool together.
 
-NumPy's dense products run on its BLAS (OpenBLAS, MKL, ...), the cpu backend's
-fused kernels on numba's thread pool; both default to every core. The BLAS pool
-is limited through threadpoolctl (for the whole process); numba's count is set
-for the calling thread, the one that trains. Without numba only the BLAS pool
-is set. An invalid count raises `ConfigError` with one line saying what is allowed.
+NumPy's dense products run on its BLAS (OpenBLAS, MKL, ...); both pools default
+to every core. The BLAS pool is limited through threadpoolctl (for the whole
+process); numba's count is set for the calling thread. The cpu backend's own
+kernels each run in one thread, and it uses the same count for the shards of a
+batch it runs at once (backends/cpu_streams.py), switching BLAS to one thread
+per shard meanwhile (`blas_thread_setter`). Without numba only the BLAS pool is
+set. An invalid count raises `ConfigError` with one line saying what is allowed.
 
 numba's threading layer is chosen here, before numba's pool first starts (which
 `numba.set_num_threads` does): numba's own `workqueue` unless
@@ -69,7 +71,7 @@ def set_threads(n: int | None = None) -> int:
 
 
 def blas_thread_setter():
-    """A function n -> None that sets the BLAS pool to n threads, cheaply (about a microsecond), for code
+    """A function n -> None that sets the BLAS pool to n threads, cheaply (a few microseconds), for code
     that switches BLAS between one thread per caller and the whole pool."""
     from threadpoolctl import ThreadpoolController
 
