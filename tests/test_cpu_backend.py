@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
+from microgpt.backends.cpu_backend import HALVES_MIN_LEN
 from microgpt.backends.cpu_kernels.jit import first_writable
 from microgpt.checkpoint import load_checkpoint, save_checkpoint
 from microgpt.config import ConfigError, ModelConfig
@@ -176,3 +177,20 @@ def test_works_without_any_writable_cache_directory(tmp_path):
     assert done.stdout.startswith("None ")  # no cache directory: compiled in memory, and it trains
     assert "no writable cache directory" in done.stderr
 
+
+
+@pytest.mark.parametrize("n, t, w", [(3, HALVES_MIN_LEN, 16), (2, 67, 5), (4, 130, 32), (1, 257, 1)])
+def test_attention_in_halves_matches_the_reference(n, t, w):
+    # From HALVES_MIN_LEN on, the cpu backend runs the first half of the queries against the first half of
+    # the keys only; odd lengths make the halves unequal. float64: the same sums in the same order up to
+    # BLAS's blocking, so 1e-12 of the largest value.
+    rng = np.random.default_rng(t)
+    q, k, v, dout = (rng.standard_normal((n, t, w)) * 3 for _ in range(4))  # (n, T, w) each; scores up to ~30
+    cpu, reference = get_backend("cpu", dtype=np.float64), get_backend("numpy", dtype=np.float64)
+    out, saved = cpu.causal_attention(q, k, v, 0.5)
+    expected, expected_saved = reference.causal_attention(q, k, v, 0.5)
+    assert type(saved).__name__ == "CausalHalves"  # the halves were taken
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    for grad, want in zip(cpu.causal_attention_backward(dout, saved, 0.5),
+                          reference.causal_attention_backward(dout, expected_saved, 0.5)):
+        np.testing.assert_allclose(grad, want, rtol=0, atol=1e-12 * np.abs(want).max())

@@ -26,7 +26,7 @@ view) falls back to the NumPy parent, so the contract holds for every input.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,6 +40,22 @@ from microgpt.threads import set_threads
 # the pool costs ~35 us, what Adam spends on ~20k entries and zeroing on ~300k (measured on 2 cores).
 CHUNKED_SIZE = 1 << 16
 ZERO_CHUNKED_SIZE = 1 << 20
+
+
+# Sequences at least this long run attention as two halves of the queries: the first against the first
+# half of the keys only, skipping a quarter of the products' work (a sequence of 128: 17% less time for
+# Q K^T and P V, 256: 24%; measured on one thread). Shorter ones gain less than the extra calls cost.
+HALVES_MIN_LEN = 64
+
+
+class CausalHalves(NamedTuple):
+    """What causal_attention keeps for its backward: the inputs and both halves' probabilities."""
+
+    q: Any  # (n, T, w), and k, v
+    k: Any
+    v: Any
+    early: Any  # (n, T // 2, T // 2): the first half of the queries against the first half of the keys
+    late: Any  # (n, T - T // 2, T): the other queries against every key
 
 
 def _contiguous(*arrays) -> bool:
@@ -84,14 +100,63 @@ class CpuBackend(NumpyBackend):
         self.kernels.column_sums.column_sums(x, out)
         return out
 
-    # ---- attention: BLAS products (the base class's causal_attention) around fused softmax kernels ----
+    # ---- attention: BLAS products around fused softmax kernels, skipping the future keys' half ----
+
+    def causal_attention(self, q, k, v, scale):
+        t = q.shape[1]
+        if t < HALVES_MIN_LEN or k.shape != q.shape or v.shape != q.shape or not _contiguous(q, k, v) or \
+                q.dtype != self.dtype:
+            return super().causal_attention(q, k, v, scale)  # short sequences, or a cached decoding step
+        half = t // 2  # the first half of the queries sees only the first half of the keys
+        keys_t = k.transpose(0, 2, 1)  # (n, w, T), a view
+        early = self._causal_probs(np.matmul(q[:, :half], keys_t[:, :, :half]), scale, 0)  # (n, half, half)
+        late = self._causal_probs(np.matmul(q[:, half:], keys_t), scale, half)  # (n, T - half, T)
+        out = np.empty_like(q)  # (n, T, w)
+        np.matmul(early, v[:, :half], out=out[:, :half])
+        np.matmul(late, v, out=out[:, half:])
+        return out, CausalHalves(q, k, v, early, late)
+
+    def causal_attention_backward(self, dout, saved, scale):
+        if not isinstance(saved, CausalHalves):
+            return super().causal_attention_backward(dout, saved, scale)
+        q, k, v, early, late = saved
+        half = early.shape[1]
+        dearly = self._causal_probs_backward(early, np.matmul(dout[:, :half], v[:, :half].transpose(0, 2, 1)),
+                                             scale, 0)  # (n, half, half): dS of the first half
+        dlate = self._causal_probs_backward(late, np.matmul(dout[:, half:], v.transpose(0, 2, 1)), scale,
+                                            half)  # (n, T - half, T)
+        dq = np.empty_like(q)  # (n, T, w)
+        np.matmul(dearly, k[:, :half], out=dq[:, :half])
+        np.matmul(dlate, k, out=dq[:, half:])
+        dk = np.matmul(dlate.transpose(0, 2, 1), q[:, half:])  # (n, T, w)
+        dk[:, :half] += np.matmul(dearly.transpose(0, 2, 1), q[:, :half])
+        dv = np.matmul(late.transpose(0, 2, 1), dout[:, half:])  # (n, T, w)
+        dv[:, :half] += np.matmul(early.transpose(0, 2, 1), dout[:, :half])
+        return dq, dk, dv
+
+    def _causal_probs(self, scores, scale, offset):
+        """The causal softmax of scores (n, queries, keys) * scale, query i at position offset + i."""
+        n, queries, keys = scores.shape
+        out = np.empty_like(scores)  # (n, queries, keys)
+        self.kernels.attention.causal_softmax(scores.reshape(n * queries, keys), self._typed(scale),
+                                              out.reshape(n * queries, keys), queries, offset)
+        return out
+
+    def _causal_probs_backward(self, probs, dprobs, scale, offset):
+        """dS (n, queries, keys) for the probabilities of _causal_probs and their gradient dprobs."""
+        n, queries, keys = probs.shape
+        out = np.empty_like(probs)  # (n, queries, keys)
+        self.kernels.attention.causal_softmax_backward(probs.reshape(n * queries, keys), dprobs.reshape(n * queries, keys),
+                                                       self._typed(scale), out.reshape(n * queries, keys), queries,
+                                                       offset)
+        return out
 
     def fused_attn_softmax(self, scores, scale):
         rows, cols = scores.shape
         if not _contiguous(scores) or scores.dtype != self.dtype or rows % cols:
             return super().fused_attn_softmax(scores, scale)
         out = np.empty_like(scores)  # (rows, T)
-        self.kernels.attention.causal_softmax(scores, self._typed(scale), out)
+        self.kernels.attention.causal_softmax(scores, self._typed(scale), out, cols, 0)
         return out
 
     def fused_attn_softmax_backward(self, s, ds, scale):
@@ -99,7 +164,7 @@ class CpuBackend(NumpyBackend):
         if not _contiguous(s, ds) or s.shape != ds.shape or s.dtype != self.dtype or rows % cols:
             return super().fused_attn_softmax_backward(s, ds, scale)
         out = np.empty_like(s)  # (rows, T)
-        self.kernels.attention.causal_softmax_backward(s, ds, self._typed(scale), out)
+        self.kernels.attention.causal_softmax_backward(s, ds, self._typed(scale), out, cols, 0)
         return out
 
     # ---- element-wise and row-wise ops ------------------------------------------------------

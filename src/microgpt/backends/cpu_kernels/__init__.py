@@ -95,8 +95,8 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     row = np.ones((1, 4), dtype=dtype)  # (1, cols)
     ids = np.zeros(2, dtype=np.int32)  # (rows,)
     square = np.ones((4, 4), dtype=dtype)  # (n*T, T): one block of attention scores
-    k.attention.causal_softmax(square, one, np.empty_like(square))
-    k.attention.causal_softmax_backward(square, square, one, np.empty_like(square))
+    k.attention.causal_softmax(square, one, np.empty_like(square), 4, 0)
+    k.attention.causal_softmax_backward(square, square, one, np.empty_like(square), 4, 0)
     k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))
     k.layer_norm.layer_norm_backward(x, x, np.ones((2, 1), dtype), row, np.empty_like(x), np.empty_like(row),
                                      np.empty_like(row))

@@ -1,9 +1,12 @@
 """Attention's causal softmax and its backward, fused, row by row; the products around them stay on BLAS.
 
-The cpu backend runs causal attention as the base class does: scores = Q K^T and
-out = P V as batched BLAS products (NumPy's matmul), with these kernels between
-them. A row of the (n*T, T) stacked score blocks is query i = row % T of its
-block, and sees keys 0 .. i. The forward scales the visible scores,
+The cpu backend runs causal attention as batched BLAS products (NumPy's matmul),
+scores = Q K^T and out = P V, with these kernels between them. The scores are
+stacked (queries, keys) blocks, one per head: a row of the (n*queries, keys)
+array is query i = row % queries of its block, at position offset + i (offset =
+keys - queries: the square blocks of the whole sequence have offset 0, the later
+half of the queries against every key has offset keys / 2), and sees keys
+0 .. offset + i. The forward scales the visible scores,
 exponentiates them (`exp_into`, vectorised) and normalises, writing exact zeros
 for the future keys; its loops run over the visible keys rounded up to BLOCK
 (the extra keys get the score HIDDEN, so exp gives exactly 0), as a loop of
@@ -33,11 +36,13 @@ EXP_SAFE = 60.0  # |score| below this: exp neither overflows nor underflows to 0
 
 
 @inline()
-def _softmax_block(scores, scale, out, block, scratch):
-    """out's rows of one (T, T) block = the causal softmax of scores * scale, row i seeing columns 0 .. i."""
+def _softmax_block(scores, scale, out, block, queries, offset, scratch):
+    """out's rows of one (queries, keys) block = the causal softmax of scores * scale, query row q seeing
+    columns 0 .. offset + q."""
     cols = scores.shape[1]
-    for i in range(cols):
-        r = block * cols + i
+    for q in range(queries):
+        r = block * queries + q
+        i = offset + q  # the query's position: its last visible column
         row = out[r]
         end = min(cols, (i + BLOCK) // BLOCK * BLOCK)  # the visible columns, rounded up to BLOCK
         squares = scores.dtype.type(0)  # sqrt(squares) bounds every visible |score|
@@ -62,11 +67,12 @@ def _softmax_block(scores, scale, out, block, scratch):
 
 
 @inline()
-def _softmax_backward_block(probs, dprobs, scale, out, block):
-    """out's rows of one (T, T) block = probs * (dprobs - sum_j probs dprobs) * scale, 0 past each row's query."""
-    cols = probs.shape[1]
-    for i in range(cols):
-        r = block * cols + i
+def _softmax_backward_block(probs, dprobs, scale, out, block, queries, offset):
+    """out's rows of one (queries, keys) block = probs * (dprobs - sum_j probs dprobs) * scale, 0 past each
+    row's query (query row q at position offset + q)."""
+    for q in range(queries):
+        r = block * queries + q
+        i = offset + q
         dot = probs.dtype.type(0)
         for j in range(i + 1):
             dot += probs[r, j] * dprobs[r, j]
@@ -76,15 +82,16 @@ def _softmax_backward_block(probs, dprobs, scale, out, block):
 
 
 @kernel()
-def causal_softmax(scores, scale, out):
-    """out (rows, T) = the causal softmax of scores * scale, row r seeing columns 0 .. r % T."""
+def causal_softmax(scores, scale, out, queries, offset):
+    """out (n*queries, keys) = the causal softmax of scores * scale, row r seeing columns 0 .. offset + r % queries."""
     scratch = np.empty(scores.shape[1], dtype=np.int32)  # for exp_into
-    for block in range(scores.shape[0] // scores.shape[1]):
-        _softmax_block(scores, scale, out, block, scratch)
+    for block in range(scores.shape[0] // queries):
+        _softmax_block(scores, scale, out, block, queries, offset, scratch)
 
 
 @kernel()
-def causal_softmax_backward(probs, dprobs, scale, out):
-    """out (rows, T) = probs * (dprobs - sum_j probs dprobs) * scale over each row's visible columns, 0 after."""
-    for block in range(probs.shape[0] // probs.shape[1]):
-        _softmax_backward_block(probs, dprobs, scale, out, block)
+def causal_softmax_backward(probs, dprobs, scale, out, queries, offset):
+    """out (n*queries, keys) = probs * (dprobs - sum_j probs dprobs) * scale over each row's visible columns
+    (0 .. offset + r % queries), 0 after."""
+    for block in range(probs.shape[0] // queries):
+        _softmax_backward_block(probs, dprobs, scale, out, block, queries, offset)
