@@ -63,7 +63,7 @@ class TimedComm:
         return agreed
 
 
-def worker(shape: str, steps: int, warmup: int) -> None:
+def worker(shape: str, steps: int, warmup: int, backend: str) -> None:
     """One rank of one round: prints {"tokens_per_s", "collective_share"} from rank 0."""
     from corpus import load_tokens
     from microgpt.backends import get_backend
@@ -77,7 +77,7 @@ def worker(shape: str, steps: int, warmup: int) -> None:
     dims, batch = SHAPES[shape]
     comm = TimedComm(communicator())
     tokens, _ = load_tokens(VOCAB_SIZE, seed=0, n_random=400_000)
-    model = GPT(ModelConfig(vocab_size=VOCAB_SIZE, **dims), get_backend("numpy"), seed=0)
+    model = GPT(ModelConfig(vocab_size=VOCAB_SIZE, **dims), get_backend(backend), seed=0)  # threads: the env's
     batches = RankShare(SequentialBatches(tokens.astype("int32"), dims["seq_len"], batch), comm.rank, comm.size)
     adam = Optimizer.reference(model.params, LR)
     for _ in range(warmup):
@@ -95,7 +95,8 @@ def worker(shape: str, steps: int, warmup: int) -> None:
 def run_round(shape: str, ranks: int, threads: int, args) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads)}
-    command = [sys.executable, __file__, "--worker", shape, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    command = [sys.executable, __file__, "--worker", shape, "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--backend", args.backend]
     if ranks > 1:
         from microgpt.launch import find_mpiexec
 
@@ -117,16 +118,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backend", choices=["cpu", "numpy"], default="cpu",
+                        help="cpu (default; with 2 threads it runs a shard of the batch per thread) or numpy")
     parser.add_argument("--worker", choices=SHAPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.steps, args.warmup)
+        worker(args.worker, args.steps, args.warmup, args.backend)
         return
     from corpus import load_tokens
 
     print(f"{cpu_model()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"{load_tokens(VOCAB_SIZE, 0, 1)[1]}")
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
+    print(f"backend {args.backend}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}; {args.steps} steps per round, "
           f"best of {args.rounds} (median beside it)")
     print(f"{'shape':<17} {'layout':<22} {'tokens/s best':>13} {'median':>9} {'all-reduce share':>16}")
