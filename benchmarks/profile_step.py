@@ -16,7 +16,8 @@ vocab 65) at B=1 and B=16, on random token ids; --shape d128 / d384 and
 The wrappers cost about a microsecond a call; the per-step totals say how much
 that adds. Where the cpu backend splits the batch into a shard per thread (B > 1,
 several threads), the timers could not tell the threads apart, so the tables
-profile one shard in one thread: what each thread runs at the same time. Threads: --threads (default every core) for BLAS and numba, through
+profile one shard in one thread: what each thread runs at the same time.
+Threads: --threads (default every core) for BLAS and numba, through
 microgpt.threads.set_threads.
 
     python3 benchmarks/profile_step.py [--backends cpu numpy] [--steps 20] [--top 15]

@@ -178,7 +178,6 @@ def test_works_without_any_writable_cache_directory(tmp_path):
     assert "no writable cache directory" in done.stderr
 
 
-
 @pytest.mark.parametrize("n, t, w", [(3, HALVES_MIN_LEN, 16), (2, 67, 5), (4, 130, 32), (1, 257, 1)])
 def test_attention_in_halves_matches_the_reference(n, t, w):
     # From HALVES_MIN_LEN on, the cpu backend runs the first half of the queries against the first half of

@@ -681,6 +681,17 @@ def test_causal_attention(backend, n, t, w):
     assert_within(get(backend, out), expected, atol)
 
 
+def test_a_nan_query_is_seen_in_attention(backend):
+    # T = 64 (from there the cpu backend splits the queries in halves): a NaN query in each half gives a NaN
+    # output row; every other row stays finite
+    rng = _rng(34)
+    q, k, v = (seen(backend, rng.normal(size=(2, 64, 4))) for _ in range(3))
+    q[1, 5, 0] = q[1, 40, 1] = np.nan
+    out = get(backend, backend.causal_attention(put(backend, q), put(backend, k), put(backend, v), 0.5)[0])
+    assert np.all(np.isnan(out[1, [5, 40]]))
+    assert np.all(np.isfinite(np.delete(out[1], [5, 40], axis=0))) and np.all(np.isfinite(out[0]))
+
+
 @pytest.mark.parametrize("n,held,w", [(1, 1, 4), (2, 9, 3), (4, 40, 16)])
 def test_causal_attention_one_query_sees_every_key(backend, n, held, w):
     rng = _rng(32)
@@ -692,7 +703,7 @@ def test_causal_attention_one_query_sees_every_key(backend, n, held, w):
     assert_within(get(backend, out), causal_attention_expected(q, k, v, 0.5), atol)
 
 
-@pytest.mark.parametrize("n,t,w", [(1, 1, 2), (3, 4, 5), (2, 33, 8)])
+@pytest.mark.parametrize("n,t,w", [(1, 1, 2), (3, 4, 5), (2, 33, 8), (2, 64, 16), (1, 65, 7)])
 def test_causal_attention_backward_matches_the_default(backend, n, t, w):
     """The backend's (possibly fused) backward against the materialised default, on the default's saved
     probabilities: dq, dk and dv agree within float32 summation error."""

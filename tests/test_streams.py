@@ -98,6 +98,34 @@ def test_cpu_streams_match_the_reference_in_float64():
     np.testing.assert_allclose(split_grad, one_grad, rtol=0, atol=1e-12 * np.abs(one_grad).max())
 
 
+LONG = ModelConfig(vocab_size=29, d_model=64, n_layers=2, head_dims=(16, 16, 16, 16), d_ff=160, seq_len=70)
+
+
+@two_cores
+def test_cpu_streams_forward_loss_and_repeatable_training_on_a_longer_sequence():
+    # seq_len 70: attention in halves; 105k parameters: Adam and the combination in column chunks. The
+    # forward-only loss runs both shards through the same layers at once.
+    batch = np.random.default_rng(7).integers(0, LONG.vocab_size, size=(5, LONG.seq_len + 1))  # (B, T+1)
+    cpu = GPT(LONG, get_backend("cpu", dtype=np.float64, threads=2), seed=4)
+    reference = GPT(LONG, NumpyBackend(np.float64), seed=4)
+    assert cpu.loss(batch) == pytest.approx(reference.loss(batch), rel=1e-12)
+    runs = []
+    for _ in range(2):
+        model = GPT(LONG, get_backend("cpu", threads=2), seed=4)
+        runs.append([model.train_step(batch[::-1] if step % 2 else batch, 1e-2) for step in range(4)])
+        model.be.finalize()
+    assert runs[0] == runs[1]  # bit-identical, run after run
+
+
+@two_cores
+def test_the_cpu_backend_still_runs_streams_after_finalize():
+    backend = get_backend("cpu", threads=2)
+    together = threading.Barrier(2, timeout=10)
+    backend.finalize()  # stops the pool's threads
+    backend.run_streams([together.wait, together.wait])  # a new pool: the barrier passes only if both run at once
+    backend.finalize()
+
+
 def blas_threads() -> set[int]:
     from threadpoolctl import threadpool_info
 
@@ -183,6 +211,10 @@ def test_a_run_inside_a_task_runs_in_that_task():  # one run at a time: the inne
 
     outer = pool.run([task, lambda: None])
     assert inner == [outer[0], outer[0]]
+
+
+def test_no_range_to_cover_is_one_empty_chunk():
+    assert StreamPool(2).chunks(0) == [(0, 0)]
 
 
 @pytest.mark.parametrize("total", [1, 63, 64, 65, 1000, 4099])

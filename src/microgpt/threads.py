@@ -57,7 +57,8 @@ def default_threads() -> int:
 
 
 def set_threads(n: int | None = None) -> int:
-    """Use n threads (default: `default_threads()`) for BLAS and for numba's kernels; returns n."""
+    """Use n threads (default: `default_threads()`) for BLAS and numba's pool; returns n. (The cpu backend's
+    kernels each run in one thread; the backend uses the count for the shards it runs at once.)"""
     n = default_threads() if n is None else check_threads(n)
     from threadpoolctl import threadpool_limits
 

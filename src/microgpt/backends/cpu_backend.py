@@ -11,8 +11,8 @@ The threads work on shards of the batch: the backend has one stream per thread
 (`streams`), the model splits a batch into a shard of sequences per stream, and
 `run_streams` runs the shards at once, each calling BLAS in its own thread
 (`cpu_streams.py`); `add_weighted_` then combines their gradients in a fixed
-order. Adam, AdamW, the gradient combination and large `zero_`s run in column
-chunks, one per thread. So a run is bit-identical run after run for the same
+order. Adam, AdamW, the gradient combination and `zero_` run in column chunks,
+one per thread, above a size threshold. So a run is bit-identical run after run for the same
 thread count; another count sums the shards differently and agrees to rounding.
 
 float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
@@ -36,8 +36,9 @@ from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.threads import set_threads
 
-# Element-wise work on arrays at least this large runs in column chunks, one per stream: handing chunks to
-# the pool costs ~35 us, what Adam spends on ~20k entries and zeroing on ~300k (measured on 2 cores).
+# Element-wise work on arrays at least this large runs in column chunks, one per stream (Adam, AdamW and
+# add_weighted_ from CHUNKED_SIZE, zero_ from ZERO_CHUNKED_SIZE): handing chunks to the pool costs ~35 us,
+# what Adam spends on ~20k entries and zeroing on ~300k (measured on 2 cores).
 CHUNKED_SIZE = 1 << 16
 ZERO_CHUNKED_SIZE = 1 << 20
 
@@ -56,6 +57,12 @@ class CausalHalves(NamedTuple):
     v: Any
     early: Any  # (n, T // 2, T // 2): the first half of the queries against the first half of the keys
     late: Any  # (n, T - T // 2, T): the other queries against every key
+
+
+def _check_offset(queries: int, keys: int, offset: int) -> None:
+    """The softmax kernels index each row up to its query's position: it must be a key (no bounds checks there)."""
+    if offset < 0 or offset + queries > keys:
+        raise ValueError(f"{queries} queries at offset {offset} need at least {offset + queries} keys, got {keys}")
 
 
 def _contiguous(*arrays) -> bool:
@@ -105,7 +112,7 @@ class CpuBackend(NumpyBackend):
     def causal_attention(self, q, k, v, scale):
         t = q.shape[1]
         if t < HALVES_MIN_LEN or k.shape != q.shape or v.shape != q.shape or not _contiguous(q, k, v) or \
-                q.dtype != self.dtype:
+                any(a.dtype != self.dtype for a in (q, k, v)):
             return super().causal_attention(q, k, v, scale)  # short sequences, or a cached decoding step
         half = t // 2  # the first half of the queries sees only the first half of the keys
         keys_t = k.transpose(0, 2, 1)  # (n, w, T), a view
@@ -137,6 +144,7 @@ class CpuBackend(NumpyBackend):
     def _causal_probs(self, scores, scale, offset):
         """The causal softmax of scores (n, queries, keys) * scale, query i at position offset + i."""
         n, queries, keys = scores.shape
+        _check_offset(queries, keys, offset)
         out = np.empty_like(scores)  # (n, queries, keys)
         self.kernels.attention.causal_softmax(scores.reshape(n * queries, keys), self._typed(scale),
                                               out.reshape(n * queries, keys), queries, offset)
@@ -145,10 +153,11 @@ class CpuBackend(NumpyBackend):
     def _causal_probs_backward(self, probs, dprobs, scale, offset):
         """dS (n, queries, keys) for the probabilities of _causal_probs and their gradient dprobs."""
         n, queries, keys = probs.shape
+        _check_offset(queries, keys, offset)
+        rows = n * queries
         out = np.empty_like(probs)  # (n, queries, keys)
-        self.kernels.attention.causal_softmax_backward(probs.reshape(n * queries, keys), dprobs.reshape(n * queries, keys),
-                                                       self._typed(scale), out.reshape(n * queries, keys), queries,
-                                                       offset)
+        self.kernels.attention.causal_softmax_backward(probs.reshape(rows, keys), dprobs.reshape(rows, keys),
+                                                       self._typed(scale), out.reshape(rows, keys), queries, offset)
         return out
 
     def fused_attn_softmax(self, scores, scale):

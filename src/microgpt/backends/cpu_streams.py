@@ -11,7 +11,7 @@ full rate, and nothing waits (docs/cpu.md has the measurements).
 `StreamPool.run(tasks)` runs the first task in the calling thread and the others
 on worker threads (NumPy's BLAS and the numba kernels, compiled with nogil,
 release the GIL), with the BLAS pool set to one thread for the duration and
-restored afterwards. Each worker task runs in a copy of the caller's context, so
+set back to `threads` afterwards. Each worker task runs in a copy of the caller's context, so
 NumPy's error state (`np.errstate`, a context variable) holds in every task. It
 returns when every task has ended; the first exception is raised then, so no
 task outlives the call (an interrupt can still leave the tasks' work half done,
@@ -60,9 +60,11 @@ class StreamPool:
 
     def chunks(self, total: int, align: int = 64) -> list[tuple[int, int]]:
         """[start, end) ranges splitting 0..total into at most `threads` parts, each start a multiple of align."""
+        if total <= 0:
+            return [(0, 0)]
         size = -(-total // self.threads)  # ceil
         size = -(-size // align) * align
-        return [(start, min(start + size, total)) for start in range(0, total, size)] or [(0, 0)]
+        return [(start, min(start + size, total)) for start in range(0, total, size)]
 
     def close(self) -> None:
         """Stop the worker threads (a later run starts them again)."""

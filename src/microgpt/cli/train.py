@@ -40,7 +40,7 @@ INVOCATION_FLAGS = [
     (("--procs",), {"type": positive_int, "metavar": "N",
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
                     "thread each; --batch-size is split over them. Use one per core: on 2 quiet cores, 2 "
-                    "processes x 1 thread trained 1.8-1.9x as fast as one single-threaded process and 6-8% "
+                    "processes x 1 thread trained 1.8-1.9x as fast as one single-threaded process and 5-8% "
                     "faster than one process with 2 threads, the default (benchmarks/bench_distributed.py); "
                     "see docs/distributed.md"}),
 ]

@@ -250,7 +250,7 @@ class GPT:
 def _weighted_mean(losses: list[float], shards: list[np.ndarray]) -> float:
     """The batch's mean loss from its shards' means, each weighted by its share of the sequences, in order."""
     total = sum(len(shard) for shard in shards)
-    return sum(loss * (len(shard) / total) for loss, shard in zip(losses, shards)) if len(shards) > 1 else losses[0]
+    return sum(loss * (len(shard) / total) for loss, shard in zip(losses, shards))
 
 
 class NonFiniteLoss(ArithmeticError):

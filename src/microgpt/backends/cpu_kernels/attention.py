@@ -5,7 +5,7 @@ scores = Q K^T and out = P V, with these kernels between them. The scores are
 stacked (queries, keys) blocks, one per head: a row of the (n*queries, keys)
 array is query i = row % queries of its block, at position offset + i (offset =
 keys - queries: the square blocks of the whole sequence have offset 0, the later
-half of the queries against every key has offset keys / 2), and sees keys
+half of the queries against every key has offset T // 2), and sees keys
 0 .. offset + i. The forward scales the visible scores,
 exponentiates them (`exp_into`, vectorised) and normalises, writing exact zeros
 for the future keys; its loops run over the visible keys rounded up to BLOCK
@@ -14,9 +14,8 @@ variable length spends much of its time in the scalar remainder. As in the NumPy
 backend, the max shift (a scalar loop) is skipped when the scores are safely
 small: sqrt(sum of squares), summed in the vectorised pass, bounds every |score|.
 The backward makes dS = P * (dP - sum_j P dP) * scale over the visible keys.
-One thread, rows in order (a parallel launch costs more than these kernels save
-on 2 cores while BLAS's threads are spinning), so the result is the same for
-any thread count.
+One thread, rows in order (the threads each run a shard of the batch instead:
+cpu_streams.py), so the result does not depend on the thread count.
 
 (A flash-attention kernel that looped over the keys for each query, with no
 T x T tensor, lost to this at every benchmark shape, widths 16 to 64: BLAS's
