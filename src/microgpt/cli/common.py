@@ -45,15 +45,20 @@ def _flag_type(field: SettingField):
     return parse
 
 
+def help_text(text: str) -> str:
+    """Help text as argparse wants it: a literal % doubled, since argparse fills in %(default)s and the like."""
+    return text.replace("%", "%%")
+
+
 def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField]) -> None:
     """One flag per setting. Every flag defaults to None, so that a value given can be told from the default
     (a named run or a checkpoint may supply it); the help shows the declared default."""
     for field in fields:
-        help_text = f"{field.help} (default: {field.default_text})"
+        help_line = help_text(f"{field.help} (default: {field.default_text})")
         if isinstance(field.check, Switch):
-            parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=None, help=help_line)
         else:
-            parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar, help=help_text)
+            parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar, help=help_line)
 
 
 def add_own_setting_flags(parser: argparse.ArgumentParser, keys: tuple[str, ...]) -> None:
@@ -61,9 +66,9 @@ def add_own_setting_flags(parser: argparse.ArgumentParser, keys: tuple[str, ...]
     default (no named run or checkpoint supplies these there)."""
     for key in keys:
         field = FIELDS[key]
-        help_text = f"{field.help} (default: {field.default_text})"
+        help_line = help_text(f"{field.help} (default: {field.default_text})")
         if isinstance(field.check, Choice):
-            parser.add_argument(field.flag, choices=field.check.options, default=field.default, help=help_text)
+            parser.add_argument(field.flag, choices=field.check.options, default=field.default, help=help_line)
         else:
             parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar,
-                                default=field.default, help=help_text)
+                                default=field.default, help=help_line)

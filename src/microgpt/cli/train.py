@@ -14,7 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from microgpt.cli.common import add_setting_flags, positive_int
+from microgpt.cli.common import add_setting_flags, help_text, positive_int
 from microgpt.config import ConfigError
 from microgpt.distributed import DistributedError, communicator
 from microgpt.launch import relaunch
@@ -52,7 +52,7 @@ def add_parser(commands) -> None:
                    help=f"{FIELDS['file'].help} (default: {FIELDS['file'].default_text})")
     add_setting_flags(p, [f for f in FIELDS.values() if f.key != "file"])
     for flags, keywords in INVOCATION_FLAGS:
-        p.add_argument(*flags, **keywords)
+        p.add_argument(*flags, **{**keywords, "help": help_text(keywords["help"])})
     p.set_defaults(run=run)
 
 
