@@ -94,3 +94,29 @@ def test_the_example_file_has_the_documented_runs():
     assert runs["exponential"]["heads"] == "exponential"
     assert runs["prime"]["heads"] == "2,3,5,7,11,13,23"
     assert runs["wide"]["lr"] == 2e-4 and runs["default"]["lr"] == 3e-4  # a run's own setting beats the defaults
+
+
+def test_a_mistake_in_another_run_is_found_before_anything_trains(tmp_path, capsys):
+    from microgpt.cli import main
+
+    (tmp_path / "t.txt").write_text("abcdefgh " * 50)
+    path = write(tmp_path, "defaults: {steps: 3, d_model: 8, heads: 2, n_layers: 1, d_ff: 8, seq_len: 8}\n"
+                           "runs:\n  a: {}\n  b: {dmodel: 16}\n")
+    status = main(["train", str(tmp_path / "t.txt"), "--config", str(path), "--run", "a", "--quiet",
+                   "--model", str(tmp_path / "ck")])
+    err = capsys.readouterr().err
+    assert status == 2 and "run b in" in err and "'dmodel'" in err
+    assert not (tmp_path / "ck").exists()
+
+
+def test_a_run_whose_settings_disagree_is_found_before_another_trains(tmp_path, capsys):
+    from microgpt.cli import main
+
+    (tmp_path / "t.txt").write_text("abcdefgh " * 50)
+    path = write(tmp_path, "defaults: {steps: 3, d_model: 8, heads: 2, n_layers: 1, d_ff: 8, seq_len: 8}\n"
+                           "runs:\n  a: {}\n  b: {warmup: 50}\n")
+    status = main(["train", str(tmp_path / "t.txt"), "--config", str(path), "--run", "a", "--quiet",
+                   "--model", str(tmp_path / "ck")])
+    err = capsys.readouterr().err
+    assert status == 2 and "run b in" in err and "--warmup 50" in err
+    assert not (tmp_path / "ck").exists()

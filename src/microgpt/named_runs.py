@@ -38,23 +38,29 @@ class NamedRun:
 
 
 def load_run(path: str | Path, run_id: str | None) -> NamedRun:
-    """The run `run_id` from the YAML file at `path`, with its defaults merged in and every value checked."""
+    """The run `run_id` from the YAML file at `path`, with its defaults merged in. Every run of the file is
+    checked, so a mistake in another run is found before this one trains."""
     path = Path(path)
-    document = _read_yaml(path)
-    runs = document["runs"]
-    ids = ", ".join(str(key) for key in runs)
+    runs = _load_runs(path)
+    ids = ", ".join(runs)
     if run_id is None:
         raise ConfigError(f"--config {path} needs --run ID to pick a run; its runs are: {ids}")
     if run_id not in runs:
         raise ConfigError(f"--run {run_id!r} is not in {path}; its runs are: {ids}")
+    return runs[run_id]
+
+
+def load_all_runs(path: str | Path) -> list[NamedRun]:
+    """Every run of the YAML file at `path`, in file order, each with its defaults merged in and checked."""
+    return list(_load_runs(Path(path)).values())
+
+
+def _load_runs(path: Path) -> dict[str, NamedRun]:
+    document = _read_yaml(path)
     defaults = _check_settings(document.get("defaults"), f"defaults in {path}", path)
-    own = _check_settings(runs[run_id], f"run {run_id} in {path}", path)
-    return NamedRun(run_id, {**defaults, **own}, f"run {run_id} in {path}")
-
-
-def run_ids(path: str | Path) -> list[str]:
-    """The ids of the runs in the YAML file at `path`, in file order."""
-    return list(_read_yaml(Path(path))["runs"])
+    return {run_id: NamedRun(run_id, {**defaults, **_check_settings(settings, f"run {run_id} in {path}", path)},
+                             f"run {run_id} in {path}")
+            for run_id, settings in document["runs"].items()}
 
 
 def _read_yaml(path: Path) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from microgpt.config import ConfigError, ModelConfig, TrainConfig, parse_heads, settings_fields
-from microgpt.named_runs import NamedRun
+from microgpt.named_runs import NamedRun, load_all_runs
 from microgpt.presets import PRESETS
 
 FIELDS = {f.key: f for f in settings_fields()}
@@ -104,3 +104,15 @@ class Settings:
                     f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {actual}; "
                     "drop it to resume, or train a new model with --model"
                 )
+
+
+def check_named_runs(path: Path) -> None:
+    """Every run of a --config file built into its configs (without the command line's flags), so that a
+    mistake in any run is found before the first one trains."""
+    for named in load_all_runs(path):
+        settings = Settings({}, named)
+        try:
+            settings.train_config()
+            settings.model_config(vocab_size=1)  # the vocabulary comes from the text; any size checks the shape
+        except ConfigError as exc:
+            raise ConfigError(f"{named.origin}: {exc}") from None

@@ -18,12 +18,12 @@ from microgpt.cli.common import add_setting_flags, help_text, positive_int
 from microgpt.config import ConfigError
 from microgpt.distributed import DistributedError, communicator
 from microgpt.launch import relaunch
-from microgpt.named_runs import load_run, run_ids
+from microgpt.named_runs import load_all_runs, load_run
 from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
 from microgpt.run import Run, prepare, prepare_compare, start_backend
-from microgpt.settings import FIELDS, Settings
-from microgpt.trainer import RunSummary
+from microgpt.settings import FIELDS, Settings, check_named_runs
+from microgpt.trainer import RunPaths, RunSummary
 
 # The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
 INVOCATION_FLAGS = [
@@ -74,6 +74,8 @@ def train_command(args, comm) -> int:
     if args.run_id is not None and args.config is None:
         raise ConfigError(f"--run {args.run_id} needs --config FILE, the YAML file that defines it")
     named = load_run(args.config, args.run_id) if args.config is not None else None
+    if named is not None:
+        check_named_runs(args.config)
     settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
     backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
     if note:
@@ -154,12 +156,12 @@ def run_compare(args, settings: Settings, backend) -> int:
 def plot_config_runs(config: Path, run: Run) -> None:
     """After a named run: every run of its YAML file trained so far, in one PNG beside the checkpoints."""
     logs = {}
-    for run_id in run_ids(config):
-        checkpoint = run.paths.checkpoint if run_id == run.label else Settings({}, load_run(config, run_id)).path(
-            "model") or Path("checkpoints") / run_id
-        log = checkpoint.with_name(checkpoint.name + ".metrics.jsonl")
+    for named in load_all_runs(config):
+        checkpoint = (run.paths.checkpoint if named.id == run.label
+                      else Settings({}, named).path("model") or Path("checkpoints") / named.id)
+        log = RunPaths(checkpoint).metrics
         if log.is_file():
-            logs[run_id] = log
+            logs[named.id] = log
     png = write_runs_plot(logs, run.paths.checkpoint.parent / f"{config.stem}.png", f"the runs of {config}")
     if png is not None:
         print(f"runs of {config}: {png}")
