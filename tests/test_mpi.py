@@ -149,10 +149,27 @@ def test_a_rank_that_raises_stops_every_rank_with_one_line(corpus, tmp_path):
     started = time.monotonic()
     result = run([MPIEXEC, "-n", "1", *good, ":", "-n", "1", *bad], tmp_path)
     assert time.monotonic() - started < FAILURE_LIMIT_S
-    assert result.returncode != 0
-    failures = [line for line in result.stderr.splitlines() if line.startswith("microgpt train: error:")]
-    assert failures == [(f"microgpt train: error: rank 1 of 2 failed: {tmp_path / 'missing.txt'}: no such file; give the path "
-                         "of a UTF-8 text file; stopping every rank")]
+    assert result.returncode == 2, result.stderr
+    failures = [line for line in result.stderr.splitlines() if line.strip()]
+    assert failures == [(f"microgpt train: error: rank 1 of 2: {tmp_path / 'missing.txt'}: no such file; give the path "
+                         "of a UTF-8 text file")]
+    assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.parametrize("mistake, expected", [
+    (["--warmup", "500"], "--warmup 500 is longer than the run"),
+    (["--d-model", "15"], "does not divide d_model 15"),
+    (["MISSING"], "MISSING: no such file"),
+])
+def test_a_mistake_under_procs_is_one_line_and_status_2(corpus, tmp_path, mistake, expected):
+    """Every rank hits the same mistake while setting up: one line from rank 0, no MPI_Abort noise, exit 2."""
+    args = [str(tmp_path / "MISSING") if mistake == ["MISSING"] else str(corpus), *TINY, "--steps", "10",
+            *([] if mistake == ["MISSING"] else mistake), "--model", "ck"]
+    result = run(train(*args, "--procs", "2"), tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("microgpt train: error: ") and expected in lines[0], result.stderr
+    assert not (tmp_path / "ck").exists()
 
 
 def test_a_nan_loss_stops_every_rank_with_one_report(corpus, tmp_path):

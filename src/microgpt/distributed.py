@@ -11,8 +11,11 @@ The trainer sees only this interface: `rank`, `size`, `is_writer` (rank 0
 writes every file and prints), `allreduce_mean` (in place, on the flat gradient
 buffer, once per step), `agree` (the mean loss and whether any rank asked to
 stop, in one small collective), `use_local_gpu` and `for_backend` (one GPU per
-rank, gradients over NCCL), and `failing_together` (an error in any rank stops
-every rank instead of leaving them waiting in a collective).
+rank, gradients over NCCL), `preparing_together` (a run's set-up, after which
+the ranks agree whether any of them failed, so that a bad flag or file ends
+every rank with one line and the user-error status), and `failing_together`
+(an error in any rank stops every rank instead of leaving them waiting in a
+collective).
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ class SingleProcess:
 
     def for_backend(self, backend) -> SingleProcess:
         return self
+
+    @contextlib.contextmanager
+    def preparing_together(self, command: str = "microgpt") -> Iterator[None]:
+        yield
 
     @contextlib.contextmanager
     def failing_together(self, command: str = "microgpt") -> Iterator[None]:

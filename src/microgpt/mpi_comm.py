@@ -44,6 +44,7 @@ class MPICommunicator:
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
         self.places = self.comm.allgather((MPI.Get_processor_name(), os.getpid()))  # each rank's (host, pid)
+        self._agreed: BaseException | None = None  # an error every rank agreed on, passed on without an abort
 
     def allreduce_mean(self, buffer: np.ndarray) -> None:
         """Replace `buffer` (a contiguous host array) by its mean over the ranks, in place."""
@@ -75,6 +76,29 @@ class MPICommunicator:
         return NCCLCommunicator.from_mpi(self)
 
     @contextlib.contextmanager
+    def preparing_together(self, command: str = "microgpt") -> Iterator[None]:
+        """Run the body (a run's checks and set-up, before any collective of training), then agree on how it
+        went in one collective. When any rank failed, every rank ends with the user-error status and no
+        MPI_Abort: rank 0 raises its own error for the CLI to print as one line, or, where rank 0 was fine,
+        the failing rank prints its error itself."""
+        error = None
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - every rank must hear of it before anyone raises
+            error = exc
+        failed = np.array([error is not None and self.is_writer, error is not None], dtype=np.float64)
+        self.comm.Allreduce(MPI.IN_PLACE, failed, op=MPI.SUM)
+        writer_failed, any_failed = failed[0] > 0, failed[1] > 0
+        if error is not None and self.is_writer:
+            self._agreed = error
+            raise error
+        if error is not None and not writer_failed:
+            print(f"{command}: error: rank {self.rank} of {self.size}: {error}", file=sys.stderr, flush=True)
+        if any_failed:
+            self._agreed = SystemExit(QUIET_EXIT_STATUS)
+            raise self._agreed
+
+    @contextlib.contextmanager
     def failing_together(self, command: str = "microgpt") -> Iterator[None]:
         """Run the body; an exception in this rank stops every rank, reported as `command: error: rank ...`
         (a stop they all reached together is re-raised for rank 0 to report)."""
@@ -90,8 +114,8 @@ class MPICommunicator:
                 raise
             raise SystemExit(QUIET_EXIT_STATUS) from None
         except BaseException as exc:
-            if isinstance(exc, SystemExit) and exc.code in (0, None):
-                raise
+            if exc is self._agreed or (isinstance(exc, SystemExit) and exc.code in (0, None)):
+                raise  # every rank knows of it and is ending (preparing_together), or a clean exit
             if not self.is_writer:
                 time.sleep(OTHER_RANKS_REPORT_DELAY_S)
             message = str(exc) or type(exc).__name__

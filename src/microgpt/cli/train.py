@@ -71,30 +71,35 @@ def run(args) -> int:
 
 
 def train_command(args, comm) -> int:
-    if args.run_id is not None and args.config is None:
-        raise ConfigError(f"--run {args.run_id} needs --config FILE, the YAML file that defines it")
-    named = load_run(args.config, args.run_id) if args.config is not None else None
-    if named is not None:
-        check_named_runs(args.config)
-    settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
-    backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
-    if note:
-        print(note)
+    with comm.preparing_together("microgpt train"):  # every rank checks; a mistake ends them all with one line
+        if args.run_id is not None and args.config is None:
+            raise ConfigError(f"--run {args.run_id} needs --config FILE, the YAML file that defines it")
+        named = load_run(args.config, args.run_id) if args.config is not None else None
+        if named is not None:
+            check_named_runs(args.config)
+        settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
+        backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
+        if note:
+            print(note)
+        if args.compare is not None:
+            if args.resume:
+                raise ConfigError("--compare trains new models and cannot --resume; resume one spec's checkpoint "
+                                  "on its own")
+            if comm.size > 1:
+                raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
+        else:
+            run = prepare(settings, backend, args.resume, save=not args.no_save)
     if args.compare is not None:
-        if args.resume:
-            raise ConfigError("--compare trains new models and cannot --resume; resume one spec's checkpoint on its own")
-        if comm.size > 1:
-            raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
         return run_compare(args, settings, backend)
-    return run_single(args, settings, backend, comm)
+    return run_single(args, settings, run, comm)
 
 
-def run_single(args, settings: Settings, backend, comm) -> int:
-    with prepare(settings, backend, args.resume, save=not args.no_save) as run:
+def run_single(args, settings: Settings, run: Run, comm) -> int:
+    with run:
         print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
         cfg = run.model.config
         print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
-              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; {describe_backend(backend)}"
+              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; {describe_backend(run.model.be)}"
               + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
         if comm.size > 1:
             print(f"processes: {comm.placement()}", flush=True)  # before any failure, to name a dead pid's rank
