@@ -40,7 +40,11 @@ NAMED_HEADS: dict[str, tuple[int, ...]] = {
     "ones": (1,) * 64,
 }
 DEFAULT_HEAD_COUNT = 4  # without --heads, d_model is split into this many equal heads
-DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the run
+DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule
+# Without --val-tokens, this share of the text is held out (1/10, as nanoGPT does), up to a number of characters
+# that keeps a validation pass near ten training steps of the default run; a text too short for it holds out none.
+DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_MAX = 10, 20_000
+VALIDATIONS_PER_RUN = 20  # without --eval-every, validate this many times over the run (and at its end)
 
 __all__ = ["NAMED_HEADS", "ConfigError", "ModelConfig", "RunConfig", "TrainConfig", "parse_heads", "settings_fields"]
 
@@ -153,7 +157,8 @@ class TrainConfig:
     lr: float = setting(3e-3, "peak learning rate of Adam (bias-corrected, ε 1e-8), reached after --warmup",
                         POSITIVE_NUMBER, metavar="X")
     warmup: int | None = setting(None, "raise the learning rate linearly over the first N steps (lr/N, 2 lr/N, "
-                                 "... lr)", whole(0), shown_default=f"{DEFAULT_WARMUP}, at most steps/10")
+                                 "... lr)", whole(0),
+                                 shown_default=f"{DEFAULT_WARMUP}, at most a tenth of --decay-steps (or --steps)")
     lr_schedule: str = setting("cosine", "after warm-up: constant, or cosine (decays to --min-lr by "
                                "--decay-steps)", SCHEDULE, metavar="NAME")
     min_lr: float | None = setting(None, "where cosine decay ends", NUMBER, shown_default="lr/10", metavar="X")
@@ -175,17 +180,23 @@ class TrainConfig:
     stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
     random_batches: bool = setting(True, "seeded random windows (--no-random-batches: the sequential walk)", SWITCH)
-    val_tokens: int = setting(0, "hold out the last N characters for validation", whole(0))
-    val_interval: float = setting(30.0, "seconds between validation passes", POSITIVE_NUMBER, metavar="S")
-    eval_every: int = setting(0, "validate every N steps instead of every --val-interval seconds (0: by time)",
-                              whole(0))
+    val_tokens: int | None = setting(None, "hold out the last N characters of the text and measure the loss on all "
+                                     "of them as the run goes (0: hold out none)", whole(0),
+                                     shown_default=f"a tenth of the text, at most {DEFAULT_HELD_OUT_MAX:,}")
+    val_interval: float = setting(30.0, "with --eval-every 0: seconds between validation passes", POSITIVE_NUMBER,
+                                  metavar="S")
+    eval_every: int | None = setting(None, "validate every N steps, and at the end (0: every --val-interval seconds "
+                                     "instead)", whole(0), shown_default=f"steps/{VALIDATIONS_PER_RUN}")
     save_every: int = setting(0, "also save every N steps (always at the end, and on Ctrl-C; 0: only then)",
                               whole(0))
 
     def __post_init__(self) -> None:
         _check_fields(self)
-        if self.warmup is None:  # resolved here, so a checkpoint keeps the number its schedule used
-            self.warmup = min(DEFAULT_WARMUP, self.steps // 10)
+        if self.warmup is None:  # resolved here, so a checkpoint keeps the number its schedule used; from the
+            # schedule's end, not this part's --steps, so a schedule trained in parts warms up as in one run
+            self.warmup = min(DEFAULT_WARMUP, (self.decay_steps or self.steps) // 10)
+        if self.eval_every is None:
+            self.eval_every = max(1, -(-self.steps // VALIDATIONS_PER_RUN))
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be at least 0 and below 1, got {getattr(self, name)}")

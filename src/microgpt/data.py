@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt.config import DEFAULT_HELD_OUT_MAX, DEFAULT_HELD_OUT_SHARE
+
 
 class DataError(ValueError):
     """Unusable training or evaluation text; the message names the problem and the fix."""
@@ -100,6 +102,15 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         return "".join(self.vocab[int(i)] for i in ids)
+
+
+def held_out_count(val_tokens: int | None, n_tokens: int, seq_len: int) -> int:
+    """How many tokens to hold out: `val_tokens` when given; else a DEFAULT_HELD_OUT_SHARE-th of the text, up to
+    DEFAULT_HELD_OUT_MAX, or none where the text is too short to leave a window on each side."""
+    if val_tokens is not None:
+        return val_tokens
+    count = min(n_tokens // DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_MAX)
+    return count if count >= seq_len + 1 and n_tokens - count >= seq_len + 1 else 0
 
 
 def split_validation(tokens: np.ndarray, val_tokens: int, seq_len: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -15,6 +15,7 @@ same data. `train` is the whole thing in one call, for use from Python:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -33,6 +34,7 @@ from microgpt.data import (
     RandomBatches,
     SequentialBatches,
     default_corpus,
+    held_out_count,
     read_corpus,
     split_validation,
 )
@@ -199,7 +201,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     call `close`) to release it.
     """
     comm = (comm or communicator()).for_backend(backend)
-    save = save and comm.is_writer  # rank 0 alone writes
+    asked_to_save, save = save, save and comm.is_writer  # rank 0 alone writes
     cap = settings.value("max_memory")
     resume_state: dict = {}
     if resume is not None:
@@ -234,6 +236,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         model = GPT(config, backend, seed=train_config.seed)
     seq_len = model.config.seq_len
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
+    train_config = with_held_out(train_config, len(tokens), seq_len)
+    settings.check_all_used(train_config, save=asked_to_save)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
     batches = make_batches(train_tokens, seq_len, train_config, comm)
     if resume_state:
@@ -247,6 +251,12 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         val_tokens = None
     return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info, label,
                resumed=resume is not None, comm=comm, lock=lock, notes=notes)
+
+
+def with_held_out(config: TrainConfig, n_tokens: int, seq_len: int) -> TrainConfig:
+    """The config with its held-out count resolved for this text (data.held_out_count), so that a checkpoint
+    records the split it was trained on and a resume keeps it."""
+    return dataclasses.replace(config, val_tokens=held_out_count(config.val_tokens, n_tokens, seq_len))
 
 
 def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> list[str]:
@@ -329,6 +339,8 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
         for spec in specs:
             check_target(base / spec.text)
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
+    train_config = with_held_out(train_config, len(tokens), settings.value("seq_len"))
+    settings.check_all_used(train_config, save=save, compare=True)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, settings.value("seq_len"))
     return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base)
 

@@ -90,6 +90,30 @@ class Settings:
     def train_config(self) -> TrainConfig:
         return TrainConfig(**{f.field: self.value(f.key) for f in settings_fields(TrainConfig)})
 
+    def check_all_used(self, config: TrainConfig, save: bool = True, compare: bool = False) -> None:
+        """Refuse a setting given (by a flag or the named run) that would do nothing with the others, in one line
+        naming it and what it needs, rather than accept it in silence."""
+        no_held_out = ("--val-tokens is 0" if self.given("val_tokens") or config.val_tokens else
+                       "the text is too short to hold out a tenth of it; give --val-tokens N")
+        unused = [
+            ("eval_every", config.val_tokens == 0, f"there is no held-out text to validate on ({no_held_out})"),
+            ("val_interval", config.val_tokens == 0, f"there is no held-out text to validate on ({no_held_out})"),
+            ("val_interval", config.eval_every != 0, "it times validation only with --eval-every 0 (by steps is "
+                                                      "the default); add --eval-every 0 or drop it"),
+            ("stride", config.random_batches, "it spaces the windows of the sequential walk, and batches are random "
+                                              "windows; add --no-random-batches or drop it"),
+            ("min_lr", config.lr_schedule == "constant", "a constant schedule does not decay; add --lr-schedule "
+                                                         "cosine or drop it"),
+            ("decay_steps", config.lr_schedule == "constant", "a constant schedule does not decay; add "
+                                                              "--lr-schedule cosine or drop it"),
+            ("save_every", not save, "nothing is saved with --no-save"),
+            ("model", not save, "nothing is saved with --no-save"),
+            ("gen", compare and self.value("gen") > 0, "--compare prints no sample"),
+        ]
+        for key, useless, why in unused:
+            if useless and self.given(key):
+                raise ConfigError(f"{self.describe(key)} does nothing here: {why}")
+
     def check_shape_against(self, config: ModelConfig, checkpoint: Path) -> None:
         """On resume the shape comes from the checkpoint; an explicit shape setting that disagrees is an error."""
         for key in SHAPE_KEYS:

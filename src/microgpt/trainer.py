@@ -1,8 +1,8 @@
 """The training loop: steps, validation, checkpoints, logs, and a clean stop.
 
 `Trainer.run` trains a model to `TrainConfig.steps` (a total, so a resumed run
-continues to the same target), validates on held-out tokens every
-`val_interval` seconds or `eval_every` steps, keeps the best checkpoint, saves
+continues to the same target), validates on all of the held-out tokens every
+`eval_every` steps (or `val_interval` seconds), keeps the best checkpoint, saves
 every `save_every` steps and at the end, and writes a JSONL metrics log (on a
 resume, first cut back to the checkpoint's step, so a run killed after its last
 save leaves no steps that the resumed run repeats).
@@ -33,13 +33,11 @@ import numpy as np
 
 from microgpt.checkpoint import CheckpointError, UnsoundWeights, save_checkpoint
 from microgpt.config import TrainConfig
-from microgpt.data_parallel import train_step
+from microgpt.data_parallel import micro_batch_size, train_step
 from microgpt.distributed import SingleProcess
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.optim import Optimizer
 from microgpt.progress import Progress
-
-VAL_MAX_WINDOWS = 64  # validation uses at most this many windows of seq_len + 1
 
 
 class TrainingStopped(RuntimeError):
@@ -93,10 +91,9 @@ class Trainer:
         self.run_info = run_info  # corpus and flags, kept in train_state.json
         self.optimizer = Optimizer(model.params, config)
         self.best_val_loss: float | None = run_info.get("best_val_loss")
-        if val_tokens is not None:  # up to VAL_MAX_WINDOWS non-overlapping windows of seq_len + 1, made once
-            seq_len = model.config.seq_len
-            count = min(VAL_MAX_WINDOWS, (len(val_tokens) - 1) // seq_len)
-            self._val_windows = np.stack([val_tokens[s : s + seq_len + 1] for s in range(0, count * seq_len, seq_len)])
+        if val_tokens is not None:
+            self._val_windows = validation_windows(val_tokens, model.config.seq_len)
+            self._val_batch = micro_batch_size(config.batch_size, config.grad_accum, self.comm.size)
         self._stop_signal: int | None = None
         # the step the checkpoint on disk holds: a resumed model's step, or none yet
         self._saved_step: int | None = _step_on_disk(paths.checkpoint)  # the checkpoint a failure leaves
@@ -122,8 +119,9 @@ class Trainer:
                 self._staged_log = None
 
     def validation_loss(self) -> float:
-        """Mean loss over the held-out windows, batch_size windows per forward."""
-        windows, batch = self._val_windows, self.config.batch_size
+        """Mean loss over every held-out window, a micro-batch of windows per forward pass (the memory cap
+        was checked for a micro-batch's training step, which needs more)."""
+        windows, batch = self._val_windows, self._val_batch
         chunks = [windows[i : i + batch] for i in range(0, len(windows), batch)]
         return sum(self.model.loss(chunk) * len(chunk) for chunk in chunks) / len(windows)
 
@@ -244,6 +242,13 @@ class Trainer:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def validation_windows(val_tokens: np.ndarray, seq_len: int) -> np.ndarray:
+    """Every non-overlapping window of seq_len + 1 in the held-out tokens, so each held-out token but the
+    first (and a remainder shorter than seq_len at the end) is a target once: (count, seq_len + 1)."""
+    starts = range(0, len(val_tokens) - seq_len, seq_len)
+    return np.stack([val_tokens[s : s + seq_len + 1] for s in starts])
 
 
 def _step_on_disk(checkpoint: Path | None) -> int | None:

@@ -1,0 +1,125 @@
+"""Validation and the schedule's defaults: the whole held-out text is scored, a tenth of the text is held out by
+default, a curve is drawn for every run, a schedule trained in parts as the README says equals one run, and a
+setting that would do nothing is refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.cli import main
+from microgpt.config import DEFAULT_HELD_OUT_MAX, ConfigError, ModelConfig, TrainConfig
+from microgpt.data import CharTokenizer, SequentialBatches, held_out_count
+from microgpt.model import GPT
+from microgpt.progress import Progress
+from microgpt.settings import Settings
+from microgpt.trainer import RunPaths, Trainer, validation_windows
+
+TEXT = "the quick brown fox jumps over the lazy dog. " * 60  # 2,700 characters
+TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--gen", "0",
+        "--quiet", "--backend", "numpy"]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT)
+    return tmp_path
+
+
+def records(log) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_validation_scores_every_held_out_window():
+    """With far more held-out text than the old 64-window cap, the loss is the mean over every window."""
+    tok = CharTokenizer.from_text(TEXT)
+    config = ModelConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=8)
+    model = GPT(config, get_backend("numpy", dtype=np.float64), seed=0)
+    tokens = tok.encode(TEXT)
+    val = tokens[-2000:]
+    windows = validation_windows(val, 8)
+    assert windows.shape == ((2000 - 1) // 8, 9)
+    assert np.array_equal(windows[-1], val[(len(windows) - 1) * 8 : len(windows) * 8 + 1])
+    trainer = Trainer(model, tok.vocab, SequentialBatches(tokens[:-2000], 8, 5), val,
+                      TrainConfig(steps=1, batch_size=5), RunPaths(None), Progress(quiet=True), {})
+    one_pass = model.loss(windows)  # every window in one forward pass: the mean over all their targets
+    assert trainer.validation_loss() == pytest.approx(one_pass, rel=1e-12)  # float64, summed in batches of 5
+    assert len(windows) > 64 and trainer.validation_loss() != pytest.approx(model.loss(windows[:64]), rel=1e-6)
+
+
+@pytest.mark.parametrize("n_tokens, seq_len, expected", [
+    (10_000, 64, 1_000),  # a tenth
+    (10**6, 64, DEFAULT_HELD_OUT_MAX),  # capped
+    (300, 64, 0),  # a tenth is shorter than a window: nothing held out
+    (2_000, 64, 200),
+])
+def test_the_default_held_out_share(n_tokens, seq_len, expected):
+    assert held_out_count(None, n_tokens, seq_len) == expected
+    assert held_out_count(123, n_tokens, seq_len) == 123  # given: as given
+
+
+def test_the_default_run_shows_a_validation_loss_and_a_curve(workdir, capsys):
+    assert main(["train", "text.txt", *TINY, "--steps", "40", "--model", "ck"]) == 0
+    out = capsys.readouterr().out
+    assert "validation loss" in out
+    log = records(workdir / "ck.metrics.jsonl")
+    validated = [r["step"] for r in log if "val_loss" in r]
+    assert validated == list(range(2, 41, 2))  # steps/20: a point every 2 steps, the last at the end
+    state = json.loads((workdir / "ck" / "train_state.json").read_text())
+    assert state["train_config"]["val_tokens"] == 270  # the resolved count, kept for a resume
+
+
+def test_the_readme_recipe_for_a_schedule_in_parts_is_exact(workdir):
+    """README: "to train a schedule in parts, fix its end with --decay-steps and give each part's --steps", on
+    the default backend, as a user types it."""
+    tiny = TINY[: TINY.index("--backend")]
+    assert main(["train", "text.txt", *tiny, "--steps", "200", "--decay-steps", "200", "--model", "whole"]) == 0
+    assert main(["train", "text.txt", *tiny, "--steps", "100", "--decay-steps", "200", "--model", "parts"]) == 0
+    assert main(["train", "--resume", "parts", "--steps", "200", "--quiet", "--gen", "0"]) == 0
+    whole, parts = records(workdir / "whole.metrics.jsonl"), records(workdir / "parts.metrics.jsonl")
+    assert [r["lr"] for r in whole] == [r["lr"] for r in parts]
+    assert [r["loss"] for r in whole] == [r["loss"] for r in parts]  # bit-identical
+    assert whole[0]["lr"] == pytest.approx(3e-3 / 20)  # the warm-up is a tenth of the schedule, 20 steps
+
+
+def test_the_default_warmup_follows_the_schedule_not_the_part():
+    assert TrainConfig(steps=100, decay_steps=2000).warmup == 100
+    assert TrainConfig(steps=100).warmup == 10
+    assert TrainConfig(steps=5000).warmup == 100
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"eval_every": 5, "val_tokens": 0}, "--eval-every 5 does nothing here: there is no held-out text"),
+    ({"val_interval": 5}, "--val-interval 5.0 does nothing here: it times validation only with --eval-every 0"),
+    ({"stride": 4}, "--stride 4 does nothing here: it spaces the windows of the sequential walk"),
+    ({"min_lr": 1e-4, "lr_schedule": "constant"}, "--min-lr 0.0001 does nothing here: a constant schedule"),
+    ({"decay_steps": 50, "lr_schedule": "constant"}, "--decay-steps 50 does nothing here"),
+])
+def test_a_setting_that_does_nothing_is_refused(given, words):
+    settings = Settings({"steps": 10, **given})
+    config = settings.train_config()
+    with pytest.raises(ConfigError, match=words):
+        settings.check_all_used(config)
+
+
+def test_settings_that_do_something_together_are_accepted():
+    settings = Settings({"steps": 10, "stride": 4, "random_batches": False, "eval_every": 0, "val_interval": 5,
+                         "val_tokens": 100})
+    settings.check_all_used(settings.train_config())
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--no-save", "--save-every", "5"], "--save-every 5 does nothing here: nothing is saved with --no-save"),
+    (["--no-save", "--model", "x"], "--model x does nothing here"),
+    (["--compare", "d8n1,d4x2n1", "--gen", "20"], "--gen 20 does nothing here: --compare prints no sample"),
+])
+def test_cli_flags_that_do_nothing_are_refused_in_one_line(workdir, capsys, flags, words):
+    args = ["train", "text.txt", "--seq-len", "16", "--steps", "3", "--quiet", *flags]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+    assert not (workdir / "checkpoints").exists() and not (workdir / "x").exists()
