@@ -95,17 +95,17 @@ class Settings:
         naming it and what it needs, rather than accept it in silence."""
         no_held_out = ("--val-tokens is 0" if self.given("val_tokens") or config.val_tokens else
                        "the text is too short to hold out a tenth of it; give --val-tokens N")
+        no_decay = "a constant schedule does not decay; add --lr-schedule cosine or drop it"
         unused = [
             ("eval_every", config.val_tokens == 0, f"there is no held-out text to validate on ({no_held_out})"),
             ("val_interval", config.val_tokens == 0, f"there is no held-out text to validate on ({no_held_out})"),
-            ("val_interval", config.eval_every != 0, "it times validation only with --eval-every 0 (by steps is "
-                                                      "the default); add --eval-every 0 or drop it"),
-            ("stride", config.random_batches, "it spaces the windows of the sequential walk, and batches are random "
-                                              "windows; add --no-random-batches or drop it"),
-            ("min_lr", config.lr_schedule == "constant", "a constant schedule does not decay; add --lr-schedule "
-                                                         "cosine or drop it"),
-            ("decay_steps", config.lr_schedule == "constant", "a constant schedule does not decay; add "
-                                                              "--lr-schedule cosine or drop it"),
+            ("val_interval", config.eval_every != 0,
+             "it times validation only with --eval-every 0 (by steps is the default); add --eval-every 0 or drop it"),
+            ("stride", config.random_batches,
+             "it spaces the windows of the sequential walk, and batches are random windows; add --no-random-batches "
+             "or drop it"),
+            ("min_lr", config.lr_schedule == "constant", no_decay),
+            ("decay_steps", config.lr_schedule == "constant", no_decay),
             ("save_every", not save, "nothing is saved with --no-save"),
             ("model", not save, "nothing is saved with --no-save"),
             ("gen", compare and self.value("gen") > 0, "--compare prints no sample"),
