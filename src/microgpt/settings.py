@@ -102,8 +102,8 @@ class Settings:
             ("val_interval", config.eval_every != 0,
              "it times validation only with --eval-every 0 (by steps is the default); add --eval-every 0 or drop it"),
             ("stride", config.random_batches,
-             "it spaces the windows of the sequential walk, and batches are random windows; add --no-random-batches "
-             "or drop it"),
+             ("it spaces the windows of the sequential walk, and batches are random windows; "
+              "add --no-random-batches or drop it")),
             ("min_lr", config.lr_schedule == "constant", no_decay),
             ("decay_steps", config.lr_schedule == "constant", no_decay),
             ("save_every", not save, "nothing is saved with --no-save"),
