@@ -123,3 +123,24 @@ def test_cli_flags_that_do_nothing_are_refused_in_one_line(workdir, capsys, flag
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
     assert not (workdir / "checkpoints").exists() and not (workdir / "x").exists()
+
+
+def test_a_new_run_never_leaves_an_older_models_best_beside_it(workdir):
+    """A d16 run with validation leaves ck-best; a new d8 run into ck without validation must remove it, and a
+    new run with validation replaces it with its own."""
+    assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    assert (workdir / "ck-best" / "config.json").is_file()
+    small = [*TINY, "--d-model", "8"]
+    assert main(["train", "text.txt", *small, "--steps", "10", "--val-tokens", "0", "--model", "ck"]) == 0
+    assert not (workdir / "ck-best").exists()
+    assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    assert main(["train", "text.txt", *small, "--steps", "10", "--model", "ck"]) == 0
+    best = json.loads((workdir / "ck-best" / "config.json").read_text())
+    assert best["d_model"] == 8  # this run's own
+
+
+def test_a_resumed_run_keeps_its_best(workdir):
+    assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    best = (workdir / "ck-best" / "model.safetensors").read_bytes()
+    assert main(["train", "--resume", "ck", "--steps", "12", "--val-tokens", "0", "--quiet", "--gen", "0"]) == 0
+    assert (workdir / "ck-best" / "model.safetensors").read_bytes() == best

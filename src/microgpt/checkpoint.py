@@ -113,6 +113,27 @@ def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: s
     _fsync(tmp)
 
 
+def is_checkpoint(directory: Path) -> bool:
+    """A directory microgpt wrote: our config.json (with a format_version) and weights, and nothing else."""
+    try:
+        names = {entry.name for entry in directory.iterdir()}
+        config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(config, dict) and isinstance(config.get("format_version"), int)
+            and config["format_version"] <= FORMAT_VERSION and WEIGHTS in names and names <= set(FILES))
+
+
+def remove_checkpoint(directory: Path) -> None:
+    """Delete a checkpoint directory, and nothing that is not one (is_checkpoint): a CheckpointError otherwise."""
+    if not is_checkpoint(directory):
+        raise CheckpointError(f"{directory} is not a microgpt checkpoint, so it was left in place")
+    try:
+        shutil.rmtree(directory)
+    except OSError as exc:
+        raise CheckpointError(f"cannot remove {directory} ({exc.strerror or exc})") from None
+
+
 def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: bool = False,
                     max_memory: int | None = None) -> tuple[GPT, str, dict]:
     """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved.

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from microgpt.checkpoint import CONFIG, FILES, FORMAT_VERSION, WEIGHTS
+from microgpt.checkpoint import FILES, is_checkpoint
 from microgpt.config import ConfigError
 
 SIBLING_SUFFIXES = (".tmp", ".prev", "-best", "-best.tmp", "-best.prev")  # what a run writes beside DIR
@@ -29,17 +28,6 @@ SIBLING_SUFFIXES = (".tmp", ".prev", "-best", "-best.tmp", "-best.prev")  # what
 
 class RunDirError(ConfigError):
     """The checkpoint directory cannot be used; the message names it, the reason and the fix."""
-
-
-def is_checkpoint(directory: Path) -> bool:
-    """A directory microgpt wrote: our config.json (with a format_version) and weights, and nothing else."""
-    try:
-        names = {entry.name for entry in directory.iterdir()}
-        config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(config, dict) and isinstance(config.get("format_version"), int)
-            and config["format_version"] <= FORMAT_VERSION and WEIGHTS in names and names <= set(FILES))
 
 
 def _only_our_files(directory: Path) -> bool:

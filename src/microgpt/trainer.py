@@ -31,7 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.checkpoint import CheckpointError, UnsoundWeights, save_checkpoint
+from microgpt.checkpoint import (
+    CheckpointError,
+    UnsoundWeights,
+    is_checkpoint,
+    remove_checkpoint,
+    save_checkpoint,
+)
 from microgpt.config import TrainConfig
 from microgpt.data_parallel import micro_batch_size, train_step
 from microgpt.distributed import SingleProcess
@@ -98,6 +104,9 @@ class Trainer:
         # the step the checkpoint on disk holds: a resumed model's step, or none yet
         self._saved_step: int | None = _step_on_disk(paths.checkpoint)  # the checkpoint a failure leaves
         self._staged_log: Path | None = None  # a new run's log while the old checkpoint's log is still in place
+        # a new run over an old checkpoint: the old run's -best, until this run saves its own or replaces the
+        # checkpoint (a run owns its -best; an older model's must not stay beside it)
+        self._old_best = model.params.step == 0 and paths.best is not None and is_checkpoint(paths.best)
         self._time_offset = 0.0  # seconds the resumed run's log had already counted
 
     def train_state(self) -> dict:
@@ -117,6 +126,11 @@ class Trainer:
             if self._staged_log is not None:  # the new checkpoint is in place: its log replaces the old one
                 os.replace(self._staged_log, self.paths.metrics)
                 self._staged_log = None
+            if self._old_best:
+                remove_checkpoint(self.paths.best)
+                self._old_best = False
+        elif directory == self.paths.best:
+            self._old_best = False
 
     def validation_loss(self) -> float:
         """Mean loss over every held-out window, a micro-batch of windows per forward pass (the memory cap
