@@ -1,14 +1,27 @@
-"""Loss plots: reading the metrics log as one history, the moving average, the PNG, and the hint without matplotlib."""
+"""Loss plots: reading the metrics log as one history, the moving average, the loss axis, the legends, PNG, SVG
+and PDF, `--follow`, and the hint without matplotlib."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from microgpt.plot import PLOT_HINT, moving_average, plot_available, read_metrics, write_loss_plot
+from microgpt.plot import (
+    PLOT_HINT,
+    loss_limits,
+    moving_average,
+    plot_available,
+    read_metrics,
+    short_labels,
+    write_loss_plot,
+)
 
 
 def write_metrics(path, records):
@@ -48,7 +61,7 @@ def test_the_plot_is_a_png(tmp_path):
 def test_without_matplotlib_plotting_is_unavailable_and_the_hint_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
     assert plot_available() is False
-    assert "pip install 'microgpt[plot]'" in PLOT_HINT
+    assert 'pip install -e ".[plot]"' in PLOT_HINT and "microgpt[" not in PLOT_HINT
 
 
 def test_several_runs_in_one_png_against_step_or_time(tmp_path, capsys):
@@ -68,3 +81,70 @@ def test_several_runs_in_one_png_against_step_or_time(tmp_path, capsys):
     assert f"plot: {tmp_path / 'time.png'}" in capsys.readouterr().out
     assert main(["plot", str(tmp_path / "missing")]) == 2
     assert "has no metrics log" in capsys.readouterr().err
+
+
+def test_the_loss_axis_leaves_out_the_first_steps_but_shows_every_low():
+    curve = np.array([5.3, 3.0, 2.5, 2.2, 2.1, 2.0, 1.9, 1.8, 1.75, 1.7] * 1)
+    low, high = loss_limits([curve, np.array([1.6, 1.9])])
+    assert low < 1.6 and 3.0 < high < 5.3  # the first point (5.3) is left out of the top, the lowest is shown
+    flat_low, flat_high = loss_limits([np.array([2.0, 2.0])])
+    assert flat_low < 2.0 < flat_high
+
+
+@pytest.mark.parametrize("paths, labels", [
+    (["runs/a", "runs/b.metrics.jsonl"], ["a", "b"]),
+    (["x/small", "y/small", "y/large/"], ["x/small", "y/small", "y/large"]),
+    (["/abs/path/to/ck"], ["ck"]),
+])
+def test_legends_name_runs_by_the_shortest_telling_part_of_their_path(paths, labels):
+    assert short_labels([Path(p) for p in paths]) == labels
+
+
+@pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".png", b"\x89PNG")])
+def test_plot_writes_svg_pdf_and_png(tmp_path, suffix, magic):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    from microgpt.cli import main
+
+    write_metrics(tmp_path / "a.metrics.jsonl", [{"step": s, "loss": 4.0 / s, "time": s} for s in range(1, 30)])
+    out = tmp_path / f"runs{suffix}"
+    assert main(["plot", str(tmp_path / "a"), "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(magic)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_plot_refuses_another_format_in_one_line(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    from microgpt.cli import main
+
+    write_metrics(tmp_path / "a.metrics.jsonl", [{"step": 1, "loss": 4.0}])
+    assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "x.jpg")]) == 2
+    assert "ending in .png, .svg, .pdf" in capsys.readouterr().err
+
+
+def test_follow_redraws_as_the_log_grows_and_stops_on_ctrl_c(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    log = write_metrics(tmp_path / "a.metrics.jsonl", [{"step": s, "loss": 4.0 / s} for s in range(1, 5)])
+    out = tmp_path / "live.png"
+    proc = subprocess.Popen([sys.executable, "-m", "microgpt", "plot", str(tmp_path / "a"), "--follow", "--interval",
+                             "0.1", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = wait_for(lambda: out.exists() and out.stat().st_mtime_ns)
+        with log.open("a") as f:
+            f.write(json.dumps({"step": 5, "loss": 0.5}) + "\n")
+        wait_for(lambda: out.stat().st_mtime_ns != first)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert "redrawn as the log grows" in stdout
+
+
+def wait_for(condition, timeout_s: float = 30.0):
+    """The first truthy value of `condition()`, polled until `timeout_s` (a limit for a broken run only)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")

@@ -31,8 +31,9 @@ def test_a_log_gets_plain_lines_about_every_tenth_of_the_run():
     stream = io.StringIO()
     drive(Progress(stream=stream), total=20)
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 10  # every 2 steps of 20
-    assert lines[0].startswith("step 2/20  loss 2.5000  1,234 tok/s  ETA")
+    assert len(lines) == 11  # the first step at once, then every 2 steps of 20
+    assert lines[0].startswith("step 1/20  loss 2.5000  1,234 tok/s  ETA")
+    assert lines[1].startswith("step 2/20  loss 2.5000  1,234 tok/s  ETA")
     assert lines[-1].startswith("step 20/20  loss 2.5000  val 2.7500")
 
 
@@ -51,3 +52,30 @@ def test_a_resumed_run_counts_from_where_it_was():
     progress.close()
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("step 101/110") and lines[-1].startswith("step 110/110") and len(lines) == 10
+
+
+def test_a_counter_in_a_log_says_how_far_a_long_job_is_at_once_and_every_tenth():
+    from microgpt.progress import Counter
+
+    stream = io.StringIO()
+    counter = Counter(1000, "character", "scoring f.txt", stream=stream)
+    for done in range(50, 1001, 50):
+        counter.update(done)
+    counter.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("scoring f.txt: 50/1,000 characters  ETA")
+    assert lines[-1].startswith("scoring f.txt: 1,000/1,000 characters")
+    assert 10 <= len(lines) <= 12
+
+
+def test_a_counter_on_a_terminal_is_a_bar_and_quiet_is_silent():
+    from microgpt.progress import Counter
+
+    stream = Terminal()
+    counter = Counter(100, "character", "scoring", stream=stream)
+    counter.update(100)
+    counter.close()
+    assert "scoring" in stream.getvalue() and "\r" in stream.getvalue()
+    quiet = Terminal()
+    Counter(100, "character", "scoring", quiet=True, stream=quiet).update(50)
+    assert quiet.getvalue() == ""

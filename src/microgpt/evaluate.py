@@ -51,9 +51,10 @@ def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text") -> i
 
 
 def evaluate(model: GPT, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
-             what: str = "the text", stride: int = 1) -> Evaluation:
+             what: str = "the text", stride: int = 1, on_progress=None) -> Evaluation:
     """Mean NLL of tokens[t] for t = seq_len, seq_len + 1, ... (at most max_positions), each scored once in a window
-    that ends at most stride - 1 positions after it (stride 1: exactly seq_len characters of context)."""
+    that ends at most stride - 1 positions after it (stride 1: exactly seq_len characters of context).
+    `on_progress(done, total)`, when given, hears of each batch: positions scored so far, of all."""
     seq_len = model.config.seq_len
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -78,6 +79,8 @@ def evaluate(model: GPT, tokens: np.ndarray, batch_size: int = 32, max_positions
         logits = model.logits(windows).reshape(len(first), seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
         nll = nll_rows(model.be.to_host(logits).reshape(len(first) * stride, -1), tokens[targets.reshape(-1)])
         total += float(np.sum(nll[scored.reshape(-1)]))
+        if on_progress is not None:
+            on_progress(int(last[-1]) + 1 - seq_len, positions)
     model.be.sync()
     if not math.isfinite(total):
         raise UnsoundOutputs(f"the model's outputs on {what} are not finite; its weights are unusable, retrain it "

@@ -1,21 +1,29 @@
-"""Loss-curve PNGs from runs' metrics logs (`<checkpoint>.metrics.jsonl`), drawn with matplotlib if installed.
+"""Loss-curve plots from runs' metrics logs (`<checkpoint>.metrics.jsonl`), drawn with matplotlib if installed.
 
 matplotlib is the optional `plot` extra; `plot_available` says whether it
-imports. Both plots draw headless (the Agg backend): `write_loss_plot` one run's
-raw training loss, its moving average and its validation points;
-`write_runs_plot` several runs in one figure, each as its validation curve
-(its smoothed training loss where it has none), against step or seconds.
+imports. Both plots draw headless (the Agg backend) into a PNG, SVG or PDF (by
+the file's suffix), written whole and then renamed into place, so a viewer
+never reads half a plot: `write_loss_plot` one run's raw training loss, its
+moving average and its validation points; `write_runs_plot` several runs in one
+figure, each as its validation curve (its smoothed training loss where it has
+none), against step or seconds. The loss axis spans the lowest point to the
+highest after each curve's first steps, whose loss (about ln(vocabulary))
+would squeeze the range that matters; legends name runs by the shortest part
+of their paths that tells them apart.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-PLOT_HINT = "note: no loss plot; pip install 'microgpt[plot]' for loss plots"
+PLOT_HINT = 'note: no loss plot; pip install -e ".[plot]" in the microgpt checkout for loss plots'
 SMOOTH_STEPS = 50  # moving-average window, shortened for short runs
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+EARLY_SHARE = 0.05  # the share of each curve's first points left out when choosing the top of the loss axis
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -56,8 +64,37 @@ def moving_average(values: np.ndarray, window: int) -> np.ndarray:
     return (sums[ends] - sums[starts]) / (ends - starts)
 
 
+def loss_limits(curves: list[np.ndarray]) -> tuple[float, float]:
+    """(bottom, top) of the loss axis: the lowest value of any curve to the highest after each curve's first
+    EARLY_SHARE of points (at least its first point, when it has more than one), with a margin of 5%."""
+    low = min(float(np.min(c)) for c in curves)
+    high = max(float(np.max(c[min(len(c) - 1, max(1, int(len(c) * EARLY_SHARE))):])) for c in curves)
+    margin = 0.05 * (high - low) or 0.05 * abs(high) or 0.05
+    return low - margin, high + margin
+
+
+def short_labels(paths: list[Path]) -> list[str]:
+    """Each run's name: its last path part (less `.metrics.jsonl`), with as many parent parts as it takes to tell
+    it from the others."""
+    parts = [Path(str(p).removesuffix(".metrics.jsonl").rstrip("/")).parts or (str(p),) for p in paths]
+    depth = 1
+    while depth < max(len(x) for x in parts) and len({x[-depth:] for x in parts}) < len(parts):
+        depth += 1
+    return ["/".join(x[-depth:]) for x in parts]
+
+
+def _save(fig, out: Path) -> None:
+    """The figure into `out` (its format from the suffix), written beside it first and renamed into place."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, format=out.suffix.lower().lstrip(".") or "png")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_loss_plot(metrics: Path, out: Path, title: str) -> Path | None:
-    """Draw the loss curves of `metrics` into the PNG `out`; None when the log has no steps."""
+    """Draw the loss curves of `metrics` into `out` (PNG, SVG or PDF); None when the log has no steps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,26 +109,29 @@ def write_loss_plot(metrics: Path, out: Path, title: str) -> Path | None:
     val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     try:
+        smoothed = moving_average(losses, window)
         ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="training loss")
-        ax.plot(steps, moving_average(losses, window), color="tab:blue", linewidth=2,
-                label=f"training loss, mean of {window} steps")
+        ax.plot(steps, smoothed, color="tab:blue", linewidth=2, label=f"training loss, mean of {window} steps")
+        curves = [smoothed]
         if val:
             val_steps, val_losses = zip(*val)
             ax.plot(val_steps, val_losses, "o-", color="tab:orange", markersize=4, label="validation loss")
+            curves.append(np.array(val_losses, dtype=float))
+        ax.set_ylim(*loss_limits(curves))
         ax.set_xlabel("step")
         ax.set_ylabel("loss (nats per character)")
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out)
+        _save(fig, out)
     finally:
         plt.close(fig)
     return out
 
 
 def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step") -> Path | None:
-    """Each run's (label -> metrics log) curve in one PNG `out`, against "step" or "time" (seconds); None when no
+    """Each run's (label -> metrics log) curve in one plot `out`, against "step" or "time" (seconds); None when no
     log has any steps."""
     import matplotlib
 
@@ -104,7 +144,7 @@ def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step
         return None
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
     try:
-        kinds = set()
+        kinds, curves = set(), []
         for label, records in histories.items():
             val = [r for r in records if r.get("val_loss") is not None]
             if val:
@@ -114,15 +154,17 @@ def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step
                 xs, kind = [r[x] for r in records], "training, smoothed"
                 ys = moving_average(losses, max(1, min(SMOOTH_STEPS, len(losses) // 10)))
             kinds.add(kind)
+            curves.append(np.asarray(ys, dtype=float))
             ax.plot(xs, ys, "-" if kind != "validation" or len(xs) > 30 else "o-", markersize=3,
                     label=f"{label} ({kind})" if len(histories) > 1 else label)
+        ax.set_ylim(*loss_limits(curves))
         ax.set_xlabel("step" if x == "step" else "seconds")
         ax.set_ylabel(f"{' / '.join(sorted(kinds))} loss (nats per character)")
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
         fig.tight_layout()
-        fig.savefig(out)
+        _save(fig, out)
     finally:
         plt.close(fig)
     return out

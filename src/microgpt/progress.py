@@ -1,8 +1,11 @@
-"""Progress reporting for training: a live bar on a terminal, plain lines otherwise, nothing with quiet.
+"""Progress reporting: a live bar on a terminal, plain lines otherwise, nothing with quiet.
 
-The bar (tqdm) shows step, loss, validation loss, tokens/s and the ETA. When
-output is not a terminal (a log file, CI), a plain line is printed about every
-tenth of the run instead, so logs stay readable.
+`Progress` is a training run's: the bar (tqdm) shows step, loss, validation
+loss, tokens/s and the ETA. When output is not a terminal (a log file, CI), a
+plain line is printed after the first step (so a log shows at once that the
+run is going) and then about every tenth of the run, so logs stay readable.
+`Counter` is the same for any other long job that counts items (eval's
+characters).
 """
 
 from __future__ import annotations
@@ -39,13 +42,44 @@ class Progress:
                 postfix["val"] = f"{val_loss:.4f}"
             self._bar.set_postfix(postfix, refresh=False)
             self._bar.update(step - self._bar.n)
-        elif (step - self._initial) % self._every == 0 or step == self._total:
+        elif (step - self._initial) % self._every == 0 or step in (self._initial + 1, self._total):
             done = step - self._initial
             elapsed = time.perf_counter() - self._started
             eta = elapsed / done * (self._total - step) if done else 0.0
             val = f"  val {val_loss:.4f}" if val_loss is not None else ""
             print(f"step {step}/{self._total}  loss {loss:.4f}{val}  {tokens_per_sec:,.0f} tok/s  ETA {eta:.0f}s",
                   file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+class Counter:
+    """Progress of a job of `total` items (`unit`, e.g. "char"): a bar on a terminal, else a plain line after the
+    first update and about every tenth of the job."""
+
+    def __init__(self, total: int, unit: str, what: str, quiet: bool = False, stream=None):
+        self.total, self.unit, self.what, self.quiet = total, unit, what, quiet
+        self.stream = stream or sys.stderr
+        self._bar = tqdm(total=total, file=self.stream, unit=unit, unit_scale=True, desc=what, dynamic_ncols=True,
+                         leave=False) if not quiet and self.stream.isatty() else None
+        self._done, self._next_line = 0, 0
+        self._started = time.perf_counter()
+
+    def update(self, done: int) -> None:
+        """`done` items of the total are finished."""
+        self._done = done
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+        elif done >= self._next_line or done == self.total:
+            elapsed = time.perf_counter() - self._started
+            eta = elapsed / done * (self.total - done) if done else 0.0
+            print(f"{self.what}: {done:,}/{self.total:,} {self.unit}s  ETA {eta:.0f}s", file=self.stream, flush=True)
+            self._next_line = done + max(1, self.total // 10)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt import machine
 from microgpt.backends import Backend, get_backend, resolve_auto
 from microgpt.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from microgpt.config import ConfigError, ModelConfig, TrainConfig
@@ -50,7 +51,7 @@ from microgpt.sample import generate
 from microgpt.settings import FIELDS, Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
 from microgpt.threads import set_threads
-from microgpt.trainer import RunPaths, RunSummary, Trainer
+from microgpt.trainer import RunPaths, RunSummary, Trainer, step_on_disk
 
 DEFAULT_CORPUS_NAME = "python-docs"
 RESULTS_LOG = "results.jsonl"
@@ -155,7 +156,8 @@ class Run:
             "processes": self.comm.size, "lr": tc.lr,
             "final_loss": summary.final_loss, "val_loss": summary.val_loss, "best_val_loss": summary.best_val_loss,
             "seconds": round(summary.seconds, 3), "tokens_per_sec": round(summary.tokens_per_sec, 1),
-            "backend": self.model.be.name, "checkpoint": str(summary.checkpoint), "interrupted": summary.interrupted,
+            "backend": self.model.be.name, "machine": machine.describe(), "checkpoint": str(summary.checkpoint),
+            "interrupted": summary.interrupted,
         }
         with open(summary.checkpoint.parent / RESULTS_LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
@@ -192,14 +194,20 @@ def _dtype_bytes(backend: Backend) -> int:
     return np.dtype(backend.dtype).itemsize
 
 
-def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True, comm=None) -> Run:
-    """A run ready to train: a new model from the settings, or the checkpoint `resume` continued. `comm`
-    (default: as launched, microgpt/distributed.py) says how many processes share the global batch.
+def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True, comm=None,
+            init_from: Path | None = None) -> Run:
+    """A run ready to train: a new model from the settings, the checkpoint `resume` continued, or a new run
+    that starts from the weights of the checkpoint `init_from` (fine-tuning: a fresh optimiser and schedule,
+    step 0). `comm` (default: as launched, microgpt/distributed.py) says how many processes share the global
+    batch.
 
     With `save`, the checkpoint directory is checked (run_dir.check_target), locked for this run and found
     writable before anything trains (by the writing process alone); use the Run as a context manager (or
     call `close`) to release it.
     """
+    if resume is not None and init_from is not None:
+        raise ConfigError("--init-from starts a new run from a checkpoint's weights and --resume continues one; "
+                          "give one of them")
     comm = (comm or communicator()).for_backend(backend)
     asked_to_save, save = save, save and comm.is_writer  # rank 0 alone writes
     cap = settings.value("max_memory")
@@ -219,6 +227,9 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     label = settings.named.id if settings.named else None
     target = (settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)) if save else None
     if target is not None:
+        if init_from is not None and target.resolve() == init_from.resolve():
+            raise ConfigError(f"--model {target} is the checkpoint --init-from reads; give the fine-tuned model "
+                              "its own --model")
         check_target(target)
     if resume is not None:
         settings.check_shape_against(model.config, resume)
@@ -228,6 +239,20 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         if train_config.steps <= model.params.step:
             raise ConfigError(f"{resume} is already at step {model.params.step}; "
                               f"ask for more with --steps (a total, e.g. --steps {model.params.step + 1000})")
+    elif init_from is not None:
+        source, vocab, _ = load_checkpoint(init_from, backend, max_memory=cap)
+        settings.check_shape_against(source.config, init_from, fix="drop it to fine-tune this checkpoint")
+        added = "".join(sorted(set(corpus.text) - set(vocab)))
+        tokenizer = CharTokenizer(vocab + added)  # the old ids keep their meaning; new characters come after
+        config = dataclasses.replace(source.config, vocab_size=tokenizer.size)
+        check_memory(config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
+                     shards=shard_count(backend, micro_batch))
+        model = GPT(config, backend, seed=train_config.seed)
+        model.params.from_host(carry_weights(source.params.to_host(), model.params.to_host()))
+        notes.append(f"fine-tuning {init_from} (step {step_on_disk(init_from)}): its weights, with a new optimiser, "
+                     f"schedule and step 0" + (f"; {len(added)} new character{'s' if len(added) != 1 else ''} "
+                                               f"({added!r}) got new embedding and output rows, initialised as a "
+                                               "new model's" if added else ""))
     else:
         tokenizer = CharTokenizer.from_text(corpus.text)
         config = settings.model_config(tokenizer.size)
@@ -247,10 +272,27 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
             batches.restore(resume_state["data"])
     lock = None if target is None else _claim(target, model.n_params)  # last, so a refused run leaves nothing
     run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
+    if init_from is not None:
+        run_info["init_from"] = str(init_from.resolve())
+    elif resume_state.get("init_from"):
+        run_info["init_from"] = resume_state["init_from"]
     if not comm.is_writer:  # rank 0 alone validates
         val_tokens = None
     return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info, label,
                resumed=resume is not None, comm=comm, lock=lock, notes=notes)
+
+
+def carry_weights(source: dict[str, np.ndarray], fresh: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A new model's weights (`fresh`, as initialised) with each of `source`'s tensors copied into the leading
+    corner of the tensor of the same name: all of it where the shapes agree, and the rows or columns of the old
+    vocabulary where the new one is larger (its new characters keep their fresh initialisation)."""
+    carried = {}
+    for name, tensor in fresh.items():
+        old = source[name]
+        tensor = tensor.copy()
+        tensor[tuple(slice(0, n) for n in old.shape)] = old
+        carried[name] = tensor
+    return carried
 
 
 def with_held_out(config: TrainConfig, n_tokens: int, seq_len: int) -> TrainConfig:
@@ -345,16 +387,18 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base)
 
 
-def train(file: str | None = None, *, resume: str | Path | None = None, save: bool = True, quiet: bool = True,
-          **settings) -> tuple[Run, RunSummary]:
+def train(file: str | None = None, *, resume: str | Path | None = None, init_from: str | Path | None = None,
+          save: bool = True, progress: bool = False, **settings) -> tuple[Run, RunSummary]:
     """Train from Python: `file` (default: the bundled Python docs) and any settings by their keys
-    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...).
+    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...); `resume` or
+    `init_from` a checkpoint as the flags do; `progress` shows the progress bar (or lines) on stderr.
     Returns the run (its model, tokenizer and `sample`) and its summary; writes what the CLI writes."""
     if file is not None:
         settings["file"] = str(file)
     chosen = Settings(settings)
     backend, _ = start_backend(chosen.value("backend"), communicator(), chosen.value("threads"))
-    with prepare(chosen, backend, None if resume is None else Path(resume), save) as run:
-        summary = run.train(Progress(quiet))
+    with prepare(chosen, backend, None if resume is None else Path(resume), save,
+                 init_from=None if init_from is None else Path(init_from)) as run:
+        summary = run.train(Progress(quiet=not progress))
         run.finish(summary)
     return run, summary

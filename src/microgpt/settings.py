@@ -114,8 +114,10 @@ class Settings:
             if useless and self.given(key):
                 raise ConfigError(f"{self.describe(key)} does nothing here: {why}")
 
-    def check_shape_against(self, config: ModelConfig, checkpoint: Path) -> None:
-        """On resume the shape comes from the checkpoint; an explicit shape setting that disagrees is an error."""
+    def check_shape_against(self, config: ModelConfig, checkpoint: Path,
+                            fix: str = "drop it to resume, or train a new model with --model") -> None:
+        """On resume (or fine-tuning) the shape comes from the checkpoint; an explicit shape setting that disagrees
+        is an error, whose message ends with `fix`."""
         for key in SHAPE_KEYS:
             if key not in self.explicit:
                 continue
@@ -125,8 +127,7 @@ class Settings:
                 wanted = parse_heads(str(wanted), config.d_model)[0]
             if wanted != actual:
                 raise ConfigError(
-                    f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {actual}; "
-                    "drop it to resume, or train a new model with --model"
+                    f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {actual}; {fix}"
                 )
 
 

@@ -102,7 +102,7 @@ class Trainer:
             self._val_batch = micro_batch_size(config.batch_size, config.grad_accum, self.comm.size)
         self._stop_signal: int | None = None
         # the step the checkpoint on disk holds: a resumed model's step, or none yet
-        self._saved_step: int | None = _step_on_disk(paths.checkpoint)  # the checkpoint a failure leaves
+        self._saved_step: int | None = step_on_disk(paths.checkpoint)  # the checkpoint a failure leaves
         self._staged_log: Path | None = None  # a new run's log while the old checkpoint's log is still in place
         # a new run over an old checkpoint: the old run's -best, until this run saves its own or replaces the
         # checkpoint (a run owns its -best; an older model's must not stay beside it)
@@ -265,7 +265,7 @@ def validation_windows(val_tokens: np.ndarray, seq_len: int) -> np.ndarray:
     return np.stack([val_tokens[s : s + seq_len + 1] for s in starts])
 
 
-def _step_on_disk(checkpoint: Path | None) -> int | None:
+def step_on_disk(checkpoint: Path | None) -> int | None:
     """The step of the checkpoint saved at `checkpoint`, or None when there is none there."""
     if checkpoint is None:
         return None

@@ -10,6 +10,7 @@ from microgpt.checkpoint import load_checkpoint
 from microgpt.cli.common import add_own_setting_flags, positive_int
 from microgpt.data import CharTokenizer, read_corpus
 from microgpt.evaluate import evaluate
+from microgpt.progress import Counter
 
 
 def add_parser(commands) -> None:
@@ -37,8 +38,19 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend), max_memory=args.max_memory)
     tokens = CharTokenizer(vocab).encode(read_corpus(args.file, args.max_corpus), source=args.file)
-    result = evaluate(model, tokens, batch_size=args.batch_size, max_positions=args.max_positions, what=args.file,
-                      stride=args.stride)
+    counter = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal counter
+        counter = counter or Counter(total, "character", f"scoring {args.file}")
+        counter.update(done)
+
+    try:
+        result = evaluate(model, tokens, batch_size=args.batch_size, max_positions=args.max_positions,
+                          what=args.file, stride=args.stride, on_progress=progress)
+    finally:
+        if counter is not None:
+            counter.close()
     if args.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions, "stride": args.stride,
                           "nll": result.nll,

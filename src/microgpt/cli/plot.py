@@ -1,46 +1,72 @@
-"""`microgpt plot RUN...`: several runs' loss curves in one PNG, against step or seconds.
+"""`microgpt plot RUN...`: several runs' loss curves in one plot, against step or seconds.
 
 A RUN is a checkpoint directory (its `<checkpoint>.metrics.jsonl` is beside it)
-or a metrics log. Each run is drawn as its validation curve, or its smoothed
-training loss where it has no validation points.
+or a metrics log; a run still training may be given, and `--follow` redraws
+the plot whenever a log grows, until Ctrl-C. Each run is drawn as its
+validation curve, or its smoothed training loss where it has no validation
+points. The plot is a PNG, SVG or PDF, by the suffix of `--out`.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from microgpt.cli.common import non_negative_float
 from microgpt.config import ConfigError
-from microgpt.plot import PLOT_HINT, metrics_path, plot_available, write_runs_plot
+from microgpt.plot import PLOT_FORMATS, PLOT_HINT, metrics_path, plot_available, short_labels, write_runs_plot
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser("plot", help="draw several runs' loss curves in one PNG",
+    p = commands.add_parser("plot", help="draw several runs' loss curves in one plot (PNG, SVG or PDF)",
                             description=__doc__.split("\n\n")[0].split(":", 1)[1].strip())
     p.add_argument("runs", nargs="+", metavar="RUN", type=Path,
-                   help="checkpoint directories (or their .metrics.jsonl logs)")
+                   help="checkpoint directories (or their .metrics.jsonl logs), finished or still training")
     p.add_argument("--x", choices=("step", "time"), default="step", help="the horizontal axis (default: step)")
-    p.add_argument("--out", type=Path, default=Path("runs.png"), help="the PNG to write (default: runs.png)")
+    p.add_argument("--out", type=Path, default=Path("runs.png"),
+                   help="the plot to write, a .png, .svg or .pdf (default: runs.png)")
     p.add_argument("--title", default="loss", help="the plot's title (default: loss)")
+    p.add_argument("--follow", action="store_true",
+                   help="keep redrawing the plot as the logs grow (a run that is training), until Ctrl-C")
+    p.add_argument("--interval", type=non_negative_float, default=2.0,
+                   help="with --follow, seconds between looks at the logs (default: 2)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     if not plot_available():
         raise ConfigError(PLOT_HINT.removeprefix("note: ").replace("no loss plot; ", "plotting needs matplotlib: "))
-    logs = {}
-    for run_dir in args.runs:
-        log = metrics_path(run_dir)
-        if not log.is_file():
+    if args.out.suffix.lower() not in PLOT_FORMATS:
+        raise ConfigError(f"--out {args.out}: give a path ending in {', '.join(PLOT_FORMATS)} (the plot's format)")
+    logs = [metrics_path(run_dir) for run_dir in args.runs]
+    for run_dir, log in zip(args.runs, logs):
+        if not log.is_file() and not args.follow:
             raise ConfigError(f"{run_dir} has no metrics log ({log} is missing); give a checkpoint a run wrote "
                               "without --no-save, or its .metrics.jsonl")
-        logs[str(run_dir).rstrip("/")] = log
-    if args.out.suffix.lower() != ".png":
-        raise ConfigError(f"--out {args.out}: the plot is a PNG, so give a path ending in .png")
+    runs = dict(zip(short_labels(args.runs), logs))
+    if not args.follow:
+        if draw(runs, args) is None:
+            raise ConfigError(f"none of {', '.join(map(str, args.runs))} has logged a step yet; nothing to draw")
+        print(f"plot: {args.out}")
+        return 0
+    print(f"plot: {args.out}, redrawn as {'the logs grow' if len(logs) > 1 else 'the log grows'} (Ctrl-C to stop)",
+          flush=True)
+    seen = None
     try:
-        drawn = write_runs_plot(logs, args.out, args.title, args.x)
+        while True:
+            sizes = [log.stat().st_size if log.is_file() else None for log in logs]
+            if sizes != seen and draw(runs, args) is not None:
+                seen = sizes
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def draw(runs: dict[str, Path], args) -> Path | None:
+    """The plot of the runs that have logged a step (None when none has), or one clear line when it cannot be
+    written."""
+    present = {label: log for label, log in runs.items() if log.is_file()}
+    try:
+        return write_runs_plot(present, args.out, args.title, args.x) if present else None
     except OSError as exc:
         raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc}); give a writable --out") from None
-    if drawn is None:
-        raise ConfigError(f"none of {', '.join(logs)} has logged a step yet; nothing to draw")
-    print(f"plot: {args.out}")
-    return 0

@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from microgpt import machine
 from microgpt.cli.common import add_setting_flags, help_text, positive_int
 from microgpt.config import ConfigError
 from microgpt.distributed import DistributedError, communicator
@@ -30,6 +31,10 @@ INVOCATION_FLAGS = [
     (("--no-save",), {"action": "store_true", "help": "do not write a checkpoint or logs"}),
     (("--resume",), {"type": Path, "metavar": "DIR",
                      "help": "continue a checkpoint: weights, Adam moments, step, data position and random state"}),
+    (("--init-from",), {"type": Path, "metavar": "DIR",
+                        "help": "fine-tune: start a new run from a checkpoint's weights, with a fresh optimiser, "
+                        "schedule and step 0, written to its own --model; characters the checkpoint lacks get new "
+                        "embedding and output rows"}),
     (("--config",), {"type": Path, "metavar": "FILE", "help": "a YAML file of named runs (see examples/configs.yaml)"}),
     (("--run",), {"dest": "run_id", "metavar": "ID", "help": "the run of --config to train; flags override its settings"}),
     (("--compare",), {"metavar": "SPECS",
@@ -79,16 +84,16 @@ def train_command(args, comm) -> int:
             check_named_runs(args.config)
         settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
         backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
-        if note:
+        if note and not args.quiet:
             print(note)
         if args.compare is not None:
-            if args.resume:
-                raise ConfigError("--compare trains new models and cannot --resume; resume one spec's checkpoint "
-                                  "on its own")
+            if args.resume or args.init_from:
+                raise ConfigError(f"--compare trains new models and cannot {'--resume' if args.resume else '--init-from'}"
+                                  "; give it one spec's checkpoint on its own")
             if comm.size > 1:
                 raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
         else:
-            run = prepare(settings, backend, args.resume, save=not args.no_save)
+            run = prepare(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from)
     if args.compare is not None:
         return run_compare(args, settings, backend)
     return run_single(args, settings, run, comm)
@@ -96,11 +101,14 @@ def train_command(args, comm) -> int:
 
 def run_single(args, settings: Settings, run: Run, comm) -> int:
     with run:
-        print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
-        cfg = run.model.config
-        print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {cfg.n_layers} layers, "
-              f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; {describe_backend(run.model.be)}"
-              + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
+        if not args.quiet:
+            print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
+            cfg = run.model.config
+            print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {plural(cfg.n_layers, 'layer')}, "
+                  f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; "
+                  f"{describe_backend(run.model.be)}"
+                  + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
+            print(describe_validation(run))
         if comm.size > 1:
             print(f"processes: {comm.placement()}", flush=True)  # before any failure, to name a dead pid's rank
         for note in run.notes:  # before training, so a schedule the user did not mean can still be stopped
@@ -120,6 +128,22 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
     return exit_status(summary)
 
 
+def describe_validation(run: Run) -> str:
+    """'validation: the last 20,000 characters (312 windows of 65), every 140 steps and at the end'."""
+    tc = run.train_config
+    if not tc.val_tokens:
+        return "validation: none (--val-tokens 0)"
+    windows = (tc.val_tokens - 1) // run.model.config.seq_len
+    when = (f"every {plural(tc.eval_every, 'step')}" if tc.eval_every else f"every {tc.val_interval:g} s")
+    return (f"validation: the last {tc.val_tokens:,} characters ({plural(windows, 'window')} of "
+            f"{run.model.config.seq_len + 1}), {when} and at the end")
+
+
+def plural(count: int, word: str) -> str:
+    """'1 layer', '4 layers'."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def print_parallel_layout(run: Run) -> None:
     """With several processes or micro-batches, how the global batch is made."""
     tc, comm = run.train_config, run.comm
@@ -133,13 +157,15 @@ def print_parallel_layout(run: Run) -> None:
 def run_compare(args, settings: Settings, backend) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
-    print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
-          f"{describe_backend(backend)}")
+    if not args.quiet:
+        print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
+              f"{describe_backend(backend)}")
     rows, logs, any_saved = [], {}, False
     for i, run in enumerate(comparison.runs(), 1):
         cfg = run.model.config
-        print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model {cfg.d_model}, "
-              f"{cfg.n_layers} layers, heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}")
+        if not args.quiet:
+            print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model "
+                  f"{cfg.d_model}, {plural(cfg.n_layers, 'layer')}, heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}")
         with run:
             summary = run.train(Progress(args.quiet))
             any_saved |= report_plot(run, summary)
@@ -149,6 +175,7 @@ def run_compare(args, settings: Settings, backend) -> int:
         if summary.interrupted:
             break
     print_table(rows)
+    print(f"measured on {machine.describe()}")
     if any_saved and plot_available():
         png = write_runs_plot(logs, comparison.base / "compare.png",
                               f"{comparison.corpus.name}: {len(logs)} specs, {comparison.train_config.steps} steps")
@@ -199,7 +226,8 @@ def exit_status(summary: RunSummary) -> int:
 
 def print_summary(summary: RunSummary) -> None:
     lines = [(f"{'stopped at' if summary.interrupted else 'finished'} step {summary.steps} "
-              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {summary.tokens_per_sec:,.0f} tokens/s")]
+              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {summary.tokens_per_sec:,.0f} tokens/s "
+              f"on {machine.describe()}")]
     lines.append(f"final loss {summary.final_loss:.4f}")
     if summary.val_loss is not None:
         lines[-1] += f", validation loss {summary.val_loss:.4f} (best {summary.best_val_loss:.4f})"
