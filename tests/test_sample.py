@@ -266,3 +266,27 @@ def test_cli_sample_rejects_a_bad_prompt_and_bad_flags_without_a_traceback(tmp_p
             main(["sample", str(tmp_path / "ck"), flag, value])
         assert exit_info.value.code == 2
         assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_num_samples_and_out(tmp_path, capsys):
+    """--num-samples N gives N samples with seeds S, S + 1, ...; --out writes them to a file, not stdout."""
+    from microgpt.cli import main
+
+    (tmp_path / "t.txt").write_text("abcabcabd " * 60)
+    assert main(["train", str(tmp_path / "t.txt"), "--d-model", "8", "--heads", "2", "--n-layers", "1", "--d-ff",
+                 "8", "--seq-len", "8", "--steps", "5", "--gen", "0", "--quiet", "--model", str(tmp_path / "ck")]) == 0
+    capsys.readouterr()
+    common = ["sample", str(tmp_path / "ck"), "--tokens", "20", "--prompt", "ab", "--backend", "numpy"]
+    singles = []
+    for seed in (5, 6, 7):
+        assert main([*common, "--seed", str(seed)]) == 0
+        singles.append(capsys.readouterr().out.rstrip("\n"))
+    assert main([*common, "--seed", "5", "--num-samples", "3"]) == 0
+    assert capsys.readouterr().out == "\n---\n".join(singles) + "\n"
+    out = tmp_path / "samples.txt"
+    assert main([*common, "--seed", "5", "--num-samples", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == "" and f"written to {out}" in printed.err
+    assert out.read_text() == "\n---\n".join(singles) + "\n"
+    assert main([*common, "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err

@@ -3,7 +3,9 @@
 The compute lives behind a pluggable backend (`microgpt.backends`): NumPy on
 the CPU, CuPy and cuBLAS on a GPU. The model (`microgpt.model`) is written once
 against that contract, with a hand-written backward pass and Adam.
-`microgpt.train(...)` trains from Python (see microgpt/run.py).
+`microgpt.train(...)` trains from Python (see microgpt/run.py) and
+`microgpt.load(DIR)` gives a trained model to sample, score and inspect
+(microgpt/loaded.py).
 """
 
 __version__ = "0.1.0"
@@ -14,4 +16,8 @@ def __getattr__(name: str):
         from microgpt.run import train
 
         return train
+    if name == "load":
+        from microgpt.loaded import load
+
+        return load
     raise AttributeError(f"module 'microgpt' has no attribute {name!r}")

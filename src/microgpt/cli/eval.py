@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import math
 
-from microgpt.backends import get_backend
-from microgpt.checkpoint import load_checkpoint
 from microgpt.cli.common import add_own_setting_flags, positive_int
-from microgpt.data import CharTokenizer, read_corpus
+from microgpt.data import read_corpus
 from microgpt.evaluate import evaluate
+from microgpt.loaded import load
 from microgpt.progress import Counter
 
 
@@ -31,13 +30,14 @@ def add_parser(commands) -> None:
                    help="windows per forward pass (default: 32)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON line: model, file, positions, stride, nll, perplexity, bits_per_char, seconds")
-    add_own_setting_flags(p, ("backend", "max_memory", "max_corpus"))
+    add_own_setting_flags(p, ("backend", "threads", "max_memory", "max_corpus"))
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    model, vocab, _ = load_checkpoint(args.model, get_backend(args.backend), max_memory=args.max_memory)
-    tokens = CharTokenizer(vocab).encode(read_corpus(args.file, args.max_corpus), source=args.file)
+    loaded = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory)
+    model = loaded.model
+    tokens = loaded.tokenizer.encode(read_corpus(args.file, args.max_corpus), source=args.file)
     counter = None
 
     def progress(done: int, total: int) -> None:

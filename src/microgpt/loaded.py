@@ -1,0 +1,80 @@
+"""A trained model to use from Python: `microgpt.load(DIR)`.
+
+    import microgpt
+    model = microgpt.load("checkpoints/python-docs")
+    print(model.sample(200, prompt="def ", temperature=0.8))
+    print(model.evaluate(open("held_out.txt").read()).bits_per_char)
+    logits = model.logits("def f")  # (5, vocab): the next-character logits after each prefix
+
+It loads a checkpoint onto a backend started as `train` starts one (`auto`:
+CUDA where a GPU is usable, else the cpu backend, with `threads`), and offers
+what `microgpt sample` and `microgpt eval` do, with the same checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.checkpoint import load_checkpoint
+from microgpt.data import CharTokenizer
+from microgpt.distributed import SingleProcess
+from microgpt.evaluate import Evaluation, evaluate
+from microgpt.model import GPT
+from microgpt.run import start_backend
+from microgpt.sample import generate
+from microgpt.settings import Settings
+
+
+@dataclass
+class LoadedModel:
+    """A checkpoint's model and tokenizer, ready to sample, score and inspect."""
+
+    model: GPT
+    tokenizer: CharTokenizer
+    path: Path
+
+    @property
+    def seq_len(self) -> int:
+        return self.model.config.seq_len
+
+    def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
+               top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
+               on_text: Callable[[str], None] | None = None) -> str:
+        """n_tokens characters continuing `prompt` (a newline when empty), as `microgpt sample` makes them."""
+        return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
+                        on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache)
+
+    def evaluate(self, text: str, stride: int = 1, batch_size: int = 32, max_positions: int | None = None,
+                 what: str = "the text") -> Evaluation:
+        """NLL per character, perplexity and bits per character of `text`, as `microgpt eval` scores a file."""
+        tokens = self.tokenizer.encode(text, source=what)
+        return evaluate(self.model, tokens, batch_size=batch_size, max_positions=max_positions, what=what,
+                        stride=stride)
+
+    def logits(self, ids) -> np.ndarray:
+        """Next-token logits as a host float array: for a text or a 1-D id sequence of at most seq_len tokens,
+        (len, vocab), row t scoring the token after ids[: t + 1]; for a 2-D batch (B, T), (B, T, vocab)."""
+        if isinstance(ids, str):
+            ids = self.tokenizer.encode(ids, source="the text")
+        ids = np.asarray(ids, dtype=np.int32)
+        batch = ids[None, :] if ids.ndim == 1 else ids  # (B, T)
+        if batch.ndim != 2 or not 1 <= batch.shape[1] <= self.seq_len:
+            raise ValueError(f"logits takes ids of shape (T,) or (B, T) with 1 <= T <= seq_len {self.seq_len}, "
+                             f"got {ids.shape}")
+        out = self.model.be.to_host(self.model.logits(batch)).reshape(*batch.shape, -1)  # (B, T, vocab)
+        return out[0] if ids.ndim == 1 else out
+
+
+def load(directory: str | Path, backend: str | None = None, threads: int | None = None,
+         max_memory: int | str | None = None) -> LoadedModel:
+    """The checkpoint at `directory` on `backend` (auto by default, cpu, numpy or cuda) with `threads`, refused
+    above `max_memory` (bytes or "512MiB"; the train default), checked as `sample` checks it. The settings
+    are read and checked as train's are (microgpt/settings.py)."""
+    settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory})
+    started, _ = start_backend(settings.value("backend"), SingleProcess(), settings.value("threads"))
+    model, vocab, _ = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
+    return LoadedModel(model, CharTokenizer(vocab), Path(directory))
