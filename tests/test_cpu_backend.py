@@ -8,6 +8,7 @@ PyTorch cross-check in test_torch_reference.py, all of which run on cpu too.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import HALVES_MIN_LEN
-from microgpt.backends.cpu_kernels.jit import first_writable
+from microgpt.backends.cpu_kernels.jit import first_private
 from microgpt.checkpoint import load_checkpoint, save_checkpoint
 from microgpt.config import ConfigError, ModelConfig
 from microgpt.data import CharTokenizer
@@ -133,11 +134,45 @@ def test_without_numba_auto_falls_back_to_numpy_and_cpu_names_the_fix():
     assert len(lines) == 1 and "falls back to numpy" in lines[0] and "numba" in lines[0], done.stderr
 
 
-def test_first_writable_skips_paths_that_cannot_be_made(tmp_path):
+def test_first_private_skips_paths_that_cannot_be_made(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    assert first_writable([blocker / "cache", tmp_path / "ok"]) == tmp_path / "ok"
-    assert first_writable([blocker / "cache"]) is None
+    assert first_private([blocker / "cache", tmp_path / "ok"])[0] == tmp_path / "ok"
+    path, refused = first_private([blocker / "cache"])
+    assert path is None and "cannot be made" in refused[0]
+    assert stat.S_IMODE((tmp_path / "ok").stat().st_mode) == 0o700  # made private
+
+
+def test_a_cache_directory_other_users_can_write_or_a_symlink_is_never_used(tmp_path):
+    """numba unpickles its cache: a directory another user can write could run their code as this user."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "mine")
+    (tmp_path / "mine").mkdir(mode=0o700)
+    path, refused = first_private([shared, link, tmp_path / "private"])
+    assert path == tmp_path / "private"
+    assert "can be written by other users (mode 777)" in refused[0] and "symlink" in refused[1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a directory of another user needs root")
+def test_a_cache_directory_planted_by_another_user_is_never_used(tmp_path):
+    planted = tmp_path / "planted"
+    planted.mkdir(mode=0o700)
+    os.chown(planted, 65534, 65534)
+    path, refused = first_private([planted])
+    assert path is None and "belongs to another user (uid 65534)" in refused[0]
+    # and the whole backend, with the temporary directory's fallback taken by another user first:
+    fallback = tmp_path / f"microgpt-numba-{os.geteuid()}"
+    fallback.mkdir(mode=0o700)
+    os.chown(fallback, 65534, 65534)
+    (tmp_path / "a-file").write_text("")  # the user's cache directory cannot be made under a file
+    script = f"import tempfile; tempfile.tempdir = {str(tmp_path)!r}\n" + textwrap.dedent(TRAIN_ONE_STEP)
+    done = run_python(script, {"NUMBA_CACHE_DIR": str(planted), "XDG_CACHE_HOME": str(tmp_path / "a-file")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("None ") and "belongs to another user" in done.stderr
+    assert os.listdir(fallback) == [] and os.listdir(planted) == []
 
 
 TRAIN_ONE_STEP = """
@@ -175,7 +210,7 @@ def test_works_without_any_writable_cache_directory(tmp_path):
     done = run_python(script, {"NUMBA_CACHE_DIR": unwritable, "XDG_CACHE_HOME": unwritable})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("None ")  # no cache directory: compiled in memory, and it trains
-    assert "no writable cache directory" in done.stderr
+    assert "no private cache directory" in done.stderr
 
 
 @pytest.mark.parametrize("n, t, w", [(3, HALVES_MIN_LEN, 16), (2, 67, 5), (4, 130, 32), (1, 257, 1)])

@@ -90,10 +90,10 @@ def test_a_missing_file(tmp_path):
 
 
 def test_the_example_file_has_the_documented_runs():
-    runs = {run_id: load_run(EXAMPLE, run_id).values for run_id in ("default", "wide", "exponential", "prime")}
+    runs = {run_id: load_run(EXAMPLE, run_id).values for run_id in ("small", "wide", "exponential", "prime")}
     assert runs["exponential"]["heads"] == "exponential"
     assert runs["prime"]["heads"] == "2,3,5,7,11,13,23"
-    assert runs["wide"]["lr"] == 2e-4 and runs["default"]["lr"] == 3e-4  # a run's own setting beats the defaults
+    assert runs["wide"]["lr"] == 2e-4 and runs["small"]["lr"] == 3e-4  # a run's own setting beats the defaults
 
 
 def test_a_mistake_in_another_run_is_found_before_anything_trains(tmp_path, capsys):

@@ -144,3 +144,12 @@ def test_a_resumed_run_keeps_its_best(workdir):
     best = (workdir / "ck-best" / "model.safetensors").read_bytes()
     assert main(["train", "--resume", "ck", "--steps", "12", "--val-tokens", "0", "--quiet", "--gen", "0"]) == 0
     assert (workdir / "ck-best" / "model.safetensors").read_bytes() == best
+
+
+def test_compare_and_named_runs_log_a_validation_curve_for_every_run(workdir):
+    """Short runs end before any time-based validation would: by steps, each spec still draws a curve."""
+    assert main(["train", "text.txt", "--compare", "d8n1,d4x2n1", "--seq-len", "16", "--steps", "20", "--quiet",
+                 "--gen", "0", "--backend", "numpy", "--model", "cmp"]) == 0
+    for spec in ("d8n1", "d4x2n1"):
+        points = [r["step"] for r in records(workdir / "cmp" / f"{spec}.metrics.jsonl") if "val_loss" in r]
+        assert points == list(range(1, 21))  # steps/20 = every step of 20

@@ -72,7 +72,8 @@ def load(dtype) -> SimpleNamespace:
     stamp = _stamp(kernels, dtype)
     cold = stamp is None or not stamp.exists()
     if cold:
-        where = f"cached in {kernels.jit.CACHE_DIR}" if stamp else "no writable cache directory, so every run"
+        where = (f"cached in {kernels.jit.CACHE_DIR}" if stamp else
+                 f"no private cache directory ({'; '.join(kernels.jit.CACHE_REFUSED)}), so every run")
         print(f"microgpt: compiling the cpu backend's kernels for {dtype.name} (once; {where})...", file=sys.stderr)
     start = time.perf_counter()
     try:

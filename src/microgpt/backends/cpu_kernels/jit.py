@@ -1,10 +1,14 @@
 """How the cpu backend's kernels are compiled: numba's njit, cached on disk in a writable directory.
 
-The cache directory is, in order: NUMBA_CACHE_DIR when it is set and writable,
-else $XDG_CACHE_HOME/microgpt/numba (~/.cache/microgpt/numba), else a
-microgpt-numba folder in the temporary directory. Where none is writable the
-kernels compile on every run (cache off) and still work. This module must be
-imported before the kernel modules, since `kernel` reads the choice.
+The cache directory is, in order: NUMBA_CACHE_DIR when it is set, else
+$XDG_CACHE_HOME/microgpt/numba (~/.cache/microgpt/numba), else
+microgpt-numba-<uid> in the temporary directory (made with mode 0700). numba
+unpickles what it finds in its cache, so a directory is used only when it is
+private: a real directory (not a symlink) owned by this user that no other user
+can write, and that takes a new file. Where none is, the kernels compile on
+every run (cache off) and still work, and `CACHE_REFUSED` says why for the one
+line the backend prints. This module must be imported before the kernel
+modules, since `kernel` reads the choice.
 
 fastmath is limited to reassociation and fused multiply-add, so loops over a
 row can be vectorised while NaN and infinity keep their meaning (a non-finite
@@ -24,6 +28,7 @@ numba comes through `microgpt.threads.import_numba`, which picks the threading l
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -34,13 +39,24 @@ numba = import_numba()
 FASTMATH = {"reassoc", "contract"}
 
 
-def _writable(path: Path) -> bool:
+def refusal(path: Path) -> str | None:
+    """Why `path` cannot hold the kernel cache (None when it can): made if missing, with mode 0700."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as exc:
+        return f"{path} cannot be made ({exc.strerror or exc})"
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory of its own (a symlink or a file)"
+    if info.st_uid != os.geteuid():
+        return f"{path} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    try:
         tempfile.TemporaryFile(dir=path).close()
-    except OSError:
-        return False
-    return True
+    except OSError as exc:
+        return f"{path} does not take a new file ({exc.strerror or exc})"
+    return None
 
 
 def cache_dir_candidates() -> list[Path]:
@@ -48,16 +64,22 @@ def cache_dir_candidates() -> list[Path]:
     candidates = [Path(numba.config.CACHE_DIR)] if numba.config.CACHE_DIR else []
     user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     candidates.append(Path(user_cache) / "microgpt" / "numba")
-    candidates.append(Path(tempfile.gettempdir()) / "microgpt-numba")
+    candidates.append(Path(tempfile.gettempdir()) / f"microgpt-numba-{os.geteuid()}")
     return candidates
 
 
-def first_writable(paths: list[Path]) -> Path | None:
-    """The first of paths that exists or can be made, and takes a new file; None if none does."""
-    return next((path for path in paths if _writable(path)), None)
+def first_private(paths: list[Path]) -> tuple[Path | None, list[str]]:
+    """(the first of paths that can hold the cache, or None; why each one before it cannot)."""
+    refused = []
+    for path in paths:
+        why = refusal(path)
+        if why is None:
+            return path, refused
+        refused.append(why)
+    return None, refused
 
 
-CACHE_DIR = first_writable(cache_dir_candidates())
+CACHE_DIR, CACHE_REFUSED = first_private(cache_dir_candidates())
 if CACHE_DIR is not None:
     numba.config.CACHE_DIR = str(CACHE_DIR)  # numba's own locator reads this when a kernel is decorated
 
