@@ -189,7 +189,7 @@ import os, signal
 real_rename = os.rename
 def rename_then_die(src, dst):
     real_rename(src, dst)
-    if str(dst).endswith(".prev"):  # the old checkpoint is moved aside, the new one not yet in place
+    if ".prev-" in os.path.basename(dst):  # the old checkpoint is moved aside, the new one not yet in place
         os.kill(os.getpid(), signal.SIGKILL)
 os.rename = rename_then_die
 """
@@ -209,6 +209,6 @@ def test_a_process_killed_while_saving_leaves_the_previous_checkpoint_loadable(w
     assert all(np.array_equal(model.params.to_host()[name], good[name]) for name in good)
     # The next save completes and cleans up whatever the killed one left.
     assert main(["train", "text.txt", "--resume", "ck", "--steps", "6", "--quiet", "--gen", "0"]) == 0
-    left = sorted(p.name for p in workdir.iterdir() if p.name.startswith("ck") and p.name != "ck.loss.png")
-    assert left == ["ck", "ck.metrics.jsonl"]
+    left = sorted(p.name for p in workdir.iterdir() if p.name.lstrip(".").startswith("ck") and p.name != "ck.loss.png")
+    assert left == [".ck.lock", "ck", "ck.metrics.jsonl"]  # no staging or set-aside copy left
     assert os.path.isdir(workdir / "ck")

@@ -36,7 +36,8 @@ def test_one_process_step_is_exactly_the_models_train_step():
     batches = SequentialBatches(TOKENS, 16, 4)
     for _ in range(5):
         windows = batches.next()
-        assert train_step(parallel, windows, adam, SingleProcess())[:2] == (plain.train_step(windows, 1e-3), False)
+        assert train_step(parallel, windows, adam, SingleProcess())[:3] == (plain.train_step(windows, 1e-3), False,
+                                                                            False)
     assert np.array_equal(plain.params.storage, parallel.params.storage)  # bit for bit, moments included
 
 
@@ -45,7 +46,7 @@ def test_grad_accum_gives_the_mean_gradient_of_the_whole_batch():
     windows = SequentialBatches(TOKENS, 16, 8).next()
     whole.params.zero_grad()
     loss = whole.loss_and_backward(windows)
-    accumulated_loss, _, _ = train_step(accumulated, windows, Optimizer.reference(accumulated.params, 1e-3),
+    accumulated_loss, _, _, _ = train_step(accumulated, windows, Optimizer.reference(accumulated.params, 1e-3),
                                         SingleProcess(), grad_accum=4)
     # The same float32 terms summed in another order: the loss agrees to ~1e-8 relative, each gradient element
     # to a few ulps of the largest gradient (0.4 here, so ~1e-7). 1e-6 leaves room for another BLAS; a wrong
@@ -67,8 +68,8 @@ def test_grad_accum_trains_like_the_whole_batch(tmp_path):
 
 def test_a_nan_loss_on_any_rank_stops_before_the_adam_step():
     class OneRankSawNaN(SingleProcess):
-        def agree(self, loss, stop):
-            return math.nan, stop  # the all-reduced mean when another rank's loss is NaN
+        def agree(self, loss, stop, save=False):
+            return math.nan, stop, save  # the all-reduced mean when another rank's loss is NaN
 
     model = tiny_model()
     before = model.params.storage.copy()

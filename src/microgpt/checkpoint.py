@@ -7,11 +7,21 @@ Layout (docs/checkpoint.md is the full description):
   the Adam moments (`m.<name>`, `v.<name>`), the step counter, the data
   position and random state, so a run can resume exactly.
 
-Atomic: everything is written into `DIR.tmp`, then the old `DIR` is moved to
-`DIR.prev`, `DIR.tmp` to `DIR`, and `DIR.prev` is removed. A process killed at
-any point leaves either `DIR` or `DIR.prev` whole; loading `DIR` falls back to
-`DIR.prev` when `DIR` is missing. A write that fails (a full disk, a read-only
-directory) removes `DIR.tmp` and leaves `DIR` as it was.
+Atomic: everything is written into a staging directory `.DIR.tmp-PID-XXXX`
+beside it (hidden and this process's own, so it can never be another run's
+checkpoint), then the old `DIR` is moved to `.DIR.prev-PID-N`, the staged one
+to `DIR`, and the old one is removed. A process killed at any point leaves
+either `DIR` or a `.DIR.prev-*` whole; loading `DIR` falls back to the newest
+complete `.DIR.prev-*` when `DIR` is missing (and to a `DIR.prev` left by
+microgpt before 0.2). A reader that finds a file gone mid-read (a save swapped
+the directory under it) reads again, so it always gets one whole checkpoint,
+the old or the new. A write that fails (a full disk, a read-only directory)
+removes its staging directory, puts the old `DIR` back if it had been moved,
+and leaves `DIR` as it was. Leftovers of a save that was killed (staging and
+`.prev-*` directories of this checkpoint holding only checkpoint files) are
+removed by the next save; nothing else beside `DIR` is ever deleted. Every
+file and directory gets the mode the umask gives a new one (0644 and 0755
+under umask 022), so whoever may read `config.json` may read the weights.
 
 Only sound weights are saved or loaded: every value finite and none larger in
 magnitude than `WEIGHT_LIMIT` (a diverging run's weights blow past it long
@@ -21,9 +31,14 @@ and the memory cap before anything is allocated.
 
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
 import shutil
+import stat
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -75,27 +90,77 @@ def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: 
     problem = weight_problem(weights)
     if problem:
         raise UnsoundWeights(f"not saving {directory}: {problem}")
-    tmp, prev = _sibling(directory, ".tmp"), _sibling(directory, ".prev")
+    if directory.is_symlink():
+        raise CheckpointError(f"not saving {directory}: it is a symlink, and a save replaces the directory; give "
+                              f"the directory it points to ({directory.resolve()}) as --model")
+    tmp = prev = None
     try:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(directory)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{os.getpid()}-", dir=directory.parent))
         _write_files(tmp, model, weights, vocab, train_state)
+        os.chmod(tmp, 0o777 & ~_umask())
         if directory.exists():
-            if prev.exists():
-                shutil.rmtree(prev)
+            prev = _unused(directory, f".prev-{os.getpid()}")
             os.rename(directory, prev)
         os.rename(tmp, directory)
+        tmp = None
         _fsync(directory.parent)
-        if prev.exists():
-            shutil.rmtree(prev)
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        where = exc.filename or tmp
-        kept = f"the previous checkpoint at {directory} is intact" if (directory.exists() or prev.exists()) else (
-            "nothing was saved")
-        raise CheckpointError(f"cannot write {where} ({exc.strerror or exc}); {kept}") from None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if prev is not None and prev.exists() and not directory.exists():
+            os.rename(prev, directory)  # the old checkpoint back in its place, so no .prev blocks a later save
+            prev = None
+        kept = f"the previous checkpoint at {directory} is intact" if directory.exists() else "nothing was saved"
+        raise CheckpointError(f"cannot write {exc.filename or directory} ({exc.strerror or exc}); {kept}") from None
+    if prev is not None:
+        shutil.rmtree(prev, ignore_errors=True)  # one left behind (unremovable) is cleared by a later save
+    _remove_leftovers(directory)  # with the checkpoint whole again, what a killed save set aside can go
     return directory
+
+
+def _unused(directory: Path, tag: str) -> Path:
+    """A hidden name beside `directory`, `.NAME<tag>-N`, that nothing has yet."""
+    for n in range(1000):
+        candidate = directory.with_name(f".{directory.name}{tag}-{n}")
+        if not os.path.lexists(candidate):
+            return candidate
+    raise OSError(errno.EEXIST, "no free staging name", str(directory.parent))
+
+
+def staged_twins(directory: Path, kind: str) -> list[Path]:
+    """This checkpoint's own staging ("tmp") or set-aside ("prev") directories, newest first."""
+    found = [p for p in directory.parent.glob(f".{glob.escape(directory.name)}.{kind}-*")
+             if p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """What killed saves of this checkpoint left: its staging directories, and its set-aside ones once
+    `directory` is whole again; only ones that hold nothing but checkpoint files."""
+    leftovers = staged_twins(directory, "tmp")
+    if is_checkpoint(directory):
+        leftovers += staged_twins(directory, "prev")
+    for path in leftovers:
+        if only_checkpoint_files(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def only_checkpoint_files(directory: Path) -> bool:
+    """Only checkpoint files, and the `.tmpXXXXXX` files safetensors writes before renaming one into place
+    (a kill mid-save leaves one)."""
+    try:
+        return all(entry.name in FILES or entry.name.startswith(".tmp") for entry in directory.iterdir())
+    except OSError:
+        return False
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it and putting it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: str, train_state: dict | None) -> None:
@@ -108,7 +173,9 @@ def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: s
         moments.update({f"v.{k}": v for k, v in params.to_host(params.v).items()})
         _save_tensors(_float32(moments), tmp / OPTIMIZER)
         _write_json(tmp / TRAIN_STATE, {**train_state, "adam_step": params.step})
+    mode = 0o666 & ~_umask()
     for path in tmp.iterdir():
+        os.chmod(path, mode)  # safetensors writes through a private temporary file (0600)
         _fsync(path)
     _fsync(tmp)
 
@@ -134,14 +201,35 @@ def remove_checkpoint(directory: Path) -> None:
         raise CheckpointError(f"cannot remove {directory} ({exc.strerror or exc})") from None
 
 
+class Vanished(CheckpointError):
+    """A file of the checkpoint is not there (a save may be swapping the directory at that moment)."""
+
+
+READ_ATTEMPTS, READ_PAUSE_S = 100, 0.02  # a reader meeting a save retries for up to about 2 s
+
+
 def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: bool = False,
                     max_memory: int | None = None) -> tuple[GPT, str, dict]:
     """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved.
 
     The config is held against the weights' header, and the model's memory estimate against `max_memory`
-    (default: the train command's cap), before the model is built.
+    (default: the train command's cap), before the model is built. A file that vanishes while a save of
+    this checkpoint is under way (its staging directory is there) is read again, from the start.
     """
-    directory = _existing(Path(directory))
+    directory = Path(directory)
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return _load(directory, backend, with_optimizer, max_memory)
+        except Vanished:
+            saving = staged_twins(directory, "tmp") or staged_twins(directory, "prev")
+            if attempt == READ_ATTEMPTS - 1 or not saving:
+                raise
+            time.sleep(READ_PAUSE_S)
+    raise AssertionError("unreachable")
+
+
+def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: int | None) -> tuple[GPT, str, dict]:
+    directory = _existing(directory)
     config_dict = read_config(directory)
     config = _model_config(directory, config_dict, _header_shapes(directory / WEIGHTS))
     cap = RunConfig().max_memory if max_memory is None else max_memory
@@ -176,11 +264,12 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
 
 def _header_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """Tensor name -> shape from a safetensors file's header alone (nothing else is read)."""
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint")
+    _check_regular(path)
     try:
         with safe_open(str(path), "np") as weights:
             return {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    except FileNotFoundError:
+        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
 
@@ -223,6 +312,9 @@ def read_config(directory: str | Path) -> dict:
     version = config.get("format_version") if isinstance(config, dict) else None
     if version is None:
         raise CheckpointError(f"{directory / CONFIG} has no format_version; it was not written by microgpt")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CheckpointError(f"{directory / CONFIG}: format_version must be a whole number, not {version!r}; "
+                              "the file was edited or not written by microgpt")
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{directory} is checkpoint format {version}, but this microgpt reads format {FORMAT_VERSION}; "
@@ -230,16 +322,23 @@ def read_config(directory: str | Path) -> dict:
         )
     if not isinstance(config.get("vocab"), str) or not config["vocab"]:
         raise CheckpointError(f"{directory / CONFIG} has no vocabulary (\"vocab\": the characters in id order)")
+    repeated = sorted({ch for ch in config["vocab"] if config["vocab"].count(ch) > 1})
+    if repeated:
+        raise CheckpointError(f"{directory / CONFIG}: the vocabulary repeats {repeated[0]!r}, so ids would be "
+                              "ambiguous; the file was edited or damaged")
     return config
 
 
 def _existing(directory: Path) -> Path:
-    """The checkpoint directory, or its .prev twin when a save was interrupted mid-swap."""
+    """The checkpoint directory, or, when a save was interrupted mid-swap (`directory` missing), the newest
+    whole set-aside twin (or the `DIR.prev` an older microgpt left)."""
     if directory.is_dir():
         return directory
-    prev = _sibling(directory, ".prev")
-    if not directory.exists() and prev.is_dir():
-        return prev
+    if not os.path.lexists(directory):
+        legacy = directory.with_name(directory.name + ".prev")
+        for prev in [*staged_twins(directory, "prev"), *([legacy] if legacy.is_dir() else [])]:
+            if is_checkpoint(prev):
+                return prev
     if directory.is_file():
         raise CheckpointError(
             f"{directory} is a file, but a microgpt checkpoint is a directory holding {WEIGHTS} and {CONFIG}"
@@ -247,20 +346,41 @@ def _existing(directory: Path) -> Path:
     raise CheckpointError(f"{directory}: no such checkpoint directory; train one with `microgpt train --model {directory}`")
 
 
+def _check_regular(path: Path) -> None:
+    """A checkpoint file must be a readable regular file: Vanished when it is not there, a CheckpointError
+    naming the real cause otherwise (a FIFO or a device would hang or never end; a file we may not read)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CheckpointError(f"{path} is not a regular file (a pipe, a device, or a link to one); {path.parent} "
+                              "is not a microgpt checkpoint")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError(f"{path} cannot be read (permission denied, mode {stat.S_IMODE(info.st_mode):o}); "
+                              "ask its owner to make it readable")
+
+
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint")
+    _check_regular(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path} is not valid JSON ({exc}); the checkpoint is damaged") from None
 
 
 def _read_tensors(path: Path) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint")
+    _check_regular(path)
     try:
         return load_file(path)
+    except FileNotFoundError:
+        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
 
@@ -303,6 +423,3 @@ def _fsync(path: Path) -> None:
     finally:
         os.close(fd)
 
-
-def _sibling(directory: Path, suffix: str) -> Path:
-    return directory.with_name(directory.name + suffix)

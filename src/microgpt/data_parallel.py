@@ -50,9 +50,9 @@ class RankShare:
 
 
 def train_step(model: GPT, windows: np.ndarray, optimizer: Optimizer, comm, grad_accum: int = 1,
-               stop: bool = False) -> tuple[float, bool, StepInfo]:
+               stop: bool = False, save: bool = False) -> tuple[float, bool, bool, StepInfo]:
     """One step over this rank's windows in `grad_accum` micro-batches: (the global mean loss, whether any
-    rank asked to stop, the optimiser's step). With one process, no accumulation and the reference's Adam
+    rank asked to stop, whether any asked to save and go on, the optimiser's step). With one process, no accumulation and the reference's Adam
     it is exactly `GPT.train_step`.
 
     Each micro-batch's gradient is a mean over its tokens, so the sum over the micro-batches is scaled by
@@ -67,8 +67,8 @@ def train_step(model: GPT, windows: np.ndarray, optimizer: Optimizer, comm, grad
     else:
         loss = sum(model.loss_and_backward(micro) for micro in np.split(windows, grad_accum)) / grad_accum
         model.be.scale_(params.grad, 1.0 / grad_accum)
-    loss, stop = comm.agree(loss, stop)
+    loss, stop, save = comm.agree(loss, stop, save)
     if not math.isfinite(loss):
         raise NonFiniteLoss(loss, params.step + 1)
     comm.allreduce_mean(params.grad)
-    return loss, stop, optimizer.step()
+    return loss, stop, save, optimizer.step()

@@ -5,8 +5,12 @@ using the mpiexec beside this Python (the mpich wheel of the `mpi` extra puts
 one there) or else the first on PATH, and waits for it. Each process gets one
 BLAS/OpenMP thread unless the environment already sets OMP_NUM_THREADS or
 OPENBLAS_NUM_THREADS, so N processes do not fight over the cores. mpiexec runs
-in its own session and this process passes Ctrl-C and SIGTERM on to it once
-(it hands them to every rank). mpiexec's output passes through; when a rank
+in its own session and this process passes the signals a run obeys on to it
+(it hands them to every rank): a stop (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT,
+SIGXCPU) as SIGINT or SIGTERM, a save-and-go-on (SIGUSR1, SIGUSR2) as it came.
+The ranks watch this process (its pid, in MICROGPT_LAUNCHER): should it die
+without a word (kill -9), each rank stops itself as on SIGTERM, so rank 0
+saves and none is left training and holding the checkpoint's lock. mpiexec's output passes through; when a rank
 died without a word (kill -9, the out-of-memory killer), mpiexec's report gives
 only its pid, so one more line names the rank, from rank 0's `processes:` line.
 """
@@ -19,6 +23,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from microgpt.distributed import DistributedError, launched_size
@@ -77,6 +83,49 @@ def dead_rank_line(output: str, procs: int) -> str | None:
             f"{': ' + how.group(1).strip() if how else ''}; mpiexec stopped every rank")
 
 
+LAUNCHER_VARIABLE = "MICROGPT_LAUNCHER"  # the --procs parent's "pid start-time", which the ranks watch
+WATCH_INTERVAL_S = 0.5
+
+
+def process_identity(pid: int) -> str:
+    """"PID START": the pid and, on Linux, the process's start time, so a reused pid is not taken for it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return f"{pid} {fields[19]}"  # field 22 of stat: the start time in clock ticks
+    except (OSError, IndexError):
+        return f"{pid} ?"
+
+
+def _alive(identity: str) -> bool:
+    pid = int(identity.split()[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return identity.endswith(" ?") or process_identity(pid) == identity
+
+
+def watch_launcher(environ=os.environ) -> None:
+    """In a rank started by `--procs`: a daemon thread that sends this process SIGTERM (save and stop) once
+    the launcher is gone. Nothing without the variable (mpiexec or srun started by hand)."""
+    identity = environ.get(LAUNCHER_VARIABLE)
+    if not identity:
+        return
+
+    def watch() -> None:
+        while _alive(identity):
+            time.sleep(WATCH_INTERVAL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="microgpt-launcher-watch", daemon=True).start()
+
+
+STOPS_AS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGTERM, "SIGQUIT": signal.SIGTERM,
+            "SIGXCPU": signal.SIGTERM, "SIGUSR1": signal.SIGUSR1, "SIGUSR2": signal.SIGUSR2}
+
+
 def relaunch(procs: int, argv: list[str]) -> int:
     """Run this command without --procs as `procs` ranks under mpiexec; mpiexec's exit status."""
     if launched_size()[0] > 1:
@@ -84,9 +133,10 @@ def relaunch(procs: int, argv: list[str]) -> int:
                                "drop --procs (or run without mpiexec/srun)")
     command = [find_mpiexec(), "-n", str(procs), sys.executable, "-m", "microgpt", *without_procs(argv)]
     sys.stdout.flush()
-    job = subprocess.Popen(command, env=child_environment(), stdout=subprocess.PIPE, start_new_session=True)
-    forward = {sig: signal.signal(sig, lambda signum, frame: job.send_signal(signum))
-               for sig in (signal.SIGINT, signal.SIGTERM)}
+    env = {**child_environment(), LAUNCHER_VARIABLE: process_identity(os.getpid())}
+    job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, start_new_session=True)
+    passed_on = {getattr(signal, name): sent for name, sent in STOPS_AS.items() if hasattr(signal, name)}
+    forward = {sig: signal.signal(sig, lambda signum, frame: job.send_signal(passed_on[signum])) for sig in passed_on}
     head = tail = b""  # the start holds rank 0's "processes:" line, the end mpiexec's report
     try:
         while chunk := os.read(job.stdout.fileno(), 1 << 16):

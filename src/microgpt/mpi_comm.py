@@ -2,8 +2,9 @@
 
 Imported only when a launcher started several processes (microgpt/distributed.py
 decides). Gradients are averaged with one in-place `Allreduce` on the flat
-gradient buffer per step; the loss and the stop flag travel in one two-number
-`Allreduce`, so every rank sees the same mean loss and stops at the same step.
+gradient buffer per step; the loss and the stop and save flags travel in one
+three-number `Allreduce`, so every rank sees the same mean loss, and stops
+(or saves and goes on) at the same step.
 
 Failure: `failing_together` turns an exception in any rank into one line on
 stderr naming the rank, then `MPI_Abort`, which makes the launcher end every
@@ -51,11 +52,12 @@ class MPICommunicator:
         self.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
         buffer *= buffer.dtype.type(1.0 / self.size)
 
-    def agree(self, loss: float, stop: bool) -> tuple[float, bool]:
-        """(the mean loss over the ranks, whether any rank asked to stop); a NaN anywhere makes the mean NaN."""
-        both = np.array([loss, 1.0 if stop else 0.0], dtype=np.float64)
-        self.comm.Allreduce(MPI.IN_PLACE, both, op=MPI.SUM)
-        return float(both[0]) / self.size, bool(both[1] > 0)
+    def agree(self, loss: float, stop: bool, save: bool = False) -> tuple[float, bool, bool]:
+        """(the mean loss over the ranks, whether any rank asked to stop, whether any asked to save and go on);
+        a NaN anywhere makes the mean NaN."""
+        numbers = np.array([loss, float(stop), float(save)], dtype=np.float64)
+        self.comm.Allreduce(MPI.IN_PLACE, numbers, op=MPI.SUM)
+        return float(numbers[0]) / self.size, bool(numbers[1] > 0), bool(numbers[2] > 0)
 
     def use_local_gpu(self) -> None:
         """One process per GPU: this rank uses the GPU of its rank among the ranks on its machine."""

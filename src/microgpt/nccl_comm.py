@@ -49,8 +49,8 @@ class NCCLCommunicator:
                             nccl.NCCL_SUM, stream)
         buffer *= buffer.dtype.type(1.0 / self.size)
 
-    def agree(self, loss: float, stop: bool) -> tuple[float, bool]:
-        return self.host.agree(loss, stop)
+    def agree(self, loss: float, stop: bool, save: bool = False) -> tuple[float, bool, bool]:
+        return self.host.agree(loss, stop, save)
 
     def use_local_gpu(self) -> None:
         self.host.use_local_gpu()

@@ -30,7 +30,7 @@ def read_metrics(path: Path) -> list[dict]:
     """The log's records as one history: a record whose step is not past the last one (a resume from an
     earlier checkpoint, or a new run in the same place) replaces the records from that step on."""
     records: list[dict] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():  # a damaged byte: a dropped line
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
@@ -41,11 +41,6 @@ def read_metrics(path: Path) -> list[dict]:
             records.pop()
         records.append(record)
     return records
-
-
-def metrics_path(run: Path) -> Path:
-    """A run's metrics log, from its checkpoint directory or the log itself."""
-    return run if run.name.endswith(".metrics.jsonl") else run.with_name(run.name + ".metrics.jsonl")
 
 
 def plot_available() -> bool:

@@ -46,15 +46,15 @@ from microgpt.model import GPT, shard_count
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.progress import Progress
-from microgpt.run_dir import WriterLock, check_target, check_writable
+from microgpt.run_dir import WriterLock, check_run_files, check_target, check_writable
+from microgpt.run_files import DEFAULT_ROOT, RunPaths, open_own
 from microgpt.sample import generate
 from microgpt.settings import FIELDS, Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
 from microgpt.threads import set_threads
-from microgpt.trainer import RunPaths, RunSummary, Trainer, step_on_disk
+from microgpt.trainer import RunSummary, Trainer, step_on_disk
 
 DEFAULT_CORPUS_NAME = "python-docs"
-RESULTS_LOG = "results.jsonl"
 SPEC_SHAPE_KEYS = ("d_model", "heads", "n_layers")  # what a --compare spec fixes
 
 
@@ -124,7 +124,7 @@ class Run:
         matplotlib is installed. Returns the plot's path, or None when none was drawn."""
         if summary.checkpoint is None or summary.steps_run == 0:
             return None
-        png = summary.checkpoint.with_name(summary.checkpoint.name + ".loss.png")
+        png = self.paths.loss_plot
         try:
             self._log_result(summary)
             if not plot_available():
@@ -159,7 +159,7 @@ class Run:
             "backend": self.model.be.name, "machine": machine.describe(), "checkpoint": str(summary.checkpoint),
             "interrupted": summary.interrupted,
         }
-        with open(summary.checkpoint.parent / RESULTS_LOG, "a", encoding="utf-8") as log:
+        with open_own(self.paths.results, "a") as log:
             log.write(json.dumps(record) + "\n")
 
 
@@ -225,7 +225,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, comm.size)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     label = settings.named.id if settings.named else None
-    target = (settings.path("model") or resume or Path("checkpoints") / (label or corpus.name)) if save else None
+    target = (settings.path("model") or resume or DEFAULT_ROOT / (label or corpus.name)) if save else None
     if target is not None:
         if init_from is not None and target.resolve() == init_from.resolve():
             raise ConfigError(f"--model {target} is the checkpoint --init-from reads; give the fine-tuned model "
@@ -314,6 +314,7 @@ def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> 
 def _claim(directory: Path, n_params: int) -> WriterLock:
     """Lock a checkpoint directory for this run, and make sure a checkpoint can be written there."""
     check_writable(directory, n_params)
+    check_run_files(directory)
     return WriterLock(directory).acquire()
 
 
@@ -374,7 +375,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     base = None
     if save:
         label = settings.named.id if settings.named else corpus.name
-        base = settings.path("model") or Path("checkpoints") / f"{label}-compare"
+        base = settings.path("model") or DEFAULT_ROOT / f"{label}-compare"
         if (base / CONFIG).exists() or (base.exists() and not base.is_dir()):
             raise ConfigError(f"{base} is a checkpoint or a file; --compare writes one checkpoint per spec inside "
                               "--model DIR, so pick a directory that is neither")

@@ -17,26 +17,17 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
-from microgpt.checkpoint import FILES, is_checkpoint
+from microgpt.checkpoint import is_checkpoint
 from microgpt.config import ConfigError
-
-SIBLING_SUFFIXES = (".tmp", ".prev", "-best", "-best.tmp", "-best.prev")  # what a run writes beside DIR
+from microgpt.run_files import RunPaths, open_own
 
 
 class RunDirError(ConfigError):
     """The checkpoint directory cannot be used; the message names it, the reason and the fix."""
-
-
-def _only_our_files(directory: Path) -> bool:
-    """Only checkpoint files, and the `.tmpXXXXXX` files safetensors writes before renaming one into place
-    (a kill mid-save leaves one)."""
-    try:
-        return all(entry.name in FILES or entry.name.startswith(".tmp") for entry in directory.iterdir())
-    except OSError:
-        return False
 
 
 def check_target(directory: Path) -> None:
@@ -46,20 +37,23 @@ def check_target(directory: Path) -> None:
     except (RuntimeError, OSError) as exc:  # Python 3.10-3.12 raise RuntimeError on a loop; later, OSError
         raise RunDirError(f"--model {directory} cannot be resolved ({exc}); is it a symlink loop? "
                           "Pick another --model") from None
-    if directory.is_symlink() and not directory.exists():
-        raise RunDirError(f"--model {directory} is a symlink to nothing (or a symlink loop); pick another --model")
+    if directory.is_symlink():
+        what = "a symlink to nothing (or a symlink loop)" if not directory.exists() else f"a symlink to {resolved}"
+        raise RunDirError(f"--model {directory} is {what}; a save replaces the directory, so give the real "
+                          "directory as --model (or pick another)")
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
         raise RunDirError(f"--model {directory} is the current directory or one above it; saving there would "
                           "replace it; give a new directory, e.g. --model checkpoints/mine")
-    for path in (directory, *(directory.with_name(directory.name + s) for s in SIBLING_SUFFIXES)):
-        if path.exists() and not path.is_dir():
-            raise RunDirError(f"{path} is a file, not a checkpoint directory; saving would replace it; "
-                              "pick another --model")
-        if path.name.endswith((".tmp", ".prev")) and path.is_dir() and _only_our_files(path):
-            continue  # a save cut short: part of one of our checkpoints, which the next save replaces
+    for path in (directory, RunPaths(directory).best):
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise RunDirError(f"{path} is a {'symlink' if path.is_symlink() else 'file'}, not a checkpoint "
+                              "directory; saving would replace it; pick another --model")
         if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
             raise RunDirError(f"{path} exists and is not a microgpt checkpoint (it holds other files); saving "
                               "would replace them; pick another --model or empty it")
+        if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+            raise RunDirError(f"{path} is not writable, and a save replaces it; make it writable (chmod u+w) or "
+                              "pick another --model")
 
 
 def checkpoint_bytes(n_params: int) -> int:
@@ -85,22 +79,39 @@ def check_writable(directory: Path, n_params: int) -> None:
                           "free some space or pick another --model")
 
 
+def check_run_files(directory: Path) -> None:
+    """Each plain file the run will write beside the checkpoint (metrics, plot, lock, results.jsonl), where one
+    is there already, is a regular file (not a symlink, a directory or a device) that this user may write."""
+    for path in RunPaths(directory).written_files():
+        if not os.path.lexists(path):
+            continue
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            what = "a symlink" if stat.S_ISLNK(info.st_mode) else "a directory" if stat.S_ISDIR(info.st_mode) else (
+                "not a regular file")
+            raise RunDirError(f"{path} is {what}; the run writes its own file there, so remove it or pick another "
+                              "--model")
+        if not os.access(path, os.W_OK):
+            raise RunDirError(f"{path} is not writable by this user (owner uid {info.st_uid}); the run writes to it, "
+                              "so pick another --model")
+
+
 class WriterLock:
     """An exclusive advisory lock on `.<name>.lock` beside the checkpoint directory, held while the run lives."""
 
     def __init__(self, directory: Path):
         self.directory = directory
-        self.path = directory.with_name(f".{directory.name}.lock")
+        self.path = RunPaths(directory).lock
         self._file = None
 
     def acquire(self) -> WriterLock:
         """Take the lock, or RunDirError naming the process that holds it."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock_file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open while the run lives
+            lock_file = open_own(self.path, "a+")  # held open while the run lives
         except OSError as exc:
-            raise RunDirError(f"cannot write in {self.path.parent} ({exc.strerror or exc}); the checkpoint, metrics "
-                              "and plots go there; pick a writable --model") from None
+            raise RunDirError(f"cannot use the lock file {self.path} ({exc.strerror or exc}); remove it if it is "
+                              "not a run's, or pick another --model") from None
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -67,7 +67,11 @@ def set_threads(n: int | None = None) -> int:
         numba = import_numba()
     except ImportError:  # the numpy backend needs no numba; only BLAS has threads then
         return n
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    try:
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # starts numba's pool in its layer
+    except ValueError as exc:  # e.g. NUMBA_THREADING_LAYER=bogus, or tbb asked for but not installed
+        raise ConfigError(f"numba cannot start its threads ({exc}); unset NUMBA_THREADING_LAYER or set it to one "
+                          "of workqueue, omp, tbb, default") from None
     return n
 
 

@@ -7,9 +7,15 @@ every `save_every` steps and at the end, and writes a JSONL metrics log (on a
 resume, first cut back to the checkpoint's step, so a run killed after its last
 save leaves no steps that the resumed run repeats).
 
-It stops cleanly. Ctrl-C (SIGINT) or SIGTERM (what a scheduler sends before a
-kill) finishes the step, saves and returns, with the signal in the summary; a
-signal during a save lets the save finish. Each step's update is the
+It stops cleanly. Ctrl-C (SIGINT), SIGTERM (what a scheduler sends before a
+kill), SIGHUP (a closed terminal or ssh session), SIGQUIT and SIGXCPU (a CPU
+time limit) finish the step, save and return, with the signal in the summary
+(the CLI exits 128 + its number); a signal during a save lets the save finish.
+SIGUSR1 and SIGUSR2 save at the end of the current step and training goes on
+(a scheduler's "time is nearly up" warning). With several processes the ranks
+agree on both inside the next step, so a signal to any one acts on all, and
+rank 0 alone saves. In a thread other than the main one, where Python allows
+no signal handlers, a run trains without them and says so. Each step's update is the
 optimiser's (optim.py: schedule, clipping, Adam or AdamW); its learning rate,
 and with clipping the gradient norm, go into the metrics log. A NaN or
 infinite loss stops before the update; weights that are unsound to save
@@ -25,6 +31,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +51,7 @@ from microgpt.distributed import SingleProcess
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.optim import Optimizer
 from microgpt.progress import Progress
+from microgpt.run_files import RunPaths, open_own
 
 
 class TrainingStopped(RuntimeError):
@@ -53,21 +61,6 @@ class TrainingStopped(RuntimeError):
 class WriterStopped(TrainingStopped):
     """A stop only the writing process sees (its save refused unsound weights): with several processes it must
     stop the others too, which are not stopping by themselves."""
-
-
-@dataclass
-class RunPaths:
-    """Where a run writes: the checkpoint directory and the files beside it."""
-
-    checkpoint: Path | None  # None with --no-save
-
-    @property
-    def best(self) -> Path | None:
-        return None if self.checkpoint is None else self.checkpoint.with_name(self.checkpoint.name + "-best")
-
-    @property
-    def metrics(self) -> Path | None:
-        return None if self.checkpoint is None else self.checkpoint.with_name(self.checkpoint.name + ".metrics.jsonl")
 
 
 @dataclass
@@ -101,6 +94,7 @@ class Trainer:
             self._val_windows = validation_windows(val_tokens, model.config.seq_len)
             self._val_batch = micro_batch_size(config.batch_size, config.grad_accum, self.comm.size)
         self._stop_signal: int | None = None
+        self._save_signal: int | None = None  # a save asked for by SIGUSR1/SIGUSR2, until it is done
         # the step the checkpoint on disk holds: a resumed model's step, or none yet
         self._saved_step: int | None = step_on_disk(paths.checkpoint)  # the checkpoint a failure leaves
         self._staged_log: Path | None = None  # a new run's log while the old checkpoint's log is still in place
@@ -147,7 +141,7 @@ class Trainer:
         val_loss = None
         start = last_val = time.perf_counter()
         self.progress.start(total=cfg.steps, initial=first_step)
-        previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
+        previous_handlers = self._install_handlers()
         stopping = False
         try:
             with self._metrics_log(first_step) as metrics:
@@ -158,8 +152,9 @@ class Trainer:
                         # a stop asked in any process ends the loop in every one, after the same step; a
                         # diverging step's overflow warnings are left unsaid: the checks below name it once
                         with np.errstate(over="ignore", invalid="ignore"):
-                            loss, stopping, update = train_step(self.model, windows, self.optimizer, self.comm,
-                                                                cfg.grad_accum, self._stop_signal is not None)
+                            loss, stopping, save_now, update = train_step(
+                                self.model, windows, self.optimizer, self.comm, cfg.grad_accum,
+                                self._stop_signal is not None, self._save_signal is not None)
                     except NonFiniteLoss as exc:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
                     losses.append(loss)
@@ -175,8 +170,10 @@ class Trainer:
                         record["val_loss"] = val_loss
                     if metrics:
                         self._write_metric(metrics, record)
-                    if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+                    if step < cfg.steps and (save_now or (cfg.save_every and step % cfg.save_every == 0)):
                         self.save(self.paths.checkpoint)
+                    if save_now:
+                        self._save_signal = None
                     elapsed = time.perf_counter() - start
                     self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed)
             self.progress.close()
@@ -216,16 +213,18 @@ class Trainer:
             return contextlib.nullcontext()
         try:
             if first_step > 0 and path.exists():
-                kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+                # a byte that is not UTF-8 (a damaged line) becomes U+FFFD, and that line is dropped as unreadable
+                kept = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
                         if _record_step(line) is not None and _record_step(line) <= first_step]
-                tmp = path.with_name(path.name + ".tmp")
-                tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+                with open_own(tmp, "w") as cut:
+                    cut.write("".join(line + "\n" for line in kept))
                 os.replace(tmp, path)
                 self._time_offset = json.loads(kept[-1]).get("time", 0.0) if kept else 0.0
             if first_step == 0 and self._saved_step is not None and path.exists():
                 self._staged_log = path.with_name(path.name + ".new")
-                return open(self._staged_log, "w", encoding="utf-8")
-            return open(path, "a" if first_step > 0 else "w", encoding="utf-8")
+                return open_own(self._staged_log, "w")
+            return open_own(path, "a" if first_step > 0 else "w")
         except OSError as exc:
             raise CheckpointError(f"cannot write {exc.filename or path} ({exc.strerror or exc}); {self._kept()}") from None
 
@@ -243,6 +242,23 @@ class Trainer:
             self.save(self.paths.best)
         return val_loss
 
+    def _install_handlers(self) -> dict:
+        """The stop and save handlers, in place of the ones before (returned, to be put back). Python runs
+        handlers only in the main thread: elsewhere there are none, and one line says so."""
+        if threading.current_thread() is not threading.main_thread():
+            print("note: training outside the main thread, where Python allows no signal handlers: Ctrl-C and "
+                  "SIGTERM will not save a checkpoint; --save-every N saves as it goes", file=sys.stderr)
+            return {}
+        handlers = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
+        handlers.update({sig: signal.signal(sig, self._request_save) for sig in SAVE_SIGNALS})
+        return handlers
+
+    def _request_save(self, signum, frame) -> None:
+        if self._save_signal is None and self._stop_signal is None and self.comm.is_writer:
+            print(f"\n{signal.Signals(signum).name}: saving a checkpoint after this step, then training on",
+                  file=sys.stderr, flush=True)
+        self._save_signal = signum
+
     def _request_stop(self, signum, frame) -> None:
         if self._stop_signal is not None:
             if signum == signal.SIGINT:  # a second Ctrl-C: stop now, the checkpoint on disk is untouched
@@ -255,7 +271,9 @@ class Trainer:
             print(f"\n{name}: stopping after this step and saving a checkpoint{again}", file=sys.stderr, flush=True)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGXCPU")
+                     if hasattr(signal, name))  # save, then exit with 128 + the signal
+SAVE_SIGNALS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2") if hasattr(signal, name))  # save, go on
 
 
 def validation_windows(val_tokens: np.ndarray, seq_len: int) -> np.ndarray:

@@ -8,11 +8,13 @@ backend) print one clear line and exit non-zero, with no traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from microgpt import __version__
 from microgpt.backends import BackendUnavailable
 from microgpt.checkpoint import CheckpointError
+from microgpt.cli.output import OutputLost, guard_output
 from microgpt.config import ConfigError
 from microgpt.data import DataError
 from microgpt.sample import UnsoundOutputs
@@ -39,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)  # as given, for `train --procs` to run again
     try:
-        return args.run(args)
+        with guard_output(stdout_required=args.command != "train"):
+            return args.run(args)
+    except OutputLost as exc:
+        if exc.errno == errno.EPIPE:
+            return 0  # the reader has all it wanted (`microgpt sample ... | head`)
+        print(f"microgpt {args.command}: error: cannot write the output ({exc})", file=sys.stderr)
+        return EXIT_USER_ERROR
     except USER_ERRORS as exc:
         print(f"microgpt {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

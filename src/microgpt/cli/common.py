@@ -32,7 +32,7 @@ non_negative_int = _number_parser(int, "whole number", 0, strict=False)
 non_negative_float = _number_parser(float, "number", 0, strict=False)
 
 
-def _flag_type(field: SettingField):
+def flag_type(field: SettingField):
     """argparse's type for a setting: its check reading the text, with the check's words on failure."""
 
     def parse(text: str):
@@ -58,7 +58,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField
         if isinstance(field.check, Switch):
             parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=None, help=help_line)
         else:
-            parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar, help=help_line)
+            parser.add_argument(field.flag, type=flag_type(field), metavar=field.flag_metavar, help=help_line)
 
 
 def add_own_setting_flags(parser: argparse.ArgumentParser, keys: tuple[str, ...]) -> None:
@@ -70,5 +70,5 @@ def add_own_setting_flags(parser: argparse.ArgumentParser, keys: tuple[str, ...]
         if isinstance(field.check, Choice):
             parser.add_argument(field.flag, choices=field.check.options, default=field.default, help=help_line)
         else:
-            parser.add_argument(field.flag, type=_flag_type(field), metavar=field.flag_metavar,
+            parser.add_argument(field.flag, type=flag_type(field), metavar=field.flag_metavar,
                                 default=field.default, help=help_line)

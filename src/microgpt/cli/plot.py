@@ -14,7 +14,8 @@ from pathlib import Path
 
 from microgpt.cli.common import non_negative_float
 from microgpt.config import ConfigError
-from microgpt.plot import PLOT_FORMATS, PLOT_HINT, metrics_path, plot_available, short_labels, write_runs_plot
+from microgpt.plot import PLOT_FORMATS, PLOT_HINT, plot_available, short_labels, write_runs_plot
+from microgpt.run_files import metrics_log
 
 
 def add_parser(commands) -> None:
@@ -38,7 +39,7 @@ def run(args) -> int:
         raise ConfigError(PLOT_HINT.removeprefix("note: ").replace("no loss plot; ", "plotting needs matplotlib: "))
     if args.out.suffix.lower() not in PLOT_FORMATS:
         raise ConfigError(f"--out {args.out}: give a path ending in {', '.join(PLOT_FORMATS)} (the plot's format)")
-    logs = [metrics_path(run_dir) for run_dir in args.runs]
+    logs = [metrics_log(run_dir) for run_dir in args.runs]
     for run_dir, log in zip(args.runs, logs):
         if not log.is_file() and not args.follow:
             raise ConfigError(f"{run_dir} has no metrics log ({log} is missing); give a checkpoint a run wrote "

@@ -15,16 +15,17 @@ import warnings
 from pathlib import Path
 
 from microgpt import machine
-from microgpt.cli.common import add_setting_flags, help_text, positive_int
+from microgpt.cli.common import add_setting_flags, flag_type, help_text, positive_int
 from microgpt.config import ConfigError
 from microgpt.distributed import DistributedError, communicator
-from microgpt.launch import relaunch
+from microgpt.launch import relaunch, watch_launcher
 from microgpt.named_runs import load_all_runs, load_run
 from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
 from microgpt.run import Run, prepare, prepare_compare, start_backend
+from microgpt.run_files import DEFAULT_ROOT, RunPaths
 from microgpt.settings import FIELDS, Settings, check_named_runs
-from microgpt.trainer import RunPaths, RunSummary
+from microgpt.trainer import RunSummary
 
 # The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
 INVOCATION_FLAGS = [
@@ -53,7 +54,7 @@ INVOCATION_FLAGS = [
 
 def add_parser(commands) -> None:
     p = commands.add_parser("train", help="train a model", description=__doc__.split("\n\n")[0].split(":", 1)[1].strip())
-    p.add_argument("file", nargs="?", metavar="FILE", type=FIELDS["file"].check.from_text,
+    p.add_argument("file", nargs="?", metavar="FILE", type=flag_type(FIELDS["file"]),
                    help=f"{FIELDS['file'].help} (default: {FIELDS['file'].default_text})")
     add_setting_flags(p, [f for f in FIELDS.values() if f.key != "file"])
     for flags, keywords in INVOCATION_FLAGS:
@@ -67,6 +68,8 @@ def run(args) -> int:
             raise DistributedError("--compare trains its specs in one process; drop --procs")
         return relaunch(args.procs, args.argv)
     comm = communicator()
+    if comm.size > 1:
+        watch_launcher()  # started by --procs: stop, saving, should the launcher die
     with comm.failing_together("microgpt train"), contextlib.ExitStack() as stack:
         if not comm.is_writer:  # rank 0 prints; the others speak only to report their own failure (stderr)
             stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
@@ -190,7 +193,7 @@ def plot_config_runs(config: Path, run: Run) -> None:
     logs = {}
     for named in load_all_runs(config):
         checkpoint = (run.paths.checkpoint if named.id == run.label
-                      else Settings({}, named).path("model") or Path("checkpoints") / named.id)
+                      else Settings({}, named).path("model") or DEFAULT_ROOT / named.id)
         log = RunPaths(checkpoint).metrics
         if log.is_file():
             logs[named.id] = log
