@@ -284,3 +284,64 @@ def test_a_launch_that_mpi_does_not_see_is_one_clear_error(corpus, tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("microgpt train: error: srun started 2 processes, but MPI sees 1")
     assert not (tmp_path / "checkpoints").exists()
+
+
+def start_procs_job(corpus: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    """`train --procs 2` of a long run, returned once it has logged a step."""
+    checkpoint = tmp_path / "ck"
+    job = subprocess.Popen(train(str(corpus), *TINY, "--steps", "1000000", "--model", str(checkpoint), "--procs", "2",
+                                 *extra), cwd=tmp_path, env=child_environment(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "ck.metrics.jsonl"
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not (metrics.exists() and metrics.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return job, checkpoint
+
+
+def gone(pids, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{pid}").exists() for pid in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the ranks through /proc (Linux)")
+def test_ranks_save_and_end_when_their_procs_launcher_is_killed(corpus, tmp_path):
+    """Issue 17, case 5: after kill -9 of the --procs parent, mpiexec and both ranks trained on, orphaned,
+    holding the lock. Now every rank stops as on SIGTERM (rank 0 saving) within seconds."""
+    job, checkpoint = start_procs_job(corpus, tmp_path)
+    ranks = rank_pids(job.pid)
+    assert sorted(ranks) == [0, 1]
+    job.kill()
+    job.communicate(timeout=FAILURE_LIMIT_S)
+    assert gone(ranks.values(), FAILURE_LIMIT_S), "the ranks outlived their launcher"
+    step = load_checkpoint(checkpoint, get_backend("numpy"), with_optimizer=True)[2]["train_state"]["step"]
+    assert step == len(losses(checkpoint)) and step > 0
+    result = run(train(str(corpus), *TINY, "--resume", str(checkpoint), "--steps", str(step + 3)), tmp_path)
+    assert result.returncode == 0, result.stderr  # the lock was released
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGUSR1], ids=["hup", "usr1"])
+def test_the_procs_launcher_passes_on_a_stop_and_a_save(corpus, tmp_path, sig):
+    """Case 5: SIGHUP or SIGUSR1 to the --procs parent orphaned the ranks. SIGHUP now stops every rank with a
+    save; SIGUSR1 saves, and training goes on."""
+    job, checkpoint = start_procs_job(corpus, tmp_path)
+    try:
+        job.send_signal(sig)
+        if sig == signal.SIGUSR1:
+            deadline = time.monotonic() + FAILURE_LIMIT_S
+            while not (checkpoint / "train_state.json").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert (checkpoint / "train_state.json").exists() and job.poll() is None
+            job.send_signal(signal.SIGTERM)
+        stdout, stderr = job.communicate(timeout=FAILURE_LIMIT_S)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 143, stderr  # a stop reaches the ranks as SIGTERM
+    assert "Traceback" not in stderr
+    saved = load_checkpoint(checkpoint, get_backend("numpy"), with_optimizer=True)[2]["train_state"]["step"]
+    assert saved == len(losses(checkpoint)) and f"stopped at step {saved}" in stdout

@@ -218,14 +218,25 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
     """
     directory = Path(directory)
     for attempt in range(READ_ATTEMPTS):
+        seen = _identity(directory)
         try:
             return _load(directory, backend, with_optimizer, max_memory)
         except Vanished:
-            saving = staged_twins(directory, "tmp") or staged_twins(directory, "prev")
-            if attempt == READ_ATTEMPTS - 1 or not saving:
+            changing = (_identity(directory) != seen or staged_twins(directory, "tmp")
+                        or staged_twins(directory, "prev"))
+            if attempt == READ_ATTEMPTS - 1 or not changing:
                 raise
             time.sleep(READ_PAUSE_S)
     raise AssertionError("unreachable")
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    """Which directory is at this path now (device, inode), or None when there is none: a save swaps it."""
+    try:
+        info = directory.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: int | None) -> tuple[GPT, str, dict]:
@@ -343,7 +354,7 @@ def _existing(directory: Path) -> Path:
         raise CheckpointError(
             f"{directory} is a file, but a microgpt checkpoint is a directory holding {WEIGHTS} and {CONFIG}"
         )
-    raise CheckpointError(f"{directory}: no such checkpoint directory; train one with `microgpt train --model {directory}`")
+    raise Vanished(f"{directory}: no such checkpoint directory; train one with `microgpt train --model {directory}`")
 
 
 def _check_regular(path: Path) -> None:
@@ -358,9 +369,15 @@ def _check_regular(path: Path) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise CheckpointError(f"{path} is not a regular file (a pipe, a device, or a link to one); {path.parent} "
                               "is not a microgpt checkpoint")
-    if not os.access(path, os.R_OK):
+    try:
+        open(path, "rb").close()  # a regular file: opening it cannot hang
+    except FileNotFoundError:
+        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+    except PermissionError:
         raise CheckpointError(f"{path} cannot be read (permission denied, mode {stat.S_IMODE(info.st_mode):o}); "
-                              "ask its owner to make it readable")
+                              "ask its owner to make it readable") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
 
 
 def _read_json(path: Path) -> dict:

@@ -16,6 +16,15 @@ class ConfigError(ValueError):
     """An invalid configuration value; the message names it and says how to fix it."""
 
 
+SHOWN_CHARS = 40  # a value quoted in a message is cut to this many characters
+
+
+def shown(value) -> str:
+    """repr(value) for a one-line message, cut to SHOWN_CHARS (a runaway value stays a short line)."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
 class Check:
     """A kind of value. Subclasses set `kind` (what the value must be) and override what differs."""
 

@@ -29,6 +29,7 @@ from microgpt.checks import (
     Check,
     ConfigError,
     NumberOrOff,
+    shown,
     whole,
 )
 
@@ -111,7 +112,7 @@ def _check_fields(config) -> None:
         try:
             f.check.validate(value)
         except ValueError as exc:
-            raise ConfigError(f"{f.flag} must be {exc}, got {value!r}") from None
+            raise ConfigError(f"{f.flag} must be {exc}, got {shown(value)}") from None
 
 
 @dataclass

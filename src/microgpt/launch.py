@@ -97,6 +97,7 @@ def process_identity(pid: int) -> str:
 
 
 def _alive(identity: str) -> bool:
+    """Whether the process of `identity` still runs (a zombie, dead but not yet reaped, does not)."""
     pid = int(identity.split()[0])
     try:
         os.kill(pid, 0)
@@ -104,7 +105,11 @@ def _alive(identity: str) -> bool:
         return False
     except PermissionError:
         return True
-    return identity.endswith(" ?") or process_identity(pid) == identity
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: the signal test above is all there is
+    return state not in ("Z", "X") and (identity.endswith(" ?") or process_identity(pid) == identity)
 
 
 def watch_launcher(environ=os.environ) -> None:

@@ -20,9 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.checkpoint import load_checkpoint
+from microgpt.config import ConfigError
 from microgpt.data import CharTokenizer
 from microgpt.distributed import SingleProcess
 from microgpt.evaluate import Evaluation, evaluate
+from microgpt.memory import attention_kind, estimate_training_bytes, format_bytes
 from microgpt.model import GPT
 from microgpt.run import start_backend
 from microgpt.sample import generate
@@ -36,6 +38,25 @@ class LoadedModel:
     model: GPT
     tokenizer: CharTokenizer
     path: Path
+    max_memory: int  # the cap a batch of `evaluate` is held to
+
+    def fitting_batch(self, batch_size: int) -> int:
+        """The largest batch of at most `batch_size` windows whose step fits `max_memory` (estimated as for a
+        training step, which holds more than scoring does); a ConfigError when not even one window fits."""
+        def needed(batch: int) -> int:
+            return estimate_training_bytes(self.model.config, batch, np.dtype(self.model.be.dtype).itemsize,
+                                           attention_kind(self.model.be))
+
+        if needed(batch_size) <= self.max_memory:
+            return batch_size
+        if needed(1) > self.max_memory:
+            raise ConfigError(f"scoring one window of {self.path} needs about {format_bytes(needed(1))}, over "
+                              f"--max-memory {format_bytes(self.max_memory)}; raise --max-memory")
+        low, high = 1, batch_size  # needed(low) fits, needed(high) does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if needed(middle) <= self.max_memory else (low, middle)
+        return low
 
     @property
     def seq_len(self) -> int:
@@ -50,10 +71,11 @@ class LoadedModel:
 
     def evaluate(self, text: str, stride: int = 1, batch_size: int = 32, max_positions: int | None = None,
                  what: str = "the text") -> Evaluation:
-        """NLL per character, perplexity and bits per character of `text`, as `microgpt eval` scores a file."""
+        """NLL per character, perplexity and bits per character of `text`, as `microgpt eval` scores a file (in
+        batches of `batch_size` windows, fewer where that would not fit `max_memory`)."""
         tokens = self.tokenizer.encode(text, source=what)
-        return evaluate(self.model, tokens, batch_size=batch_size, max_positions=max_positions, what=what,
-                        stride=stride)
+        return evaluate(self.model, tokens, batch_size=self.fitting_batch(batch_size), max_positions=max_positions,
+                        what=what, stride=stride)
 
     def logits(self, ids) -> np.ndarray:
         """Next-token logits as a host float array: for a text or a 1-D id sequence of at most seq_len tokens,
@@ -77,4 +99,4 @@ def load(directory: str | Path, backend: str | None = None, threads: int | None 
     settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory})
     started, _ = start_backend(settings.value("backend"), SingleProcess(), settings.value("threads"))
     model, vocab, _ = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
-    return LoadedModel(model, CharTokenizer(vocab), Path(directory))
+    return LoadedModel(model, CharTokenizer(vocab), Path(directory), settings.value("max_memory"))

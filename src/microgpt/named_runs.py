@@ -17,17 +17,21 @@ Relative `file` and `model` paths are relative to the YAML file's directory.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from microgpt.checks import shown
 from microgpt.config import ConfigError, settings_fields
 
 # The settings a run may give, named like the train flags (every user setting of the config dataclasses);
 # each is read by its check, which raises ValueError naming what was expected.
 KEYS = {f.key: f.check for f in settings_fields()}
 PATH_KEYS = ("file", "model")
+MAX_CONFIG_BYTES = 1024 * 1024  # a file of named runs is a few kilobytes
+MAX_CONFIG_NODES = 100_000  # values after aliases expand: thousands of runs, far below what an anchor bomb makes
 
 
 @dataclass
@@ -65,12 +69,24 @@ def _load_runs(path: Path) -> dict[str, NamedRun]:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
+        info = path.stat()
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"--config {path} cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"--config {path} is not a regular file (a directory, a pipe or a device); give a YAML "
+                          "file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"--config {path} is {info.st_size:,} bytes, more than a file of named runs needs (at "
+                          f"most {MAX_CONFIG_BYTES:,}); give the YAML file of runs")
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--config {path} cannot be read ({exc})") from None
     try:
+        _check_expansion(yaml.compose(text, Loader=yaml.SafeLoader), path)
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -80,11 +96,41 @@ def _read_yaml(path: Path) -> dict:
         raise ConfigError(f"--config {path} needs a `runs:` mapping of run id -> settings (see examples/configs.yaml)")
     unknown = sorted(str(key) for key in document if key not in ("runs", "defaults"))
     if unknown:
-        raise ConfigError(f"--config {path}: unknown top-level key {unknown[0]!r}; the file has `runs:` and optionally `defaults:`")
+        raise ConfigError(f"--config {path}: unknown top-level key {shown(unknown[0])}; the file has `runs:` and "
+                          "optionally `defaults:`")
     for run_id in document["runs"]:
         if not isinstance(run_id, str) or not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
-            raise ConfigError(f"--config {path}: run id {run_id!r} must be a name (it names the checkpoint directory)")
+            raise ConfigError(f"--config {path}: run id {shown(run_id)} must be a name (it names the checkpoint "
+                          "directory)")
     return document
+
+
+def _check_expansion(root, path: Path) -> None:
+    """Refuse YAML whose aliases would expand past MAX_CONFIG_NODES nodes (an "anchor bomb"), or refer to
+    themselves, before anything expands them: the nodes are counted over the graph as composed, each shared
+    node once per use, with memoised counts."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ConfigError(f"--config {path}: an alias refers to a node that contains it; write the settings out")
+        open_nodes.add(key)
+        children = (node.value if isinstance(node, yaml.SequenceNode) else
+                    [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else [])
+        total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(key)
+        if total > MAX_CONFIG_NODES:
+            raise ConfigError(f"--config {path}: its aliases expand to more than {MAX_CONFIG_NODES:,} values; a "
+                              "file of named runs needs far fewer, so write the settings out")
+        sizes[key] = total
+        return total
+
+    if root is not None:
+        size(root)
 
 
 def _check_settings(settings, where: str, path: Path) -> dict:
@@ -96,11 +142,11 @@ def _check_settings(settings, where: str, path: Path) -> dict:
     values = {}
     for key, value in settings.items():
         if key not in KEYS:
-            raise ConfigError(f"{where}: unknown setting {key!r}; the settings are: {', '.join(KEYS)}")
+            raise ConfigError(f"{where}: unknown setting {shown(key)}; the settings are: {', '.join(KEYS)}")
         try:
             values[key] = KEYS[key].from_yaml(value)
         except ValueError as exc:
-            raise ConfigError(f"{where}: {key} must be {exc}, not {value!r}") from None
+            raise ConfigError(f"{where}: {key} must be {exc}, not {shown(value)}") from None
         if key in PATH_KEYS:
             values[key] = str(path.parent / values[key])
     return values

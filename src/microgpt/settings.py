@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from microgpt.checks import shown
 from microgpt.config import ConfigError, ModelConfig, TrainConfig, parse_heads, settings_fields
 from microgpt.named_runs import NamedRun, load_all_runs
 from microgpt.presets import PRESETS
@@ -28,12 +29,12 @@ class Settings:
         explicit = {key: value for key, value in (explicit or {}).items() if value is not None}
         unknown = sorted(set(explicit) - set(FIELDS))
         if unknown:
-            raise ConfigError(f"unknown setting {unknown[0]!r}; the settings are: {', '.join(FIELDS)}")
+            raise ConfigError(f"unknown setting {shown(unknown[0])}; the settings are: {', '.join(FIELDS)}")
         for key, value in explicit.items():  # a flag's value is clean already; one from Python is read here
             try:
                 explicit[key] = FIELDS[key].check.from_yaml(str(value) if isinstance(value, Path) else value)
             except ValueError as exc:
-                raise ConfigError(f"{FIELDS[key].flag} must be {exc}, not {value!r}") from None
+                raise ConfigError(f"{FIELDS[key].flag} must be {exc}, not {shown(value)}") from None
         self.explicit, self.named, self.saved = explicit, named, saved or {}
         preset = explicit.get("preset") or (named.values.get("preset") if named is not None else None)
         self.preset: dict = PRESETS[preset] if preset else {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from microgpt.checks import Choice, Switch
+from microgpt.checks import Choice, Switch, shown
 from microgpt.config import SettingField
 from microgpt.settings import FIELDS
 
@@ -39,7 +39,7 @@ def flag_type(field: SettingField):
         try:
             return field.check.from_text(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"must be {exc}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be {exc}, got {shown(text)}") from None
 
     parse.__name__ = field.key  # argparse names the type in some messages
     return parse

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 from microgpt.cli.common import add_own_setting_flags, positive_int
 from microgpt.data import read_corpus
@@ -45,8 +46,12 @@ def run(args) -> int:
         counter = counter or Counter(total, "character", f"scoring {args.file}")
         counter.update(done)
 
+    batch = loaded.fitting_batch(args.batch_size)
+    if batch < args.batch_size:
+        print(f"note: --batch-size {args.batch_size} would need more than --max-memory {args.max_memory:,} bytes; "
+              f"scoring {batch} windows at a time", file=sys.stderr)
     try:
-        result = evaluate(model, tokens, batch_size=args.batch_size, max_positions=args.max_positions,
+        result = evaluate(model, tokens, batch_size=batch, max_positions=args.max_positions,
                           what=args.file, stride=args.stride, on_progress=progress)
     finally:
         if counter is not None:

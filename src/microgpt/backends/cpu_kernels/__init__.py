@@ -4,13 +4,16 @@
 tiny arrays of `dtype`, so compilation (or loading from the disk cache) happens
 at backend start-up, not in the middle of the first step. When no finished
 compile for this numba, these sources and this dtype is recorded in the cache
-directory, it says in one line on stderr that it is compiling. A missing or
-broken numba becomes `BackendUnavailable` with the fix.
+directory, it says in one line on stderr that it is compiling. A cache entry
+that cannot be read (a truncated or garbage file numba fails to unpickle) is
+cleared, with one line naming the directory, and the kernels compile again. A
+missing or broken numba becomes `BackendUnavailable` with the fix.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -78,15 +81,38 @@ def load(dtype) -> SimpleNamespace:
     start = time.perf_counter()
     try:
         _warm_up(kernels, dtype)
-    except Exception as exc:  # a broken LLVM or numba shows here first
-        raise BackendUnavailable(
-            f"the cpu backend's kernels did not compile ({type(exc).__name__}: {exc}); "
-            "fix: pip install --upgrade numba (or use --backend numpy)"
-        ) from exc
+    except Exception as exc:  # a damaged cache entry, or a broken LLVM or numba, shows here first
+        if kernels.jit.CACHE_DIR is None:
+            raise _did_not_compile(exc, None) from exc
+        cleared = _clear_cache(kernels.jit.CACHE_DIR)
+        print(f"microgpt: the cpu backend's kernel cache in {kernels.jit.CACHE_DIR} could not be read "
+              f"({type(exc).__name__}: {exc}); cleared its {cleared} entries, compiling again...", file=sys.stderr)
+        try:
+            _warm_up(kernels, dtype)
+        except Exception as again:
+            raise _did_not_compile(again, kernels.jit.CACHE_DIR) from again
     if cold and stamp is not None:
         stamp.write_text(f"compiled in {time.perf_counter() - start:.1f} s\n")
     _READY.add(dtype.name)
     return kernels
+
+
+def _did_not_compile(exc: Exception, cache_dir: Path | None) -> BackendUnavailable:
+    where = f" (with an empty cache in {cache_dir})" if cache_dir is not None else " (without a cache)"
+    return BackendUnavailable(f"the cpu backend's kernels did not compile{where}: {type(exc).__name__}: {exc}; "
+                              "fix: pip install --upgrade numba (or use --backend numpy)")
+
+
+def _clear_cache(cache_dir: Path) -> int:
+    """Remove this package's kernel entries from numba's cache (the folders numba names after cpu_kernels, and
+    the compile stamps) and nothing else there; how many were removed."""
+    entries = [*cache_dir.glob("cpu_kernels_*"), *cache_dir.glob("microgpt-cpu-*.done")]
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return len(entries)
 
 
 def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
