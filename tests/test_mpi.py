@@ -345,3 +345,26 @@ def test_the_procs_launcher_passes_on_a_stop_and_a_save(corpus, tmp_path, sig):
     assert "Traceback" not in stderr
     saved = load_checkpoint(checkpoint, get_backend("numpy"), with_optimizer=True)[2]["train_state"]["step"]
     assert saved == len(losses(checkpoint)) and f"stopped at step {saved}" in stdout
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the ranks through /proc (Linux)")
+def test_a_stopped_rank_cannot_keep_the_job_from_ending_on_a_signal(corpus, tmp_path):
+    """Case 14: with one rank SIGSTOPped, two SIGTERMs and a Ctrl-C to the launcher did nothing for 25 s. Now the
+    ranks get STOP_GRACE_S to stop; then every process of the job is killed, with one line."""
+    from microgpt.launch import STOP_GRACE_S
+
+    job, _ = start_procs_job(corpus, tmp_path)
+    ranks = rank_pids(job.pid)
+    os.kill(ranks[1], signal.SIGSTOP)
+    job.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    try:
+        _, stderr = job.communicate(timeout=STOP_GRACE_S + FAILURE_LIMIT_S)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert time.monotonic() - sent < STOP_GRACE_S + 10
+    assert job.returncode == 143
+    errors = [line for line in stderr.splitlines() if line.startswith("microgpt train: error:")]
+    assert len(errors) == 1 and "did not stop within" in errors[0] and "Traceback" not in stderr
+    assert gone(ranks.values(), 5)

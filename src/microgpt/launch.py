@@ -17,6 +17,7 @@ only its pid, so one more line names the rank, from rank 0's `processes:` line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -140,8 +141,10 @@ def relaunch(procs: int, argv: list[str]) -> int:
     sys.stdout.flush()
     env = {**child_environment(), LAUNCHER_VARIABLE: process_identity(os.getpid())}
     job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, start_new_session=True)
+    stopper = JobStopper(job)
     passed_on = {getattr(signal, name): sent for name, sent in STOPS_AS.items() if hasattr(signal, name)}
-    forward = {sig: signal.signal(sig, lambda signum, frame: job.send_signal(passed_on[signum])) for sig in passed_on}
+    forward = {sig: signal.signal(sig, lambda signum, frame: stopper.pass_on(signum, passed_on[signum]))
+               for sig in passed_on}
     head = tail = b""  # the start holds rank 0's "processes:" line, the end mpiexec's report
     try:
         while chunk := os.read(job.stdout.fileno(), 1 << 16):
@@ -152,7 +155,67 @@ def relaunch(procs: int, argv: list[str]) -> int:
     finally:
         for sig, handler in forward.items():
             signal.signal(sig, handler)
+        stopper.cancel()
+    if stopper.killed is not None:
+        print(f"microgpt train: error: the ranks did not stop within {STOP_GRACE_S:g} s of "
+              f"{signal.Signals(stopper.killed).name} (a rank may be stopped or hung), so they were killed; the "
+              "checkpoint on disk is the last one saved", file=sys.stderr)
+        return 128 + stopper.killed
     line = dead_rank_line((head + tail).decode("utf-8", "replace"), procs) if status else None
     if line:
         print(line, file=sys.stderr)
     return status if status >= 0 else 128 - status  # killed by a signal: the shell's 128 + N
+
+
+STOP_GRACE_S = 10.0  # after a stop is passed on, the ranks have this long to finish their step and save
+
+
+class JobStopper:
+    """Passes the launcher's signals on to mpiexec. After a stop, the ranks have STOP_GRACE_S to end; past
+    that, or at a second stop, every process of the job is killed (a SIGSTOPped or hung rank would otherwise
+    keep the others, and mpiexec, waiting for ever)."""
+
+    def __init__(self, job: subprocess.Popen):
+        self.job = job
+        self.stop: int | None = None  # the first stop signal received
+        self.killed: int | None = None  # the stop signal after which the job was killed
+        self._timer: threading.Timer | None = None
+
+    def pass_on(self, received: int, sent: int) -> None:
+        if sent not in (signal.SIGINT, signal.SIGTERM):
+            self.job.send_signal(sent)  # a save-and-go-on
+        elif self.stop is not None:
+            self.kill()
+        else:
+            self.stop = received
+            self.job.send_signal(sent)
+            self._timer = threading.Timer(STOP_GRACE_S, self.kill)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def kill(self) -> None:
+        if self.job.poll() is not None or self.killed is not None:
+            return
+        self.killed = self.stop
+        for pid in [*descendants(self.job.pid), self.job.pid]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def descendants(root: int) -> list[int]:
+    """The processes below `root` (Linux: from /proc; elsewhere none are found and only root is killed)."""
+    parents = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    below, frontier = [], {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        below.extend(frontier)
+    return below
