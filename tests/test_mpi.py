@@ -368,3 +368,13 @@ def test_a_stopped_rank_cannot_keep_the_job_from_ending_on_a_signal(corpus, tmp_
     errors = [line for line in stderr.splitlines() if line.startswith("microgpt train: error:")]
     assert len(errors) == 1 and "did not stop within" in errors[0] and "Traceback" not in stderr
     assert gone(ranks.values(), 5)
+
+
+def test_resuming_on_ranks_that_do_not_divide_the_batch_is_one_line_and_status_2(corpus, tmp_path):
+    """Case 18: a 2-rank checkpoint resumed on 3 ranks (batch 8) gave the right line, but rc 1 and MPI_Abort."""
+    checkpoint = tmp_path / "ck"
+    assert mpiexec(2, [str(corpus), *TINY, "--steps", "3", "--model", str(checkpoint)], tmp_path).returncode == 0
+    result = mpiexec(3, ["--resume", str(checkpoint), "--steps", "6", "--gen", "0", "--quiet"], tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "does not split evenly over 3 processes" in lines[0] and "Abort" not in result.stderr
