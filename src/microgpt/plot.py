@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt.run_files import open_own
+
 PLOT_HINT = 'note: no loss plot; pip install -e ".[plot]" in the microgpt checkout for loss plots'
 SMOOTH_STEPS = 50  # moving-average window, shortened for short runs
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -82,7 +84,8 @@ def _save(fig, out: Path) -> None:
     """The figure into `out` (its format from the suffix), written beside it first and renamed into place."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, format=out.suffix.lower().lstrip(".") or "png")
+        with open_own(tmp, "w", binary=True) as f:  # never through a link planted at the temporary name
+            fig.savefig(f, format=out.suffix.lower().lstrip(".") or "png")
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

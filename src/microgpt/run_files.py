@@ -58,9 +58,9 @@ def metrics_log(run: Path) -> Path:
     return run if run.name.endswith(".metrics.jsonl") else RunPaths(run).metrics
 
 
-def open_own(path: Path, mode: str):
-    """`path` opened for text writing ("w", "a" or "a+"), made if missing, never through a symlink and only as
-    a regular file; an OSError naming the file otherwise."""
+def open_own(path: Path, mode: str, binary: bool = False):
+    """`path` opened for writing ("w", "a" or "a+"; text, or bytes with `binary`), made if missing, never
+    through a symlink and only as a regular file; an OSError naming the file otherwise."""
     flags = {"w": os.O_WRONLY | os.O_TRUNC, "a": os.O_WRONLY | os.O_APPEND, "a+": os.O_RDWR | os.O_APPEND}[mode]
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0), 0o666)
@@ -72,4 +72,4 @@ def open_own(path: Path, mode: str):
         os.close(fd)
         raise OSError(0, "it is not a regular file", str(path))
     os.set_blocking(fd, True)
-    return os.fdopen(fd, mode, encoding="utf-8")
+    return os.fdopen(fd, mode + "b") if binary else os.fdopen(fd, mode, encoding="utf-8")

@@ -10,6 +10,7 @@ from pathlib import Path
 from microgpt.cli.common import add_own_setting_flags, non_negative_float, non_negative_int, positive_int
 from microgpt.config import ConfigError
 from microgpt.loaded import load
+from microgpt.run_files import open_own
 
 
 def probability(text: str) -> float:
@@ -87,7 +88,8 @@ def write_text_file(path: Path, text: str) -> None:
     """`text` into `path`, written beside it first and renamed into place, so a reader never sees half of it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        with open_own(tmp, "w") as f:
+            f.write(text)
         os.replace(tmp, path)
     except OSError as exc:
         raise ConfigError(f"cannot write {path} ({exc.strerror or exc})") from None
