@@ -114,3 +114,27 @@ def test_weights_that_do_not_match_the_config_are_a_clear_error(tmp_path):
     config.write_text(json.dumps({**json.loads(config.read_text()), "d_ff": 20}))
     with pytest.raises(CheckpointError, match=r"config.json: d_ff is 20, but .*model.safetensors holds 12"):
         load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+
+
+def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_path, monkeypatch):
+    """A reader must get one checkpoint, not the weights of one save and the training state of the next."""
+    from microgpt import checkpoint
+
+    backend = get_backend("numpy")
+    old, new = (GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend,
+                    seed=seed) for seed in (1, 2))
+    new.params.step = 9
+    save_checkpoint(tmp_path / "ck", old, "abcd", {"step": 3, "data": {"kind": "random"}})
+    real_read_json = checkpoint._read_json
+    swapped = []
+
+    def read_json_after_a_save(path):
+        if path.name == "train_state.json" and not swapped:  # the weights are read: now a save swaps DIR
+            swapped.append(True)
+            save_checkpoint(tmp_path / "ck", new, "abcd", {"step": 9, "data": {"kind": "random"}})
+        return real_read_json(path)
+
+    monkeypatch.setattr(checkpoint, "_read_json", read_json_after_a_save)
+    model, _, info = load_checkpoint(tmp_path / "ck", backend, with_optimizer=True)
+    assert swapped and info["train_state"]["step"] == 9
+    assert np.array_equal(model.params.to_host()["tok_emb"], new.params.to_host()["tok_emb"])

@@ -4,6 +4,7 @@ written to its own checkpoint; characters the old vocabulary lacks get new rows,
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -72,13 +73,16 @@ def test_the_carried_weights_are_the_source_and_new_rows_a_new_models(workdir):
     for name in head:
         corner = tuple(slice(0, n) for n in old[name].shape)
         np.testing.assert_allclose(tuned[name][corner], old[name], **tol)
+        new_part = (slice(None), slice(v, None)) if tuned[name].ndim == 2 else (slice(v, None),)  # the new columns
+        assert tuned[name][new_part].size > 0
+        np.testing.assert_allclose(tuned[name][new_part], fresh[name][new_part], **tol)
     for name in old:
         if old[name].shape == tuned[name].shape:
             np.testing.assert_allclose(tuned[name], old[name], **tol)
 
 
 @pytest.mark.parametrize("flags, words", [
-    (["--init-from", "base"], "--model checkpoints/new is the checkpoint"),
+    (["--init-from", "checkpoints/new"], "would be replaced by this run's checkpoint (--model checkpoints/new"),
     (["--init-from", "base", "--resume", "base", "--model", "x"], "give one of them"),
     (["--init-from", "base", "--d-model", "32", "--model", "x"], "drop it to fine-tune this checkpoint"),
     (["--init-from", "nothing", "--model", "x"], "nothing"),
@@ -86,10 +90,19 @@ def test_the_carried_weights_are_the_source_and_new_rows_a_new_models(workdir):
 ])
 def test_fine_tuning_mistakes_are_one_line(workdir, capsys, flags, words):
     (workdir / "checkpoints").mkdir()
-    if flags[:2] == ["--init-from", "base"] and len(flags) == 2:
-        (workdir / "checkpoints" / "new").symlink_to(workdir / "base")  # the default --model is the source
+    shutil.copytree(workdir / "base", workdir / "checkpoints" / "new")  # where new.txt's run saves by default
     capsys.readouterr()
     assert main(["train", "new.txt", "--steps", "3", "--quiet", *flags]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
     assert not (workdir / "x").exists()
+
+
+def test_fine_tuning_never_replaces_its_source_even_as_the_best(workdir, capsys):
+    """--init-from ck-best --model ck would have replaced ck-best (the source) with this run's -best."""
+    assert (workdir / "base-best" / "config.json").is_file()
+    source = (workdir / "base-best" / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert main(["train", "new.txt", "--init-from", "base-best", "--model", "base", "--steps", "3", *TINY]) == 2
+    assert "would be replaced by this run's checkpoint" in capsys.readouterr().err
+    assert (workdir / "base-best" / "model.safetensors").read_bytes() == source

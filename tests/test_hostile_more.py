@@ -91,9 +91,10 @@ def saved_step(checkpoint: Path) -> int:
 
 # ---- security -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("planted", [".ck.lock", "ck.metrics.jsonl", "results.jsonl"])
+@pytest.mark.parametrize("planted", [".ck.lock", "ck.metrics.jsonl", "results.jsonl", "ck.loss.png", "ck-best"])
 def test_a_symlink_planted_beside_the_checkpoint_is_never_written_through(workdir, capsys, planted):
-    """Case 2: `.NAME.lock -> victim.txt` overwrote the victim with a pid; so could the metrics and results."""
+    """Case 2: `.NAME.lock -> victim.txt` overwrote the victim with a pid; so could the metrics, results, plot
+    and -best."""
     victim = workdir / "victim.txt"
     victim.write_text("precious\n")
     (workdir / planted).symlink_to(victim)
@@ -101,6 +102,16 @@ def test_a_symlink_planted_beside_the_checkpoint_is_never_written_through(workdi
     line = one_error_line(capsys)
     assert planted in line and "symlink" in line
     assert victim.read_text() == "precious\n" and not (workdir / "ck").exists()
+
+
+def test_compare_checks_every_specs_files_before_the_first_trains(workdir, capsys):
+    """Case 11, for --compare: a file planted beside the second spec was found only after the first trained."""
+    (workdir / "cmp").mkdir()
+    (workdir / "cmp" / ".d4x2n1.lock").symlink_to(workdir / "text.txt")
+    assert main(["train", "text.txt", "--compare", "d8n1,d4x2n1", "--seq-len", "16", "--steps", "3", "--quiet",
+                 "--gen", "0", "--model", "cmp"]) == 2
+    assert ".d4x2n1.lock is a symlink" in one_error_line(capsys)
+    assert not (workdir / "cmp" / "d8n1").exists()
 
 
 def test_every_file_of_a_checkpoint_has_the_mode_the_umask_gives(workdir):
@@ -421,3 +432,9 @@ def test_a_corrupt_kernel_cache_is_cleared_and_compiled_again(tmp_path):
     assert again.stdout == first.stdout  # the same loss, from kernels compiled again
     assert f"kernel cache in {tmp_path / 'cache'} could not be read" in again.stderr
     assert "compiling again" in again.stderr
+
+
+def test_a_config_nested_too_deeply_is_one_line(workdir, capsys):
+    (workdir / "deep.yaml").write_text("runs:\n  a: {d_model: " + "[" * 5000 + "]" * 5000 + "}\n")
+    assert train("--config", "deep.yaml", "--run", "a") == 2
+    assert "nests its values too deeply" in one_error_line(capsys)

@@ -366,7 +366,8 @@ def test_a_stopped_rank_cannot_keep_the_job_from_ending_on_a_signal(corpus, tmp_
     assert time.monotonic() - sent < STOP_GRACE_S + 10
     assert job.returncode == 143
     errors = [line for line in stderr.splitlines() if line.startswith("microgpt train: error:")]
-    assert len(errors) == 1 and "did not stop within" in errors[0] and "Traceback" not in stderr
+    assert len(errors) == 1 and "with process" in errors[0] and "stopped (SIGSTOP)" in errors[0]
+    assert "Traceback" not in stderr
     assert gone(ranks.values(), 5)
 
 
@@ -378,3 +379,23 @@ def test_resuming_on_ranks_that_do_not_divide_the_batch_is_one_line_and_status_2
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "does not split evenly over 3 processes" in lines[0] and "Abort" not in result.stderr
+
+
+def test_a_second_stop_signal_to_the_procs_launcher_kills_the_job_at_once_and_says_why(corpus, tmp_path):
+    job, _ = start_procs_job(corpus, tmp_path)
+    ranks = rank_pids(job.pid)
+    os.kill(ranks[1], signal.SIGSTOP)  # so that the first SIGTERM cannot end the job by itself
+    job.send_signal(signal.SIGTERM)
+    time.sleep(1)
+    job.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    try:
+        _, stderr = job.communicate(timeout=FAILURE_LIMIT_S)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert time.monotonic() - sent < 5 and job.returncode == 143
+    errors = [line for line in stderr.splitlines() if line.startswith("microgpt train: error:")]
+    assert errors == [("microgpt train: error: the job was killed at a second SIGTERM; the checkpoint on disk is "
+                      "the last one saved")]
+    assert gone(ranks.values(), 5)

@@ -153,3 +153,29 @@ def test_compare_and_named_runs_log_a_validation_curve_for_every_run(workdir):
     for spec in ("d8n1", "d4x2n1"):
         points = [r["step"] for r in records(workdir / "cmp" / f"{spec}.metrics.jsonl") if "val_loss" in r]
         assert points == list(range(1, 21))  # steps/20 = every step of 20
+
+
+def test_a_named_runs_validation_curve_too(workdir):
+    (workdir / "runs.yaml").write_text("defaults: {steps: 20, seq_len: 16, d_model: 8, heads: 2, n_layers: 1, "
+                                       "d_ff: 8, gen: 0, backend: numpy}\nruns:\n  a: {}\n")
+    assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "a", "--quiet"]) == 0
+    points = [r["step"] for r in records(workdir / "checkpoints" / "a.metrics.jsonl") if "val_loss" in r]
+    assert points == list(range(1, 21))
+
+
+def test_a_flag_may_switch_off_what_a_named_runs_setting_needs(workdir, capsys):
+    """A run's `eval_every: 100` must not block `--val-tokens 0` from the command line (the flag overrides the
+    run), while the same two in one layer are still refused."""
+    (workdir / "runs.yaml").write_text("defaults: {steps: 3, seq_len: 16, d_model: 8, heads: 2, n_layers: 1, "
+                                       "d_ff: 8, gen: 0, eval_every: 100}\nruns:\n  a: {}\n  b: {val_tokens: 0}\n")
+    assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "a", "--quiet", "--val-tokens", "0"]) == 0
+    assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "b", "--quiet"]) == 2
+    assert "eval_every: 100 (run b in runs.yaml) does nothing here" in capsys.readouterr().err
+
+
+def test_the_default_validation_spacing_follows_each_parts_steps(workdir):
+    """A 40-step run validates every 2 steps; resumed to 400, every 20 (not every 2 for 360 more steps)."""
+    assert main(["train", "text.txt", *TINY, "--steps", "40", "--model", "ck"]) == 0
+    assert main(["train", "--resume", "ck", "--steps", "400", "--quiet", "--gen", "0"]) == 0
+    points = [r["step"] for r in records(workdir / "ck.metrics.jsonl") if "val_loss" in r]
+    assert points == [*range(2, 41, 2), *range(60, 401, 20)]

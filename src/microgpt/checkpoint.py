@@ -213,20 +213,24 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
     """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved.
 
     The config is held against the weights' header, and the model's memory estimate against `max_memory`
-    (default: the train command's cap), before the model is built. A file that vanishes while a save of
-    this checkpoint is under way (its staging directory is there) is read again, from the start.
+    (default: the train command's cap), before the model is built. Its files are read as one checkpoint:
+    when a save swaps the directory while they are read (the directory at the path is another one afterwards,
+    or a file vanished while a staging directory of it is there), they are all read again, from the start.
     """
     directory = Path(directory)
     for attempt in range(READ_ATTEMPTS):
         seen = _identity(directory)
         try:
-            return _load(directory, backend, with_optimizer, max_memory)
+            loaded = _load(directory, backend, with_optimizer, max_memory)
         except Vanished:
             changing = (_identity(directory) != seen or staged_twins(directory, "tmp")
                         or staged_twins(directory, "prev"))
             if attempt == READ_ATTEMPTS - 1 or not changing:
                 raise
-            time.sleep(READ_PAUSE_S)
+        else:
+            if _identity(directory) == seen or attempt == READ_ATTEMPTS - 1:
+                return loaded  # (the last attempt takes what it read: a save every few ms would starve it)
+        time.sleep(READ_PAUSE_S)
     raise AssertionError("unreachable")
 
 

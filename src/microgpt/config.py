@@ -191,13 +191,17 @@ class TrainConfig:
     save_every: int = setting(0, "also save every N steps (always at the end, and on Ctrl-C; 0: only then)",
                               whole(0))
 
+    @property
+    def validate_every(self) -> int:
+        """Steps between validations (0: by time): --eval-every, else a VALIDATIONS_PER_RUN-th of this run's
+        --steps. Left unresolved in the config, so a resume to a larger --steps spreads them over it."""
+        return self.eval_every if self.eval_every is not None else max(1, -(-self.steps // VALIDATIONS_PER_RUN))
+
     def __post_init__(self) -> None:
         _check_fields(self)
         if self.warmup is None:  # resolved here, so a checkpoint keeps the number its schedule used; from the
             # schedule's end, not this part's --steps, so a schedule trained in parts warms up as in one run
             self.warmup = min(DEFAULT_WARMUP, (self.decay_steps or self.steps) // 10)
-        if self.eval_every is None:
-            self.eval_every = max(1, -(-self.steps // VALIDATIONS_PER_RUN))
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be at least 0 and below 1, got {getattr(self, name)}")

@@ -106,10 +106,7 @@ def _alive(identity: str) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc: the signal test above is all there is
+    state = process_state(pid)  # None without /proc: the signal test above is all there is
     return state not in ("Z", "X") and (identity.endswith(" ?") or process_identity(pid) == identity)
 
 
@@ -156,47 +153,66 @@ def relaunch(procs: int, argv: list[str]) -> int:
         for sig, handler in forward.items():
             signal.signal(sig, handler)
         stopper.cancel()
-    if stopper.killed is not None:
-        print(f"microgpt train: error: the ranks did not stop within {STOP_GRACE_S:g} s of "
-              f"{signal.Signals(stopper.killed).name} (a rank may be stopped or hung), so they were killed; the "
-              "checkpoint on disk is the last one saved", file=sys.stderr)
-        return 128 + stopper.killed
+    if stopper.why_killed is not None:
+        print(f"microgpt train: error: the job was killed {stopper.why_killed}; the checkpoint on disk is the "
+              "last one saved", file=sys.stderr)
+        return 128 + stopper.stop
     line = dead_rank_line((head + tail).decode("utf-8", "replace"), procs) if status else None
     if line:
         print(line, file=sys.stderr)
     return status if status >= 0 else 128 - status  # killed by a signal: the shell's 128 + N
 
 
-STOP_GRACE_S = 10.0  # after a stop is passed on, the ranks have this long to finish their step and save
+STOP_GRACE_S = 10.0  # after a stop is passed on, how long before the launcher looks for a stopped rank
 
 
 class JobStopper:
-    """Passes the launcher's signals on to mpiexec. After a stop, the ranks have STOP_GRACE_S to end; past
-    that, or at a second stop, every process of the job is killed (a SIGSTOPped or hung rank would otherwise
-    keep the others, and mpiexec, waiting for ever)."""
+    """Passes the launcher's signals on to mpiexec. A stopped rank (SIGSTOP) would keep the others, and
+    mpiexec, waiting for ever: STOP_GRACE_S after a stop, and every STOP_GRACE_S after that, the job is killed
+    if one of its processes is stopped; a second stop kills it at once. A job that is merely slow (a long step,
+    a big save) is left to finish, and one line says how to end it sooner."""
 
     def __init__(self, job: subprocess.Popen):
         self.job = job
         self.stop: int | None = None  # the first stop signal received
-        self.killed: int | None = None  # the stop signal after which the job was killed
+        self.why_killed: str | None = None  # set when the launcher killed the job
         self._timer: threading.Timer | None = None
+        self._said_slow = False
 
     def pass_on(self, received: int, sent: int) -> None:
         if sent not in (signal.SIGINT, signal.SIGTERM):
             self.job.send_signal(sent)  # a save-and-go-on
         elif self.stop is not None:
-            self.kill()
+            self.kill(f"at a second {signal.Signals(received).name}")
         else:
             self.stop = received
             self.job.send_signal(sent)
-            self._timer = threading.Timer(STOP_GRACE_S, self.kill)
-            self._timer.daemon = True
-            self._timer.start()
+            self._arm()
 
-    def kill(self) -> None:
-        if self.job.poll() is not None or self.killed is not None:
+    def _arm(self) -> None:
+        self._timer = threading.Timer(STOP_GRACE_S, self._look)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _look(self) -> None:
+        """A while after the stop: kill the job if a process of it is stopped, else say so once and wait on."""
+        if self.job.poll() is not None:
             return
-        self.killed = self.stop
+        stopped = [pid for pid in descendants(self.job.pid) if process_state(pid) in ("T", "t")]
+        if stopped:
+            self.kill(f"{STOP_GRACE_S:g} s after {signal.Signals(self.stop).name}, with process "
+                      f"{', '.join(map(str, stopped))} stopped (SIGSTOP)")
+            return
+        if not self._said_slow:
+            self._said_slow = True
+            print(f"microgpt train: the ranks are still finishing their step and saving {STOP_GRACE_S:g} s after "
+                  f"{signal.Signals(self.stop).name}; send it again to kill them at once", file=sys.stderr, flush=True)
+        self._arm()
+
+    def kill(self, why: str) -> None:
+        if self.job.poll() is not None or self.why_killed is not None:
+            return
+        self.why_killed = why
         for pid in [*descendants(self.job.pid), self.job.pid]:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -204,6 +220,14 @@ class JobStopper:
     def cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of a process (Linux /proc: R, S, D, T, Z, ...), or None where it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def descendants(root: int) -> list[int]:

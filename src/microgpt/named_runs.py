@@ -88,6 +88,9 @@ def _read_yaml(path: Path) -> dict:
     try:
         _check_expansion(yaml.compose(text, Loader=yaml.SafeLoader), path)
         document = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"--config {path} nests its values too deeply to read; a file of named runs is a "
+                          "mapping of flat settings") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -227,10 +227,10 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     label = settings.named.id if settings.named else None
     target = (settings.path("model") or resume or DEFAULT_ROOT / (label or corpus.name)) if save else None
     if target is not None:
-        if init_from is not None and target.resolve() == init_from.resolve():
-            raise ConfigError(f"--model {target} is the checkpoint --init-from reads; give the fine-tuned model "
-                              "its own --model")
         check_target(target)
+        if init_from is not None and init_from.resolve() in (target.resolve(), RunPaths(target).best.resolve()):
+            raise ConfigError(f"--init-from {init_from} would be replaced by this run's checkpoint (--model "
+                              f"{target}, or its -best); give the fine-tuned model its own --model")
     if resume is not None:
         settings.check_shape_against(model.config, resume)
         check_memory(model.config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
@@ -379,8 +379,9 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
         if (base / CONFIG).exists() or (base.exists() and not base.is_dir()):
             raise ConfigError(f"{base} is a checkpoint or a file; --compare writes one checkpoint per spec inside "
                               "--model DIR, so pick a directory that is neither")
-        for spec in specs:
+        for spec in specs:  # every spec's place and files, before the first spec trains
             check_target(base / spec.text)
+            check_run_files(base / spec.text)
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
     train_config = with_held_out(train_config, len(tokens), settings.value("seq_len"))
     settings.check_all_used(train_config, save=save, compare=True)

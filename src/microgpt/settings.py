@@ -93,26 +93,31 @@ class Settings:
 
     def check_all_used(self, config: TrainConfig, save: bool = True, compare: bool = False) -> None:
         """Refuse a setting given (by a flag or the named run) that would do nothing with the others, in one line
-        naming it and what it needs, rather than accept it in silence."""
+        naming it and what it needs, rather than accept it in silence. A named run's setting that a flag makes
+        useless (`--val-tokens 0` over a run's `eval_every`) is not refused: the flag overrides the run."""
         no_held_out = ("--val-tokens is 0" if self.given("val_tokens") or config.val_tokens else
                        "the text is too short to hold out a tenth of it; give --val-tokens N")
         no_decay = "a constant schedule does not decay; add --lr-schedule cosine or drop it"
-        unused = [
-            ("eval_every", config.val_tokens == 0, f"there is no held-out text to validate on ({no_held_out})"),
-            ("val_interval", config.val_tokens == 0, f"there is no held-out text to validate on ({no_held_out})"),
-            ("val_interval", config.eval_every != 0,
+        flag = None  # the cause is an invocation flag (--no-save, --compare): always the command line's
+        unused = [  # (the setting, what makes it useless, the setting that does so, why)
+            ("eval_every", config.val_tokens == 0, "val_tokens",
+             f"there is no held-out text to validate on ({no_held_out})"),
+            ("val_interval", config.val_tokens == 0, "val_tokens",
+             f"there is no held-out text to validate on ({no_held_out})"),
+            ("val_interval", config.validate_every != 0, "eval_every",
              "it times validation only with --eval-every 0 (by steps is the default); add --eval-every 0 or drop it"),
-            ("stride", config.random_batches,
+            ("stride", config.random_batches, "random_batches",
              ("it spaces the windows of the sequential walk, and batches are random windows; "
               "add --no-random-batches or drop it")),
-            ("min_lr", config.lr_schedule == "constant", no_decay),
-            ("decay_steps", config.lr_schedule == "constant", no_decay),
-            ("save_every", not save, "nothing is saved with --no-save"),
-            ("model", not save, "nothing is saved with --no-save"),
-            ("gen", compare and self.value("gen") > 0, "--compare prints no sample"),
+            ("min_lr", config.lr_schedule == "constant", "lr_schedule", no_decay),
+            ("decay_steps", config.lr_schedule == "constant", "lr_schedule", no_decay),
+            ("save_every", not save, flag, "nothing is saved with --no-save"),
+            ("model", not save, flag, "nothing is saved with --no-save"),
+            ("gen", compare and self.value("gen") > 0, flag, "--compare prints no sample"),
         ]
-        for key, useless, why in unused:
-            if useless and self.given(key):
+        for key, useless, cause, why in unused:
+            overridden = key not in self.explicit and (cause is flag or cause in self.explicit)
+            if useless and self.given(key) and not overridden:
                 raise ConfigError(f"{self.describe(key)} does nothing here: {why}")
 
     def check_shape_against(self, config: ModelConfig, checkpoint: Path,

@@ -163,8 +163,8 @@ class Trainer:
                               "lr": update.lr}
                     if update.grad_norm is not None:
                         record["grad_norm"] = update.grad_norm
-                    due_by_steps = cfg.eval_every and step % cfg.eval_every == 0
-                    due_by_time = not cfg.eval_every and now - last_val >= cfg.val_interval
+                    due_by_steps = cfg.validate_every and step % cfg.validate_every == 0
+                    due_by_time = not cfg.validate_every and now - last_val >= cfg.val_interval
                     if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
                         val_loss, last_val = self._validate(), time.perf_counter()
                         record["val_loss"] = val_loss

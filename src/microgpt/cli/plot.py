@@ -52,6 +52,9 @@ def run(args) -> int:
         return 0
     print(f"plot: {args.out}, redrawn as {'the logs grow' if len(logs) > 1 else 'the log grows'} (Ctrl-C to stop)",
           flush=True)
+    for log in logs:
+        if not log.is_file():
+            print(f"plot: waiting for {log} (a run that has not logged a step yet)", flush=True)
     seen = None
     try:
         while True:

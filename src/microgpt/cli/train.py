@@ -137,7 +137,7 @@ def describe_validation(run: Run) -> str:
     if not tc.val_tokens:
         return "validation: none (--val-tokens 0)"
     windows = (tc.val_tokens - 1) // run.model.config.seq_len
-    when = (f"every {plural(tc.eval_every, 'step')}" if tc.eval_every else f"every {tc.val_interval:g} s")
+    when = (f"every {plural(tc.validate_every, 'step')}" if tc.validate_every else f"every {tc.val_interval:g} s")
     return (f"validation: the last {tc.val_tokens:,} characters ({plural(windows, 'window')} of "
             f"{run.model.config.seq_len + 1}), {when} and at the end")
 
