@@ -20,8 +20,9 @@ from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import HALVES_MIN_LEN
 from microgpt.backends.cpu_kernels.jit import first_private
 from microgpt.checkpoint import load_checkpoint, save_checkpoint
-from microgpt.config import ConfigError, ModelConfig
+from microgpt.config import ModelConfig
 from microgpt.data import CharTokenizer
+from microgpt.errors import ConfigError
 from microgpt.model import GPT
 from microgpt.sample import generate
 from microgpt.threads import available_cores, set_threads

@@ -14,10 +14,11 @@ import microgpt
 from microgpt import distributed
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.config import ConfigError, ModelConfig
+from microgpt.config import ModelConfig
 from microgpt.data import RandomBatches, SequentialBatches
 from microgpt.data_parallel import RankShare, micro_batch_size, train_step
 from microgpt.distributed import SingleProcess, launched_size
+from microgpt.errors import ConfigError
 from microgpt.launch import child_environment, dead_rank_line, without_procs
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.optim import Optimizer

@@ -52,3 +52,21 @@ def test_the_train_command_leaves_the_run_to_the_library():
     imported = imports_of(PACKAGE / "cli" / "train.py")
     for library_part in ("microgpt.model", "microgpt.data", "microgpt.checkpoint", "microgpt.backends"):
         assert library_part not in imported, f"cli/train.py imports {library_part}; that work belongs in run.py"
+
+
+GROUND = ("errors.py", "checks.py", "config.py", "presets.py", "data.py", "threads.py", "machine.py", "run_files.py")
+# What the ground may still reach above itself, named so it shrinks: checks.py reads the backend registry's names
+# and the presets for the --backend and --preset choices (lazily, at first use).
+GROUND_REACHES_UP = {"checks.py": {"microgpt.backends", "microgpt.presets"}}
+
+
+def test_the_ground_imports_nothing_above_it():
+    ground_modules = {f"microgpt.{name.removesuffix('.py')}" for name in GROUND}
+    for name in GROUND:
+        imported = imports_of(PACKAGE / name)
+        above = imported - ground_modules - GROUND_REACHES_UP.get(name, set())
+        assert not above, f"{name} imports {sorted(above)}, above the ground"
+
+
+def test_the_errors_a_user_can_cause_import_nothing():
+    assert imports_of(PACKAGE / "errors.py") == set()

@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.config import ConfigError, ModelConfig
-from microgpt.memory import check_memory, estimate_training_bytes, format_bytes, memory_parts, parse_size
+from microgpt.checks import format_bytes, parse_size
+from microgpt.config import ModelConfig
+from microgpt.errors import ConfigError
+from microgpt.memory import check_memory, estimate_training_bytes, memory_parts
 from microgpt.model import GPT, shard_count
 from microgpt.threads import available_cores
 

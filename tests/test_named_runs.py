@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 from microgpt.named_runs import KEYS, load_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "configs.yaml"

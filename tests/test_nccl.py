@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import CUDA_SKIP
-from microgpt.distributed import DistributedError, SingleProcess
+from microgpt.distributed import SingleProcess
+from microgpt.errors import DistributedError
 
 
 def test_the_nccl_module_imports_without_cupy(monkeypatch):

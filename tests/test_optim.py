@@ -14,8 +14,9 @@ import microgpt
 from microgpt.backends import get_backend
 from microgpt.backends.base import Backend
 from microgpt.cli import main
-from microgpt.config import ConfigError, ModelConfig, TrainConfig
+from microgpt.config import ModelConfig, TrainConfig
 from microgpt.data import CharTokenizer, SequentialBatches
+from microgpt.errors import ConfigError
 from microgpt.model import GPT
 from microgpt.optim import Optimizer, decay_mask, decays, grad_norm, learning_rate
 from microgpt.settings import Settings

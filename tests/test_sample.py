@@ -8,8 +8,9 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.config import ConfigError, ModelConfig
+from microgpt.config import ModelConfig
 from microgpt.data import CharTokenizer, DataError
+from microgpt.errors import ConfigError
 from microgpt.model import GPT
 from microgpt.model.decode import Decoder
 from microgpt.sample import choose_token, generate, next_logits

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from microgpt.config import ConfigError, ModelConfig, RunConfig, TrainConfig
+from microgpt.config import ModelConfig, RunConfig, TrainConfig
+from microgpt.errors import ConfigError
 from microgpt.named_runs import NamedRun
 from microgpt.settings import Settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 from microgpt.specs import format_spec, parse_spec, parse_spec_list
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.config import DEFAULT_HELD_OUT_MAX, ConfigError, ModelConfig, TrainConfig
+from microgpt.config import DEFAULT_HELD_OUT_MAX, ModelConfig, TrainConfig
 from microgpt.data import CharTokenizer, SequentialBatches, held_out_count
+from microgpt.errors import ConfigError
 from microgpt.model import GPT
 from microgpt.progress import Progress
 from microgpt.settings import Settings

@@ -47,8 +47,10 @@ from safetensors.numpy import load_file, save_file
 
 from microgpt import __version__
 from microgpt.backends.base import Backend
-from microgpt.config import ConfigError, ModelConfig, RunConfig
-from microgpt.memory import attention_kind, estimate_training_bytes, format_bytes
+from microgpt.checks import format_bytes
+from microgpt.config import ModelConfig, RunConfig
+from microgpt.errors import ConfigError
+from microgpt.memory import attention_kind, estimate_training_bytes
 from microgpt.model import GPT
 
 FORMAT_VERSION = 1

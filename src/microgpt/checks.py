@@ -3,17 +3,44 @@
 A `Check` turns a flag's text (`from_text`, for argparse) or a YAML value
 (`from_yaml`) into a clean value, and `validate`s a value however it arrived
 (a flag, a named run, a checkpoint, Python code). Each raises ValueError with
-words that finish the sentence "<setting> must be ...". `ConfigError` is the
-user-facing error for a bad setting: its message names the setting and the fix.
+words that finish the sentence "<setting> must be ...". `parse_size` and
+`format_bytes` read and write memory sizes ("512MiB"), for the checks and for
+every message that states a size.
 """
 
 from __future__ import annotations
 
 import math
+import re
+
+from microgpt.errors import ConfigError
+
+UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+         "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 
 
-class ConfigError(ValueError):
-    """An invalid configuration value; the message names it and says how to fix it."""
+def parse_size(text: str | int) -> int:
+    """Bytes from "3GiB", "512MiB", "1.5GB", "4096" (plain bytes); KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value, unit = float(text), ""
+    else:
+        match = _SIZE.fullmatch(str(text).strip().lower())
+        if match is None or match.group(2) not in UNITS:
+            raise ConfigError(f"memory size {text!r} is not a size; write bytes (4096) or e.g. 512MiB, 3GiB, 2GB")
+        value, unit = float(match.group(1)), match.group(2)
+    size = int(value * UNITS[unit])
+    if size < 1:
+        raise ConfigError(f"memory size {text!r} must be at least 1 byte")
+    return size
+
+
+def format_bytes(size: int) -> str:
+    """A readable size: "3.0 GiB", "512.0 MiB", "800 B"."""
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor:
+            return f"{size / factor:.1f} {unit}"
+    return f"{size} B"
 
 
 SHOWN_CHARS = 40  # a value quoted in a message is cut to this many characters
@@ -168,8 +195,6 @@ class Size(Check):
     kind = "a memory size such as 3GiB, 512MiB or a number of bytes"
 
     def validate(self, value):
-        from microgpt.memory import parse_size  # memory.py needs the configs, so it is imported late
-
         if isinstance(value, bool):
             raise ValueError(self.kind)  # noqa: TRY004 - one error kind for every bad value
         try:
@@ -178,8 +203,6 @@ class Size(Check):
             raise ValueError(self.kind) from None
 
     def show(self, value) -> str:
-        from microgpt.memory import format_bytes
-
         return format_bytes(value).replace(".0 ", "").replace(" ", "")
 
 

@@ -27,11 +27,11 @@ from microgpt.checks import (
     SIZE,
     SWITCH,
     Check,
-    ConfigError,
     NumberOrOff,
     shown,
     whole,
 )
+from microgpt.errors import ConfigError
 
 # Named head sets; a named set fixes d_model to its sum.
 NAMED_HEADS: dict[str, tuple[int, ...]] = {
@@ -47,7 +47,7 @@ DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the s
 DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_MAX = 10, 20_000
 VALIDATIONS_PER_RUN = 20  # without --eval-every, validate this many times over the run (and at its end)
 
-__all__ = ["NAMED_HEADS", "ConfigError", "ModelConfig", "RunConfig", "TrainConfig", "parse_heads", "settings_fields"]
+__all__ = ["NAMED_HEADS", "ModelConfig", "RunConfig", "TrainConfig", "parse_heads", "settings_fields"]
 
 
 def setting(default, help: str, check: Check, *, key: str | None = None, shown_default: str | None = None,

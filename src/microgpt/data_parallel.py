@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.optim import Optimizer, StepInfo
 

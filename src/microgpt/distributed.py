@@ -24,7 +24,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from microgpt.config import ConfigError
+from microgpt.errors import DistributedError
 
 # What the launchers set in each process they start: (the task count, where it is found).
 LAUNCHER_SIZE_VARIABLES = (
@@ -33,10 +33,6 @@ LAUNCHER_SIZE_VARIABLES = (
     ("PMIX_SIZE", "a PMIx launcher"),
     ("SLURM_STEP_NUM_TASKS", "srun"),
 )
-
-
-class DistributedError(ConfigError):
-    """Several processes were started but cannot train together; the message says why and what to do."""
 
 
 class SingleProcess:

@@ -28,7 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from microgpt.distributed import DistributedError, launched_size
+from microgpt.distributed import launched_size
+from microgpt.errors import DistributedError
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.checkpoint import load_checkpoint
-from microgpt.config import ConfigError
+from microgpt.checks import format_bytes
 from microgpt.data import CharTokenizer
 from microgpt.distributed import SingleProcess
+from microgpt.errors import ConfigError
 from microgpt.evaluate import Evaluation, evaluate
-from microgpt.memory import attention_kind, estimate_training_bytes, format_bytes
+from microgpt.memory import attention_kind, estimate_training_bytes
 from microgpt.model import GPT
 from microgpt.run import start_backend
 from microgpt.sample import generate

@@ -1,4 +1,4 @@
-"""How much memory a training step needs, estimated before anything is allocated, and byte sizes.
+"""How much memory a training step needs, estimated before anything is allocated.
 
 `estimate_training_bytes` counts what the model code actually keeps, in
 elements of the backend's dtype (N = batch x seq_len rows, d = d_model,
@@ -30,16 +30,12 @@ of the real peak for models of a few hundred kilobytes and up (tests/test_memory
 
 from __future__ import annotations
 
-import re
-
 from microgpt.backends.cuda_backend import FLASH_MAX_WIDTH
-from microgpt.config import ConfigError, ModelConfig
+from microgpt.checks import format_bytes
+from microgpt.config import ModelConfig
+from microgpt.errors import ConfigError
 from microgpt.model import param_specs
 from microgpt.model.attention import head_groups
-
-UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-         "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 
 
 def attention_kind(backend) -> str:
@@ -109,26 +105,3 @@ def check_memory(config: ModelConfig, batch_size: int, dtype_bytes: int, cap: in
             f"--batch-size (now {batch_size}) or --seq-len (now {config.seq_len}), a smaller model, "
             f"or raise --max-memory"
         )
-
-
-def parse_size(text: str | int) -> int:
-    """Bytes from "3GiB", "512MiB", "1.5GB", "4096" (plain bytes); KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value, unit = float(text), ""
-    else:
-        match = _SIZE.fullmatch(str(text).strip().lower())
-        if match is None or match.group(2) not in UNITS:
-            raise ConfigError(f"memory size {text!r} is not a size; write bytes (4096) or e.g. 512MiB, 3GiB, 2GB")
-        value, unit = float(match.group(1)), match.group(2)
-    size = int(value * UNITS[unit])
-    if size < 1:
-        raise ConfigError(f"memory size {text!r} must be at least 1 byte")
-    return size
-
-
-def format_bytes(size: int) -> str:
-    """A readable size: "3.0 GiB", "512.0 MiB", "800 B"."""
-    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= factor:
-            return f"{size / factor:.1f} {unit}"
-    return f"{size} B"

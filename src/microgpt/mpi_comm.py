@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import numpy as np
 from mpi4py import MPI
 
-from microgpt.distributed import DistributedError
+from microgpt.errors import DistributedError, TrainingStopped, WriterStopped
 
 # Ranks other than 0 wait this long before reporting their own error, so that an error every rank hits
 # (a bad flag, a missing file) is reported once, by rank 0, whose abort ends the others first.
@@ -104,8 +104,6 @@ class MPICommunicator:
     def failing_together(self, command: str = "microgpt") -> Iterator[None]:
         """Run the body; an exception in this rank stops every rank, reported as `command: error: rank ...`
         (a stop they all reached together is re-raised for rank 0 to report)."""
-        from microgpt.trainer import TrainingStopped, WriterStopped  # every rank raises the first at one step
-
         try:
             yield
         except WriterStopped as exc:  # rank 0 alone saw it (a refused save): the others must be stopped

@@ -24,7 +24,8 @@ from pathlib import Path
 import yaml
 
 from microgpt.checks import shown
-from microgpt.config import ConfigError, settings_fields
+from microgpt.config import settings_fields
+from microgpt.errors import ConfigError
 
 # The settings a run may give, named like the train flags (every user setting of the config dataclasses);
 # each is read by its check, which raises ValueError naming what was expected.

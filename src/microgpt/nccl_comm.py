@@ -11,7 +11,7 @@ without it.
 
 from __future__ import annotations
 
-from microgpt.distributed import DistributedError
+from microgpt.errors import DistributedError
 
 
 def _nccl():

@@ -29,7 +29,7 @@ import numpy as np
 from microgpt import machine
 from microgpt.backends import Backend, get_backend, resolve_auto
 from microgpt.checkpoint import CONFIG, CheckpointError, load_checkpoint
-from microgpt.config import ConfigError, ModelConfig, TrainConfig
+from microgpt.config import ModelConfig, TrainConfig
 from microgpt.data import (
     CharTokenizer,
     RandomBatches,
@@ -41,6 +41,7 @@ from microgpt.data import (
 )
 from microgpt.data_parallel import RankShare, micro_batch_size
 from microgpt.distributed import SingleProcess, communicator
+from microgpt.errors import ConfigError
 from microgpt.memory import attention_kind, check_memory
 from microgpt.model import GPT, shard_count
 from microgpt.plot import plot_available, write_loss_plot

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from microgpt.checkpoint import is_checkpoint
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 from microgpt.run_files import RunPaths, open_own
 
 

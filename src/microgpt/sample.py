@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from microgpt.config import ConfigError
 from microgpt.data import CharTokenizer
+from microgpt.errors import ConfigError
 from microgpt.model import GPT
 from microgpt.model.decode import Decoder
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from microgpt.checks import shown
-from microgpt.config import ConfigError, ModelConfig, TrainConfig, parse_heads, settings_fields
+from microgpt.config import ModelConfig, TrainConfig, parse_heads, settings_fields
+from microgpt.errors import ConfigError
 from microgpt.named_runs import NamedRun, load_all_runs
 from microgpt.presets import PRESETS
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 
 
 def available_cores() -> int:

@@ -48,19 +48,11 @@ from microgpt.checkpoint import (
 from microgpt.config import TrainConfig
 from microgpt.data_parallel import micro_batch_size, train_step
 from microgpt.distributed import SingleProcess
+from microgpt.errors import TrainingStopped, WriterStopped
 from microgpt.model import GPT, NonFiniteLoss
 from microgpt.optim import Optimizer
 from microgpt.progress import Progress
 from microgpt.run_files import RunPaths, open_own
-
-
-class TrainingStopped(RuntimeError):
-    """Training stopped early (a non-finite loss); the message says why and what was kept."""
-
-
-class WriterStopped(TrainingStopped):
-    """A stop only the writing process sees (its save refused unsound weights): with several processes it must
-    stop the others too, which are not stopping by themselves."""
 
 
 @dataclass

@@ -15,10 +15,9 @@ from microgpt import __version__
 from microgpt.backends import BackendUnavailable
 from microgpt.checkpoint import CheckpointError
 from microgpt.cli.output import OutputLost, guard_output
-from microgpt.config import ConfigError
 from microgpt.data import DataError
+from microgpt.errors import ConfigError, TrainingStopped
 from microgpt.sample import UnsoundOutputs
-from microgpt.trainer import TrainingStopped
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped, UnsoundOutputs)
 EXIT_USER_ERROR = 2

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from microgpt.cli.common import non_negative_float
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 from microgpt.plot import PLOT_FORMATS, PLOT_HINT, plot_available, short_labels, write_runs_plot
 from microgpt.run_files import metrics_log
 

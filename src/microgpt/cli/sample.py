@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from microgpt.cli.common import add_own_setting_flags, non_negative_float, non_negative_int, positive_int
-from microgpt.config import ConfigError
+from microgpt.errors import ConfigError
 from microgpt.loaded import load
 from microgpt.run_files import open_own
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from microgpt import machine
 from microgpt.cli.common import add_setting_flags, flag_type, help_text, positive_int
-from microgpt.config import ConfigError
-from microgpt.distributed import DistributedError, communicator
+from microgpt.distributed import communicator
+from microgpt.errors import ConfigError, DistributedError
 from microgpt.launch import relaunch, watch_launcher
 from microgpt.named_runs import load_all_runs, load_run
 from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot

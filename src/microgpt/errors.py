@@ -1,0 +1,24 @@
+"""The errors a user can cause, at the ground so every layer can raise them without importing another.
+
+Each carries a message that names the problem and the fix; the CLI prints it as
+one line and exits 2 (cli/__init__.py).
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names it and says how to fix it."""
+
+
+class DistributedError(ConfigError):
+    """Several processes were started but cannot train together; the message says why and what to do."""
+
+
+class TrainingStopped(RuntimeError):
+    """Training stopped early (a non-finite loss); the message says why and what was kept."""
+
+
+class WriterStopped(TrainingStopped):
+    """A stop only the writing process sees (its save refused unsound weights): with several processes it must
+    stop the others too, which are not stopping by themselves."""
