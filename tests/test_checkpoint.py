@@ -129,8 +129,10 @@ def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_pa
     swapped = []
 
     def read_json_after_a_save(path):
-        if path.name == "train_state.json" and not swapped:  # the weights are read: now a save swaps DIR
+        if path.name == "train_state.json" and not swapped:  # the weights are read: now saves swap DIR
             swapped.append(True)
+            # two saves, so the directory at the path may well be on the inode it had (ext4 reuses a freed one)
+            save_checkpoint(tmp_path / "ck", old, "abcd", {"step": 5, "data": {"kind": "random"}})
             save_checkpoint(tmp_path / "ck", new, "abcd", {"step": 9, "data": {"kind": "random"}})
         return real_read_json(path)
 
@@ -138,3 +140,16 @@ def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_pa
     model, _, info = load_checkpoint(tmp_path / "ck", backend, with_optimizer=True)
     assert swapped and info["train_state"]["step"] == 9
     assert np.array_equal(model.params.to_host()["tok_emb"], new.params.to_host()["tok_emb"])
+
+
+def test_a_save_never_touches_another_checkpoints_set_aside_copy(tmp_path):
+    """`.X.prev-1.prev-999-0` is what a killed save of checkpoint `X.prev-1` leaves: not X's to clean up."""
+    backend = get_backend("numpy")
+    model = GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
+    save_checkpoint(tmp_path / "X.prev-1", model, "abcd", {"step": 1, "data": {"kind": "random"}})
+    os.rename(tmp_path / "X.prev-1", tmp_path / ".X.prev-1.prev-999-0")  # killed between its two renames
+    for _ in range(2):
+        save_checkpoint(tmp_path / "X", model, "abcd", {"step": 2, "data": {"kind": "random"}})
+    assert (tmp_path / ".X.prev-1.prev-999-0" / "model.safetensors").is_file()
+    info = load_checkpoint(tmp_path / "X.prev-1", backend, with_optimizer=True)[2]  # its own fallback finds it
+    assert info["train_state"]["step"] == 1

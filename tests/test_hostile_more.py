@@ -438,3 +438,31 @@ def test_a_config_nested_too_deeply_is_one_line(workdir, capsys):
     (workdir / "deep.yaml").write_text("runs:\n  a: {d_model: " + "[" * 5000 + "]" * 5000 + "}\n")
     assert train("--config", "deep.yaml", "--run", "a") == 2
     assert "nests its values too deeply" in one_error_line(capsys)
+
+
+def test_compare_claims_every_specs_directory_before_the_first_trains(workdir, capsys):
+    """A second spec held by another run was found only after the first spec trained; a compare.png that is a
+    directory gave a traceback after all the training."""
+    from microgpt.run_dir import WriterLock
+
+    holder = WriterLock(workdir / "cmp" / "d4x2n1").acquire()
+    try:
+        assert main(["train", "text.txt", "--compare", "d8n1,d4x2n1", "--seq-len", "16", "--steps", "3", "--quiet",
+                     "--gen", "0", "--model", "cmp"]) == 2
+        assert "is being written by process" in one_error_line(capsys)
+        assert not (workdir / "cmp" / "d8n1").exists()
+    finally:
+        holder.release()
+    (workdir / "cmp2" / "compare.png").mkdir(parents=True)
+    assert main(["train", "text.txt", "--compare", "d8n1", "--seq-len", "16", "--steps", "3", "--quiet", "--gen", "0",
+                 "--model", "cmp2"]) == 2
+    assert "compare.png is a directory" in one_error_line(capsys)
+
+
+def test_a_model_inside_another_checkpoint_is_refused(workdir, capsys):
+    """--init-from X-best --model X/sub wrote a run inside checkpoint X, which then no longer loaded."""
+    assert train("--steps", "3", "--model", "X") == 0
+    assert train("--steps", "3", "--model", "X/sub") == 2
+    assert "is inside the checkpoint" in one_error_line(capsys)
+    assert sorted(p.name for p in (workdir / "X").iterdir()) == ["config.json", "model.safetensors",
+                                                                "optimizer.safetensors", "train_state.json"]

@@ -396,6 +396,6 @@ def test_a_second_stop_signal_to_the_procs_launcher_kills_the_job_at_once_and_sa
             job.kill()
     assert time.monotonic() - sent < 5 and job.returncode == 143
     errors = [line for line in stderr.splitlines() if line.startswith("microgpt train: error:")]
-    assert errors == [("microgpt train: error: the job was killed at a second SIGTERM; the checkpoint on disk is "
-                      "the last one saved")]
+    assert errors == [("microgpt train: error: the job was killed at a second stop signal (SIGTERM); the "
+                       "checkpoint on disk is the last one saved")]
     assert gone(ranks.values(), 5)

@@ -35,6 +35,8 @@ import errno
 import glob
 import json
 import os
+import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -43,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
 from microgpt import __version__
 from microgpt.backends.base import Backend
@@ -100,7 +102,7 @@ def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: 
         directory.parent.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(directory)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{os.getpid()}-", dir=directory.parent))
-        _write_files(tmp, model, weights, vocab, train_state)
+        _write_files(tmp, model, weights, vocab, train_state, save_id=secrets.token_hex(8))
         os.chmod(tmp, 0o777 & ~_umask())
         if directory.exists():
             prev = _unused(directory, f".prev-{os.getpid()}")
@@ -131,10 +133,15 @@ def _unused(directory: Path, tag: str) -> Path:
     raise OSError(errno.EEXIST, "no free staging name", str(directory.parent))
 
 
+STAGED_TAIL = {"tmp": r"\.tmp-\d+-[a-z0-9_]{8}", "prev": r"\.prev-\d+-\d+"}  # after ".NAME": what a save makes
+
+
 def staged_twins(directory: Path, kind: str) -> list[Path]:
-    """This checkpoint's own staging ("tmp") or set-aside ("prev") directories, newest first."""
+    """This checkpoint's own staging ("tmp") or set-aside ("prev") directories, newest first: only names a save
+    of this checkpoint makes (so `.X.prev-1.prev-99-0`, a set-aside copy of checkpoint `X.prev-1`, is not X's)."""
+    pattern = re.compile(r"\." + re.escape(directory.name) + STAGED_TAIL[kind])
     found = [p for p in directory.parent.glob(f".{glob.escape(directory.name)}.{kind}-*")
-             if p.is_dir() and not p.is_symlink()]
+             if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
     return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
 
 
@@ -165,16 +172,21 @@ def _umask() -> int:
     return mask
 
 
-def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: str, train_state: dict | None) -> None:
+def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: str, train_state: dict | None,
+                 save_id: str) -> None:
+    """Every file of a checkpoint into `tmp`, each marked with this save's `save_id`, so a reader can tell the
+    files of one save from those of the next."""
     params = model.params
-    config = {"format_version": FORMAT_VERSION, "microgpt_version": __version__, **model.config.to_dict(), "vocab": vocab}
-    _save_tensors(_float32(weights), tmp / WEIGHTS, metadata={"format": "microgpt", "format_version": "1"})
+    config = {"format_version": FORMAT_VERSION, "microgpt_version": __version__, **model.config.to_dict(), "vocab": vocab,
+              "save_id": save_id}
+    _save_tensors(_float32(weights), tmp / WEIGHTS,
+                  metadata={"format": "microgpt", "format_version": "1", "save_id": save_id})
     _write_json(tmp / CONFIG, config)
     if train_state is not None:
         moments = {f"m.{k}": v for k, v in params.to_host(params.m).items()}
         moments.update({f"v.{k}": v for k, v in params.to_host(params.v).items()})
-        _save_tensors(_float32(moments), tmp / OPTIMIZER)
-        _write_json(tmp / TRAIN_STATE, {**train_state, "adam_step": params.step})
+        _save_tensors(_float32(moments), tmp / OPTIMIZER, metadata={"save_id": save_id})
+        _write_json(tmp / TRAIN_STATE, {**train_state, "adam_step": params.step, "save_id": save_id})
     mode = 0o666 & ~_umask()
     for path in tmp.iterdir():
         os.chmod(path, mode)  # safetensors writes through a private temporary file (0600)
@@ -215,23 +227,28 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
     """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved.
 
     The config is held against the weights' header, and the model's memory estimate against `max_memory`
-    (default: the train command's cap), before the model is built. Its files are read as one checkpoint:
-    when a save swaps the directory while they are read (the directory at the path is another one afterwards,
-    or a file vanished while a staging directory of it is there), they are all read again, from the start.
+    (default: the train command's cap), before the model is built. Its files are read as one checkpoint: each
+    carries its save's id, and when a save swapped the directory while they were read (files of different
+    saves, or one that vanished while a staging directory of it is there), all are read again; the same mix
+    read twice is taken as it is (files edited by hand, not a save under way).
     """
     directory = Path(directory)
+    mix = None  # the save ids of the last read that found files of several saves
     for attempt in range(READ_ATTEMPTS):
         seen = _identity(directory)
         try:
-            loaded = _load(directory, backend, with_optimizer, max_memory)
+            return _load(directory, backend, with_optimizer, max_memory, accept=mix)
+        except Mixed as exc:
+            mix = exc.ids  # the same mix read twice is no save under way (files edited by hand): taken as it is
+            if attempt == READ_ATTEMPTS - 1:
+                raise CheckpointError(f"{directory} was saved again during each of {READ_ATTEMPTS} reads, so no "
+                                      "one whole checkpoint could be read; try again, or read it between saves "
+                                      "(a run saving with --save-every 1 saves every step)") from None
         except Vanished:
             changing = (_identity(directory) != seen or staged_twins(directory, "tmp")
                         or staged_twins(directory, "prev"))
             if attempt == READ_ATTEMPTS - 1 or not changing:
                 raise
-        else:
-            if _identity(directory) == seen or attempt == READ_ATTEMPTS - 1:
-                return loaded  # (the last attempt takes what it read: a save every few ms would starve it)
         time.sleep(READ_PAUSE_S)
     raise AssertionError("unreachable")
 
@@ -245,10 +262,14 @@ def _identity(directory: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: int | None) -> tuple[GPT, str, dict]:
+def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: int | None,
+          accept: tuple | None = None) -> tuple[GPT, str, dict]:
+    """One read of every file; Mixed when they carry different save ids, unless exactly the mix `accept`."""
     directory = _existing(directory)
     config_dict = read_config(directory)
-    config = _model_config(directory, config_dict, _header_shapes(directory / WEIGHTS))
+    shapes, header = _header(directory / WEIGHTS)
+    ids = [config_dict.get("save_id"), header.get("save_id")]  # None in checkpoints from before save ids
+    config = _model_config(directory, config_dict, shapes)
     cap = RunConfig().max_memory if max_memory is None else max_memory
     needed = estimate_training_bytes(config, 1, np.dtype(backend.dtype).itemsize, attention_kind(backend))
     if needed > cap:
@@ -256,7 +277,8 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
                               f"(seq_len {config.seq_len}, d_model {config.d_model}), over the {format_bytes(cap)} "
                               "cap; raise --max-memory if it is really meant")
     model = GPT(config, backend)
-    tensors = _read_tensors(directory / WEIGHTS)
+    tensors, header = _read_tensors(directory / WEIGHTS)
+    ids.append(header.get("save_id"))
     _check_tensors(directory / WEIGHTS, tensors, {name: spec.shape for name, spec in model.params.specs.items()})
     problem = weight_problem(tensors)
     if problem:
@@ -269,22 +291,35 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
         if not isinstance(state, dict) or not isinstance(state.get("adam_step"), int):
             raise CheckpointError(f"{directory / TRAIN_STATE} lacks 'adam_step'; the training state is damaged, so "
                                   "the run cannot resume (its weights still load)")
-        moments = _read_tensors(directory / OPTIMIZER)
+        moments, header = _read_tensors(directory / OPTIMIZER)
+        ids += [state.get("save_id"), header.get("save_id")]
         shapes = {f"{p}.{name}": spec.shape for p in ("m", "v") for name, spec in model.params.specs.items()}
         _check_tensors(directory / OPTIMIZER, moments, shapes)
         model.params.from_host({k[2:]: v for k, v in moments.items() if k.startswith("m.")}, model.params.m)
         model.params.from_host({k[2:]: v for k, v in moments.items() if k.startswith("v.")}, model.params.v)
         model.params.step = int(state["adam_step"])
         info["train_state"] = state
+    if len(set(ids)) > 1 and tuple(ids) != accept:
+        raise Mixed(tuple(ids))
     return model, config_dict["vocab"], info
 
 
-def _header_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape from a safetensors file's header alone (nothing else is read)."""
+class Mixed(CheckpointError):
+    """Files of one checkpoint directory that carry different save ids (`ids`, in reading order): a save
+    swapped the directory during the read, or a file was edited by hand."""
+
+    def __init__(self, ids: tuple):
+        super().__init__("the checkpoint's files come from different saves")
+        self.ids = ids
+
+
+def _header(path: Path) -> tuple[dict[str, tuple[int, ...]], dict]:
+    """(tensor name -> shape, the metadata) from a safetensors file's header alone (no tensor is read)."""
     _check_regular(path)
     try:
         with safe_open(str(path), "np") as weights:
-            return {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+            shapes = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+            return shapes, weights.metadata() or {}
     except FileNotFoundError:
         raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
     except (SafetensorError, OSError, ValueError) as exc:
@@ -398,10 +433,12 @@ def _read_json(path: Path) -> dict:
         raise CheckpointError(f"{path} is not valid JSON ({exc}); the checkpoint is damaged") from None
 
 
-def _read_tensors(path: Path) -> dict[str, np.ndarray]:
+def _read_tensors(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """(every tensor, the metadata) of a safetensors file, read through one open, so both are of one save."""
     _check_regular(path)
     try:
-        return load_file(path)
+        with safe_open(str(path), "np") as f:
+            return {name: f.get_tensor(name) for name in f.keys()}, f.metadata() or {}  # noqa: SIM118
     except FileNotFoundError:
         raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
     except (SafetensorError, OSError, ValueError) as exc:

@@ -184,7 +184,7 @@ class JobStopper:
         if sent not in (signal.SIGINT, signal.SIGTERM):
             self.job.send_signal(sent)  # a save-and-go-on
         elif self.stop is not None:
-            self.kill(f"at a second {signal.Signals(received).name}")
+            self.kill(f"at a second stop signal ({signal.Signals(received).name})")
         else:
             self.stop = received
             self.job.send_signal(sent)

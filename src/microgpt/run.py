@@ -43,12 +43,12 @@ from microgpt.data_parallel import RankShare, micro_batch_size
 from microgpt.distributed import SingleProcess, communicator
 from microgpt.errors import ConfigError
 from microgpt.memory import attention_kind, check_memory
-from microgpt.model import GPT, shard_count
+from microgpt.model import GPT, param_specs, shard_count
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.progress import Progress
-from microgpt.run_dir import WriterLock, check_run_files, check_target, check_writable
-from microgpt.run_files import DEFAULT_ROOT, RunPaths, open_own
+from microgpt.run_dir import WriterLock, check_plain_file, check_run_files, check_target, check_writable
+from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths, open_own
 from microgpt.sample import generate
 from microgpt.settings import FIELDS, Settings
 from microgpt.specs import ModelSpec, format_spec, parse_spec_list
@@ -344,21 +344,29 @@ class Comparison:
     train_config: TrainConfig
     backend: Backend
     base: Path | None  # the directory holding one checkpoint per spec; None without saving
+    locks: list[WriterLock | None]  # each spec's checkpoint directory, claimed before the first spec trains
 
     def runs(self) -> Iterator[Run]:
-        """Each spec's run, made when it is reached (so only one model is in memory at a time), its checkpoint
-        directory checked and locked as for a single run; close each run when it is done."""
-        for spec, config in zip(self.specs, self.configs):
+        """Each spec's run, made when it is reached (so only one model is in memory at a time); close each run
+        when it is done (which releases its directory), and the comparison at the end."""
+        for spec, config, lock in zip(self.specs, self.configs, self.locks):
             model = GPT(config, self.backend, seed=self.train_config.seed)
-            lock = None if self.base is None else _claim(self.base / spec.text, model.n_params)
             batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
             paths = RunPaths(None if lock is None else lock.directory)
             yield Run(model, self.tokenizer, self.corpus, batches, self.val_tokens, self.train_config, paths,
                       self.corpus.run_info(self.train_config), spec.text, lock=lock)
 
 
+    def close(self) -> None:
+        """Release the directories of specs that did not train (a comparison that stopped early)."""
+        for lock in self.locks:
+            if lock is not None:
+                lock.release()
+
+
 def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True) -> Comparison:
-    """Every spec of `specs_text` checked (shape, memory) before any training."""
+    """Every spec of `specs_text` checked (shape, memory, and where it saves: each directory locked for this
+    comparison) before any training."""
     for key in SPEC_SHAPE_KEYS:
         if settings.given(key):
             raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
@@ -383,11 +391,14 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
         for spec in specs:  # every spec's place and files, before the first spec trains
             check_target(base / spec.text)
             check_run_files(base / spec.text)
+        check_plain_file(base / COMPARE_PLOT)
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
     train_config = with_held_out(train_config, len(tokens), settings.value("seq_len"))
     settings.check_all_used(train_config, save=save, compare=True)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, settings.value("seq_len"))
-    return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base)
+    locks = ([_claim(base / spec.text, sum(p.size for p in param_specs(config))) for spec, config in zip(specs, configs)]
+             if base is not None else [None] * len(specs))
+    return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base, locks)
 
 
 def train(file: str | None = None, *, resume: str | Path | None = None, init_from: str | Path | None = None,

@@ -41,6 +41,10 @@ def check_target(directory: Path) -> None:
         what = "a symlink to nothing (or a symlink loop)" if not directory.exists() else f"a symlink to {resolved}"
         raise RunDirError(f"--model {directory} is {what}; a save replaces the directory, so give the real "
                           "directory as --model (or pick another)")
+    inside = next((parent for parent in resolved.parents if is_checkpoint(parent)), None)
+    if inside is not None:
+        raise RunDirError(f"--model {directory} is inside the checkpoint {inside}; a run writes files beside its "
+                          "checkpoint, which would spoil that one; pick a place outside it")
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
         raise RunDirError(f"--model {directory} is the current directory or one above it; saving there would "
                           "replace it; give a new directory, e.g. --model checkpoints/mine")
@@ -83,17 +87,23 @@ def check_run_files(directory: Path) -> None:
     """Each plain file the run will write beside the checkpoint (metrics, plot, lock, results.jsonl), where one
     is there already, is a regular file (not a symlink, a directory or a device) that this user may write."""
     for path in RunPaths(directory).written_files():
-        if not os.path.lexists(path):
-            continue
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode):
-            what = "a symlink" if stat.S_ISLNK(info.st_mode) else "a directory" if stat.S_ISDIR(info.st_mode) else (
-                "not a regular file")
-            raise RunDirError(f"{path} is {what}; the run writes its own file there, so remove it or pick another "
-                              "--model")
-        if not os.access(path, os.W_OK):
-            raise RunDirError(f"{path} is not writable by this user (owner uid {info.st_uid}); the run writes to it, "
-                              "so pick another --model")
+        check_plain_file(path)
+
+
+def check_plain_file(path: Path) -> None:
+    """A file a run will write, where one is there already, is a regular file (not a symlink, a directory or a
+    device) that this user may write; a RunDirError naming it otherwise."""
+    if not os.path.lexists(path):
+        return
+    info = path.lstat()
+    if not stat.S_ISREG(info.st_mode):
+        what = "a symlink" if stat.S_ISLNK(info.st_mode) else "a directory" if stat.S_ISDIR(info.st_mode) else (
+            "not a regular file")
+        raise RunDirError(f"{path} is {what}; the run writes its own file there, so remove it or pick another "
+                          "--model")
+    if not os.access(path, os.W_OK):
+        raise RunDirError(f"{path} is not writable by this user (owner uid {info.st_uid}); the run writes to it, "
+                          "so pick another --model")
 
 
 class WriterLock:

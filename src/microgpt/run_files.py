@@ -17,6 +17,7 @@ from pathlib import Path
 
 DEFAULT_ROOT = Path("checkpoints")  # where a run saves without --model: checkpoints/<run id or file name>
 RESULTS_LOG = "results.jsonl"
+COMPARE_PLOT = "compare.png"  # in a --compare directory: every spec's curve
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from microgpt.named_runs import load_all_runs, load_run
 from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
 from microgpt.run import Run, prepare, prepare_compare, start_backend
-from microgpt.run_files import DEFAULT_ROOT, RunPaths
+from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
 from microgpt.settings import FIELDS, Settings, check_named_runs
 from microgpt.trainer import RunSummary
 
@@ -164,26 +164,27 @@ def run_compare(args, settings: Settings, backend) -> int:
         print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
               f"{describe_backend(backend)}")
     rows, logs, any_saved = [], {}, False
-    for i, run in enumerate(comparison.runs(), 1):
-        cfg = run.model.config
-        if not args.quiet:
-            print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model "
-                  f"{cfg.d_model}, {plural(cfg.n_layers, 'layer')}, heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}")
-        with run:
-            summary = run.train(Progress(args.quiet))
-            any_saved |= report_plot(run, summary)
-        rows.append((run.label, run.model.n_params, summary))
-        if run.paths.metrics is not None:
-            logs[run.label] = run.paths.metrics
-        if summary.interrupted:
-            break
+    try:
+        for i, run in enumerate(comparison.runs(), 1):
+            cfg = run.model.config
+            if not args.quiet:
+                print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model "
+                      f"{cfg.d_model}, {plural(cfg.n_layers, 'layer')}, heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}")
+            with run:
+                summary = run.train(Progress(args.quiet))
+                any_saved |= report_plot(run, summary)
+            rows.append((run.label, run.model.n_params, summary))
+            if run.paths.metrics is not None:
+                logs[run.label] = run.paths.metrics
+            if summary.interrupted:
+                break
+    finally:
+        comparison.close()
     print_table(rows)
     print(f"measured on {machine.describe()}")
     if any_saved and plot_available():
-        png = write_runs_plot(logs, comparison.base / "compare.png",
-                              f"{comparison.corpus.name}: {len(logs)} specs, {comparison.train_config.steps} steps")
-        if png is not None:
-            print(f"comparison plot: {png}")
+        draw_together(logs, comparison.base / COMPARE_PLOT, "comparison plot",
+                      f"{comparison.corpus.name}: {len(logs)} specs, {comparison.train_config.steps} steps")
     hint_at_plots(any_saved)
     return exit_status(rows[-1][2])
 
@@ -197,9 +198,20 @@ def plot_config_runs(config: Path, run: Run) -> None:
         log = RunPaths(checkpoint).metrics
         if log.is_file():
             logs[named.id] = log
-    png = write_runs_plot(logs, run.paths.checkpoint.parent / f"{config.stem}.png", f"the runs of {config}")
-    if png is not None:
-        print(f"runs of {config}: {png}")
+    draw_together(logs, run.paths.checkpoint.parent / f"{config.stem}.png", f"runs of {config}",
+                  f"the runs of {config}")
+
+
+def draw_together(logs: dict[str, Path], png: Path, what: str, title: str) -> None:
+    """Several runs' curves in one plot, after they trained: a plot that cannot be written is a note, since the
+    checkpoints are saved."""
+    try:
+        drawn = write_runs_plot(logs, png, title)
+    except OSError as exc:
+        print(f"note: cannot write {png} ({exc.strerror or exc}); the checkpoints were saved", file=sys.stderr)
+        return
+    if drawn is not None:
+        print(f"{what}: {drawn}")
 
 
 def report_plot(run: Run, summary: RunSummary) -> bool:
