@@ -146,6 +146,7 @@ def test_a_save_never_touches_another_checkpoints_set_aside_copy(tmp_path):
     """`.X.prev-1.prev-999-0` is what a killed save of checkpoint `X.prev-1` leaves: not X's to clean up."""
     backend = get_backend("numpy")
     model = GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
+    model.params.step = 1  # a checkpoint's step is its model's Adam step count
     save_checkpoint(tmp_path / "X.prev-1", model, "abcd", {"step": 1, "data": {"kind": "random"}})
     os.rename(tmp_path / "X.prev-1", tmp_path / ".X.prev-1.prev-999-0")  # killed between its two renames
     for _ in range(2):
@@ -153,3 +154,19 @@ def test_a_save_never_touches_another_checkpoints_set_aside_copy(tmp_path):
     assert (tmp_path / ".X.prev-1.prev-999-0" / "model.safetensors").is_file()
     info = load_checkpoint(tmp_path / "X.prev-1", backend, with_optimizer=True)[2]  # its own fallback finds it
     assert info["train_state"]["step"] == 1
+
+
+def test_a_checkpoint_from_before_the_single_step_counter_still_resumes(tmp_path):
+    """Older train_state.json files hold both `step` and `adam_step`; new ones hold `step` alone."""
+    backend = get_backend("numpy")
+    model = GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
+    model.params.step = 7
+    save_checkpoint(tmp_path / "ck", model, "abcd", {"step": 7, "data": {"kind": "random"}})
+    state_path = tmp_path / "ck" / "train_state.json"
+    state = json.loads(state_path.read_text())
+    assert state["step"] == 7 and "adam_step" not in state
+    state_path.write_text(json.dumps(state | {"adam_step": 7}))  # as microgpt wrote it before: both counters
+    assert load_checkpoint(tmp_path / "ck", backend, with_optimizer=True)[0].params.step == 7
+    only_adam = {key: value for key, value in state.items() if key != "step"} | {"adam_step": 7}
+    state_path.write_text(json.dumps(only_adam))  # and the loader reads adam_step where step is missing
+    assert load_checkpoint(tmp_path / "ck", backend, with_optimizer=True)[0].params.step == 7

@@ -186,7 +186,7 @@ def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: s
         moments = {f"m.{k}": v for k, v in params.to_host(params.m).items()}
         moments.update({f"v.{k}": v for k, v in params.to_host(params.v).items()})
         _save_tensors(_float32(moments), tmp / OPTIMIZER, metadata={"save_id": save_id})
-        _write_json(tmp / TRAIN_STATE, {**train_state, "adam_step": params.step, "save_id": save_id})
+        _write_json(tmp / TRAIN_STATE, {**train_state, "step": params.step, "save_id": save_id})  # one counter
     mode = 0o666 & ~_umask()
     for path in tmp.iterdir():
         os.chmod(path, mode)  # safetensors writes through a private temporary file (0600)
@@ -288,8 +288,9 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
     info = dict(config_dict)
     if with_optimizer and (directory / TRAIN_STATE).exists():
         state = _read_json(directory / TRAIN_STATE)
-        if not isinstance(state, dict) or not isinstance(state.get("adam_step"), int):
-            raise CheckpointError(f"{directory / TRAIN_STATE} lacks 'adam_step'; the training state is damaged, so "
+        step = state.get("step", state.get("adam_step")) if isinstance(state, dict) else None  # adam_step: before 0.2
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise CheckpointError(f"{directory / TRAIN_STATE} lacks its 'step'; the training state is damaged, so "
                                   "the run cannot resume (its weights still load)")
         moments, header = _read_tensors(directory / OPTIMIZER)
         ids += [state.get("save_id"), header.get("save_id")]
@@ -297,7 +298,7 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
         _check_tensors(directory / OPTIMIZER, moments, shapes)
         model.params.from_host({k[2:]: v for k, v in moments.items() if k.startswith("m.")}, model.params.m)
         model.params.from_host({k[2:]: v for k, v in moments.items() if k.startswith("v.")}, model.params.v)
-        model.params.step = int(state["adam_step"])
+        model.params.step = step  # the training step is Adam's step count
         info["train_state"] = state
     if len(set(ids)) > 1 and tuple(ids) != accept:
         raise Mixed(tuple(ids))
