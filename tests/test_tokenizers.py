@@ -1,5 +1,5 @@
 """The tokenizer package: the char kind against data.py's tokenizer, byte-level BPE on any Unicode text,
-the incremental decoders, the saved JSON, determinism, character counts and the errors."""
+the incremental decoders, the saved JSON, determinism, character counts, the registry and its errors."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tokenizers import models, pre_tokenizers, trainers
 from microgpt import data
 from microgpt.data import DataError
 from microgpt.errors import ConfigError
+from microgpt.tokenizer import KINDS, from_json, train_tokenizer
 from microgpt.tokenizer import bpe as bpe_module
 from microgpt.tokenizer.bpe import MIN_VOCAB, PIECE_CHARS, BPETokenizer, byte_alphabet, pieces, untrained
 from microgpt.tokenizer.char import CharTokenizer
@@ -363,3 +364,31 @@ def test_bpe_json_that_is_not_a_byte_level_bpe_is_refused(bpe):
         BPETokenizer.from_json(bpe_json_with(bpe, rename_a_byte))
     with pytest.raises(DataError, match="'€', which stands for no byte"):
         BPETokenizer.from_json(bpe_json_with(bpe, add_a_token_of_no_byte))
+
+
+# --- the registry -------------------------------------------------------------------------------------------
+
+
+def test_the_registry_trains_each_kind_and_names_the_kinds():
+    assert set(KINDS) == {"char", "bpe"}
+    assert isinstance(train_tokenizer("char", "abc", None), CharTokenizer)
+    assert isinstance(train_tokenizer("bpe", TRAINING_TEXT, 280), BPETokenizer)
+    with pytest.raises(ConfigError, match="unknown tokenizer kind 'word'; the kinds are char, bpe"):
+        train_tokenizer("word", "abc", None)
+    with pytest.raises(ConfigError, match="--vocab-size is for bpe"):
+        train_tokenizer("char", "abc", 300)
+    with pytest.raises(ConfigError, match="--vocab-size must be a whole number of at least 257"):
+        train_tokenizer("bpe", TRAINING_TEXT, None)
+
+
+def test_from_json_reads_back_each_kind(bpe):
+    for tok in (CharTokenizer.from_text("hello\n"), bpe):
+        again = from_json(json.loads(json.dumps(tok.to_json())))
+        assert type(again) is type(tok)
+        assert again.to_json() == tok.to_json()
+
+
+@pytest.mark.parametrize("saved", [{"kind": "word"}, {"vocab": "abc"}, ["char"], None])
+def test_json_of_no_known_kind_is_refused(saved):
+    with pytest.raises(DataError, match="the kinds are char, bpe"):
+        from_json(saved)
