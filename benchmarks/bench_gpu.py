@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import BackendUnavailable
-from microgpt.backends.cuda_backend import CuBLASBackend
+from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT

@@ -58,7 +58,7 @@ for name in ("numpy", "cupy", "torch", "safetensors", "tqdm", "pytest"):
         print(f"{name} {getattr(module, '__version__', '?')}")
     except Exception as exc:
         print(f"{name}: not importable ({exc})")
-from microgpt.backends.cuda_backend import CuBLASBackend
+from microgpt.backends.cuda import CuBLASBackend
 try:
     backend = CuBLASBackend()
     print("cuda backend: usable on device", backend.device_id)

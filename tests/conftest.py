@@ -16,7 +16,7 @@ from microgpt.backends import BackendUnavailable, get_backend
 
 def _cuda_skip_reason() -> str | None:
     try:
-        from microgpt.backends.cuda_backend import CuBLASBackend
+        from microgpt.backends.cuda import CuBLASBackend
     except ImportError as exc:  # the module itself must import without CuPy; this is a real defect
         return f"the cuda backend module failed to import: {exc}"
     try:

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from attention_reference import attention_reference
-from microgpt.backends.cuda_backend import CuBLASBackend
+from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
@@ -379,13 +379,13 @@ def test_errors_name_the_problem(cuda):
 
 
 def test_release_finalize_and_kernel_cache(cuda):
-    from microgpt.backends import cuda_backend
+    from microgpt.backends.cuda import loader
 
     cuda.release(cuda.softmax_rows(cuda.zeros((2, 3))))
-    module = cuda_backend._MODULES[("softmax.cu", cuda.device_id)]
+    module = loader.MODULES[("softmax.cu", cuda.device_id)]
     other = CuBLASBackend()
     other.softmax_rows(other.zeros((2, 3)))
-    assert cuda_backend._MODULES[("softmax.cu", other.device_id)] is module  # compiled once per process
+    assert loader.MODULES[("softmax.cu", other.device_id)] is module  # compiled once per process
     other.finalize()
     other.finalize()  # idempotent
     with pytest.raises(RuntimeError, match="finalized"):

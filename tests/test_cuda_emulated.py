@@ -18,8 +18,9 @@ import pytest
 
 from attention_reference import attention_reference
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
-from microgpt.backends import cuda_backend, get_backend
+from microgpt.backends import get_backend
 from microgpt.backends.adamw import adamw_update
+from microgpt.backends.cuda import launch
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
@@ -89,7 +90,7 @@ def test_causal_masks_are_exact(be, ref):
 def test_bias_and_relu_are_exact(be, ref, cols, monkeypatch):
     """Element-wise: float32 in, one float32 operation each, so exactly NumPy's float32 results.
     Two blocks of 256 threads cover the elements: the grid-stride loops go round more than once."""
-    monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 2)
+    monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 2)
     x, bias, grad = normal((7, cols)), normal((1, cols), seed=1), normal((7, cols), seed=2)
     single = NumpyBackend(np.float32)
     x32, bias32, grad32 = (a.astype(np.float32) for a in (x, bias, grad))
@@ -147,7 +148,7 @@ def test_sum_rows(be, ref, rows, cols):
 
 def test_adam_step(be, monkeypatch):
     """Against NumPy in float32: the same float32 formula, to within a float32 ulp or two of the update."""
-    monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 1)  # 300 elements, one block of 256 threads
+    monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 1)  # 300 elements, one block of 256 threads
     single = NumpyBackend(np.float32)
     param, grad, m = (normal((1, 300), seed=s).astype(np.float32) for s in range(3))
     v = np.abs(normal((1, 300), seed=3)).astype(np.float32)
@@ -163,7 +164,7 @@ def test_adam_step(be, monkeypatch):
 def test_adamw_step(be, monkeypatch, grad_scale):
     """Against the NumPy formula in float32 (backends/adamw.py), with decay on part of the store and a clipped
     gradient's scale: within a float32 ulp or two of each value; grad and the mask are left as they were."""
-    monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 1)  # 300 elements, one block of 256 threads
+    monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 1)  # 300 elements, one block of 256 threads
     param, grad, m = (normal((1, 300), seed=s).astype(np.float32) for s in range(3))
     v = np.abs(normal((1, 300), seed=3)).astype(np.float32)
     mask = (np.arange(300) % 3 == 0).astype(np.float32)[None, :]  # (1, 300): every third weight decays
@@ -211,7 +212,7 @@ def test_cross_entropy_of_huge_logits_is_finite(be, ref):
 
 @pytest.mark.parametrize("d_model", [1, 33])
 def test_embedding_gather_and_scatter_add_with_repeated_ids(be, ref, d_model, monkeypatch):
-    monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 1)
+    monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 1)
     ids = np.array([3, 0, 3, 3, 9, 0, 1], dtype=np.int32)
     table, grad = normal((10, d_model + 2)), normal((len(ids), d_model + 1), seed=1)
     got = be.to_host(be.embedding_gather(be.from_host(table), ids, len(ids), d_model))

@@ -13,7 +13,7 @@ import pytest
 
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from cuda_emulator.launch import schedule
-from microgpt.backends import cuda_backend
+from microgpt.backends.cuda import launch
 from microgpt.config import ModelConfig
 from microgpt.model.gpt import GPT
 
@@ -32,7 +32,7 @@ def same_bits_under_every_schedule(run) -> None:
 
 def test_reductions_are_order_independent(emulated, monkeypatch):
     be, _ = emulated
-    monkeypatch.setattr(cuda_backend, "MAX_ELEMENT_BLOCKS", 3)  # several blocks share each grid-stride loop
+    monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 3)  # several blocks share each grid-stride loop
     rng = np.random.default_rng(0)
     x = be.from_host(rng.normal(0, 3, (150, 65)))  # 150 rows: the column sums take a second pass
     ids = rng.integers(0, 10, 150)

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuda_emulator import launch
+from cuda_emulator import launch as emulator_launch
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from cuda_emulator.signatures import kernel_parameters
-from microgpt.backends import BackendUnavailable, cuda_backend, resolve_auto
-from microgpt.backends.cuda_backend import CuBLASBackend
-from microgpt.backends.cuda_setup import INCLUDE_LINE, kernel_files, kernel_source
+from microgpt.backends import BackendUnavailable, cuda, resolve_auto
+from microgpt.backends.cuda import CuBLASBackend, launch
+from microgpt.backends.cuda.loader import INCLUDE_LINE, kernel_files, kernel_source
 
 NVCC = shutil.which("nvcc")
 NVRTC_ARCH = "--gpu-architecture=compute_90"  # the H100/H200 generation; any supported arch would do
@@ -79,9 +79,9 @@ def test_backend_source_compiles_with_nvrtc(file_name):
 
 
 def _launched_kernels() -> set[tuple[str, str]]:
-    """(file, kernel) pairs named in the backend's launch calls."""
-    text = Path(cuda_backend.__file__).read_text(encoding="utf-8")
-    return set(re.findall(r'"(\w+\.cu)", "(\w+)"', text))
+    """(file, kernel) pairs named in the backend's launch calls, in any module of the package."""
+    modules = Path(cuda.__file__).parent.glob("*.py")
+    return {pair for path in modules for pair in re.findall(r'"(\w+\.cu)", "(\w+)"', path.read_text(encoding="utf-8"))}
 
 
 def test_every_launched_kernel_is_defined_in_its_file():
@@ -102,7 +102,7 @@ def test_module_imports_and_reports_missing_cupy():
     script = (
         "import sys; sys.modules['cupy'] = None\n"
         "from microgpt.backends import BackendUnavailable, resolve_auto\n"
-        "from microgpt.backends.cuda_backend import CuBLASBackend\n"
+        "from microgpt.backends.cuda import CuBLASBackend\n"
         "assert CuBLASBackend.is_usable() is False\n"
         "assert resolve_auto() == 'cpu'\n"
         "try:\n"
@@ -207,8 +207,8 @@ def test_column_sums_of_very_tall_arrays_stay_within_the_grid_limits(emulated, m
     CUDA's limit is 65535; here both the backend's and the emulator's limit are 4, so the same
     arithmetic runs on 4 * 128 + 1 rows instead of 8 million."""
     be, _ = emulated
-    monkeypatch.setattr(cuda_backend, "MAX_GRID_Y", 4)
-    monkeypatch.setattr(launch, "MAX_GRID", (2**31 - 1, 4, 4))
+    monkeypatch.setattr(launch, "MAX_GRID_Y", 4)
+    monkeypatch.setattr(emulator_launch, "MAX_GRID", (2**31 - 1, 4, 4))
     rows = 4 * 128 + 1
     a = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3) % 7  # small integers: the sums are exact
     np.testing.assert_array_equal(be.to_host(be.sum_rows(be.from_host(a))), a.sum(0, keepdims=True))

@@ -17,8 +17,8 @@ from microgpt.backends.base import Backend, BackendUnavailable
 REGISTRY: dict[str, tuple[str, str]] = {
     "numpy": ("microgpt.backends.numpy_backend", "NumpyBackend"),
     "cpu": ("microgpt.backends.cpu_backend", "CpuBackend"),
-    "cuda": ("microgpt.backends.cuda_backend", "CuBLASBackend"),
-    "cublas": ("microgpt.backends.cuda_backend", "CuBLASBackend"),
+    "cuda": ("microgpt.backends.cuda", "CuBLASBackend"),
+    "cublas": ("microgpt.backends.cuda", "CuBLASBackend"),
 }
 
 CHOICES = ("auto", *REGISTRY)

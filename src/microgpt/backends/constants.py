@@ -1,7 +1,7 @@
 """Numerical constants every backend shares, defined once.
 
 The NumPy and CUDA backends import them here; the CUDA kernels receive them as
-`#define` lines that `cuda_setup.kernel_source` prepends to each file's text,
+`#define` lines that `cuda/loader.kernel_source` prepends to each file's text,
 so a changed constant also changes NVRTC's cache key.
 """
 

@@ -1,5 +1,5 @@
 // LayerNorm forward and the input gradient of its backward: one block per row,
-// two-pass mean and (biased) variance, eps LN_EPS (prepended by cuda_setup.kernel_source). The gamma/beta gradients are
+// two-pass mean and (biased) variance, eps LN_EPS (prepended by loader.kernel_source). The gamma/beta gradients are
 // column sums, done by reduce_columns.cu.
 #include "block_reduce.cu"
 

@@ -1,9 +1,9 @@
 """Finding CuPy and cuBLAS, and the CUDA C sources the CUDA backend compiles.
 
-`_load_cupy` imports CuPy only when a CUDA backend is made (or `is_usable`
+`load_cupy` imports CuPy only when a CUDA backend is made (or `is_usable`
 asks), and turns every way that can fail into a `BackendUnavailable` naming
 what is missing and the command that fixes it. `kernel_source` gives the text
-NVRTC compiles for one `kernels/*.cu` file; `_MODULES` caches the compiled
+NVRTC compiles for one `kernels/*.cu` file; `MODULES` caches the compiled
 modules for the life of the process.
 """
 
@@ -23,7 +23,7 @@ INSTALL_HINT = ('pip install -e ".[cuda13]" from the microgpt checkout (or ".[cu
 LIBRARIES_HINT = "pip install 'cupy-cuda13x[ctk]' (or 'cupy-cuda12x[ctk]') to get the CUDA libraries"
 
 # (kernel file, device id) -> cupy.RawModule: compiled once per process, shared by all backends
-_MODULES: dict[tuple[str, int], Any] = {}
+MODULES: dict[tuple[str, int], Any] = {}
 
 
 def kernel_files() -> list[str]:
@@ -46,7 +46,7 @@ def _expand_includes(file_name: str) -> str:
     return INCLUDE_LINE.sub(lambda match: _expand_includes(match.group(1)), text)
 
 
-def _load_cupy():
+def load_cupy():
     """(cupy, cublas), or BackendUnavailable naming what is missing and how to get it."""
     try:
         import cupy
