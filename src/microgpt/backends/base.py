@@ -6,7 +6,8 @@ products (`matmul`, `matmul_into`, the 3-D batched `bmm`), and the row,
 element-wise, embedding and optimiser ops of spec/ops.md (`add_` and `scale_`
 are the in-place twins of `add!` and `scale!` there). A new backend implements
 its abstract methods and can train. The fused ops and `causal_attention` have
-default implementations built from the separate ones, to be fused later;
+default implementations built from the separate ones, to be fused later
+(`attention_memory` says what a backend's attention keeps, for the memory estimate);
 `adamw_step` (ours, not the spec's: the optimiser of optim.py beyond the
 reference's Adam) has a default that computes on the host. `streams`,
 `run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
@@ -212,6 +213,15 @@ class Backend(abc.ABC):
         dq = self.bmm(dscores, k)  # (n, T, w)
         dk = self.bmm(dscores, q, True, False)  # (n, T, w)
         return dq, dk, dv
+
+    def attention_memory(self, blocks: int, seq_len: int, width: int) -> tuple[int, int]:
+        """(kept, temporary), in elements, for `blocks` square (T, width) blocks (heads times sequences):
+        what `causal_attention` keeps for its backward besides q, k and v, and the largest temporary
+        `causal_attention_backward` makes. For a memory estimate made before anything is allocated. This
+        default's: the (T, T) probabilities of every block; the scores' gradient and the softmax backward's
+        temporaries, three times as many."""
+        probabilities = blocks * seq_len * seq_len
+        return probabilities, 3 * probabilities
 
     def adamw_step(self, param: Mat, grad: Mat, m: Mat, v: Mat, decay_mask: Mat, lr: float, t: int,
                    beta1: float, beta2: float, weight_decay: float, grad_scale: float) -> None:

@@ -5,7 +5,8 @@ backward from. With attention="flash" (the default) a square block of heads of
 width up to FLASH_MAX_WIDTH runs fused: the forward keeps each head's output and
 row log-sum-exps, never the (T, T) scores; the backward recomputes them tile by
 tile. Everything else (one query against a cache, wider heads, or
-attention="materialised") takes `Backend`'s path. `saved` carries which path ran.
+attention="materialised") takes `Backend`'s path. `saved` carries which path ran, and
+`attention_memory` says what each path keeps, for the memory estimate.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class FlashAttention:
         op = "causal_attention"
         q, k, v = (self._mat(a, op, ndim=3) for a in (q, k, v))
         n, t, w = q.shape
-        if self.attention == "materialised" or k.shape[1] != t or w > FLASH_MAX_WIDTH:
+        if not self._flash(w) or k.shape[1] != t:
             out, saved = super().causal_attention(q, k, v, scale)
             return out, ("materialised", saved)
         for name, other in (("k", k), ("v", v)):
@@ -64,6 +65,17 @@ class FlashAttention:
         self._launch("attention.cu", "flash_backward_dq", grid, block, q, k, v, dout, lse, delta, dq, *sizes)
         self._launch("attention.cu", "flash_backward_dkv", grid, block, q, k, v, dout, lse, delta, dk, dv, *sizes)
         return dq, dk, dv
+
+    def attention_memory(self, blocks, seq_len, width):
+        """Flash keeps each row's output and log-sum-exp, and its backward's one temporary beyond the
+        gradients is rowsum(dout * out); the materialised path answers as the base class does."""
+        if not self._flash(width):
+            return super().attention_memory(blocks, seq_len, width)
+        return blocks * seq_len * (width + 1), blocks * seq_len
+
+    def _flash(self, width: int) -> bool:
+        """Whether square blocks of heads this wide take the flash kernels."""
+        return self.attention == "flash" and width <= FLASH_MAX_WIDTH
 
     def _flash_grid(self, op: str, n: int, t: int) -> tuple[int, int]:
         """(heads, row blocks): grid.y is capped at 65535 blocks of FLASH_ROWS rows."""
