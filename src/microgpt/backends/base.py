@@ -49,6 +49,13 @@ class Backend(abc.ABC):
 
     name: str = "abstract"
     dtype: np.dtype
+    on_gpu: bool = False  # computes on a GPU: with several processes, each first takes its own
+
+    @classmethod
+    def start(cls, threads: int | None = None) -> Backend:
+        """A ready backend with its defaults, for a run. `threads` is for a backend that computes on the CPU
+        (its BLAS and kernel threads; None: `microgpt.threads.default_threads()`); this default ignores it."""
+        return cls()
 
     # ---- plumbing -------------------------------------------------------------------------
 

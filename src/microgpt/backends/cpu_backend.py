@@ -79,6 +79,10 @@ class CpuBackend(NumpyBackend):
         self.streams = self.threads  # the model splits a batch into this many shards, run at once
         self._pool = StreamPool(self.threads)
 
+    @classmethod
+    def start(cls, threads=None):
+        return cls(threads=threads)
+
     def run_streams(self, tasks):
         return self._pool.run(tasks)
 

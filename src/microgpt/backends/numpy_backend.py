@@ -23,6 +23,7 @@ from microgpt.backends.adamw import adamw_update
 from microgpt.backends.base import Backend, Mat, ReferenceAPI
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
+from microgpt.threads import set_threads
 
 EXP_SAFE = 60.0  # |x| < 60: float32 exp(x) is a normal number and a row of a million of them sums finitely
 
@@ -36,6 +37,13 @@ class NumpyBackend(Backend, ReferenceAPI):
             raise ValueError(f"numpy backend: dtype must be float32 or float64, not {self.dtype}")
         self._causal_masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         keep_freed_memory()  # reuse freed activations instead of faulting them in every step
+
+    @classmethod
+    def start(cls, threads=None):
+        """A float32 backend, with BLAS set to `threads` threads (`set_threads`) and the count in `.threads`."""
+        backend = cls()
+        backend.threads = set_threads(threads)
+        return backend
 
     # ---- plumbing -------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ class CuBLASBackend(
     """float32 on the current CuPy device. Raises BackendUnavailable when CuPy, a GPU or cuBLAS is missing."""
 
     name = "cuda"
+    on_gpu = True
 
     def __init__(self, attention: str = "flash"):
         """attention: "flash" (fused kernels, O(T) memory per head; the default) or "materialised"
