@@ -162,20 +162,23 @@ def test_adam_step(be, monkeypatch):
 
 @pytest.mark.parametrize("grad_scale", [1.0, 0.25])
 def test_adamw_step(be, monkeypatch, grad_scale):
-    """Against the NumPy formula in float32 (backends/adamw.py), with decay on part of the store and a clipped
-    gradient's scale: within a float32 ulp or two of each value; grad and the mask are left as they were."""
+    """Against the NumPy formula in float32 (backends/adamw.py), with decay on part of the store, a third of it
+    frozen and a clipped gradient's scale: within a float32 ulp or two of each value; grad and the masks are
+    left as they were."""
     monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 1)  # 300 elements, one block of 256 threads
     param, grad, m = (normal((1, 300), seed=s).astype(np.float32) for s in range(3))
     v = np.abs(normal((1, 300), seed=3)).astype(np.float32)
     mask = (np.arange(300) % 3 == 0).astype(np.float32)[None, :]  # (1, 300): every third weight decays
-    device = [be.from_host(a) for a in (param, grad, m, v, mask)]
+    train = (np.arange(300) % 3 != 1).astype(np.float32)[None, :]  # (1, 300): every third is frozen
+    device = [be.from_host(a) for a in (param, grad, m, v, mask, train)]
     for t in (1, 2):
         be.adamw_step(*device, 1e-2, t, 0.9, 0.99, 0.1, grad_scale)
-        adamw_update(param, grad, m, v, mask, 1e-2, t, 0.9, 0.99, 0.1, grad_scale)
+        adamw_update(param, grad, m, v, mask, train, 1e-2, t, 0.9, 0.99, 0.1, grad_scale)
     for name, got, want in zip(("param", "m", "v"), (device[0], device[2], device[3]), (param, m, v)):
         np.testing.assert_allclose(be.to_host(got), want, rtol=1e-6, atol=1e-7, err_msg=name)
     np.testing.assert_array_equal(be.to_host(device[1]), grad)
     np.testing.assert_array_equal(be.to_host(device[4]), mask)
+    np.testing.assert_array_equal(be.to_host(device[5]), train)
 
 
 @pytest.mark.parametrize("dim", [1, 33, 64])

@@ -175,7 +175,8 @@ def test_every_kernel_is_launched_with_its_signature(emulated):
     be.layer_norm_backward(grad, norm, std_inv, row)
     be.sum_rows(dev(1000, 65))
     be.adam_step(dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), 1e-3, 1)
-    be.adamw_step(dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), 1e-3, 1, 0.9, 0.99, 0.1, 0.5)
+    be.adamw_step(dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), dev(1, 50), 1e-3, 1, 0.9, 0.99, 0.1,
+                  0.5)
     be.rope_apply(dev(66, 33), dev(33, 33), dev(33, 33))
     be.rope_apply_inverse(dev(66, 33), dev(33, 33), dev(33, 33))
     ids = be.ids(np.array([[1, 2, 3, 3], [0, 0, 1, 2]]))  # (2, 4) int32 on the "device"

@@ -94,10 +94,10 @@ def test_backend_default_adamw_matches_the_numpy_backend():
     rng = np.random.default_rng(0)
     a = [be.from_host(rng.normal(size=(1, 50))) for _ in range(3)] + [be.from_host(rng.random((1, 50)))]
     b = [x.copy() for x in a]
-    mask = be.from_host((rng.random((1, 50)) > 0.5).astype(np.float64))
+    mask, train = (be.from_host((rng.random((1, 50)) > 0.5).astype(np.float64)) for _ in range(2))
     for t in (1, 2):
-        be.adamw_step(*a, mask, 1e-2, t, 0.8, 0.95, 0.1, 0.5)
-        Backend.adamw_step(be, *b, mask, 1e-2, t, 0.8, 0.95, 0.1, 0.5)
+        be.adamw_step(*a, mask, train, 1e-2, t, 0.8, 0.95, 0.1, 0.5)
+        Backend.adamw_step(be, *b, mask, train, 1e-2, t, 0.8, 0.95, 0.1, 0.5)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)  # the same NumPy code on the same float32 numbers
 
@@ -106,12 +106,12 @@ def test_every_backend_adamw_step_matches_the_float64_formula(backend, reference
     """Each backend's update (its own or the host default) against the NumPy formula in float64."""
     rng = np.random.default_rng(2)
     host = [rng.normal(size=(1, 300)) for _ in range(3)] + [rng.random((1, 300))]  # param, grad, m, v
-    mask = (rng.random((1, 300)) > 0.5).astype(np.float64)
+    masks = [(rng.random((1, 300)) > 0.5).astype(np.float64) for _ in range(2)]  # decay, train
     ours = [backend.from_host(a) for a in host]
     exact = [reference.from_host(a) for a in host]
     for t in (1, 2, 3):
-        backend.adamw_step(*ours, backend.from_host(mask), 1e-2, t, 0.8, 0.95, 0.1, 0.5)
-        reference.adamw_step(*exact, reference.from_host(mask), 1e-2, t, 0.8, 0.95, 0.1, 0.5)
+        backend.adamw_step(*ours, *(backend.from_host(a) for a in masks), 1e-2, t, 0.8, 0.95, 0.1, 0.5)
+        reference.adamw_step(*exact, *(reference.from_host(a) for a in masks), 1e-2, t, 0.8, 0.95, 0.1, 0.5)
     for got, want in zip(ours, exact):
         # float32 against float64 over three steps: a few float32 roundings of values of order 1
         np.testing.assert_allclose(backend.to_host(got), want, rtol=1e-5, atol=1e-6)
@@ -125,7 +125,7 @@ def test_plain_settings_through_adamw_equal_the_reference_adam():
     b = [x.copy() for x in a]
     for t in (1, 2, 3):
         be.adam_step(*a, 3e-4, t)
-        be.adamw_step(*b, be.zeros((1, 40)), 3e-4, t, 0.9, 0.999, 0.0, 1.0)
+        be.adamw_step(*b, be.zeros((1, 40)), be.from_host(np.ones((1, 40))), 3e-4, t, 0.9, 0.999, 0.0, 1.0)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
 

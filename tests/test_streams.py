@@ -238,6 +238,7 @@ def test_chunked_element_wise_ops_give_the_same_bits_for_any_thread_count(op):
     start = [rng.standard_normal((1, size)).astype(np.float32) for _ in range(5)]
     sources = rng.standard_normal((2, size)).astype(np.float32)
     mask = (rng.random((1, size)) < 0.5).astype(np.float32)
+    train = (rng.random((1, size)) < 0.8).astype(np.float32)  # frozen entries fall in every chunk
     results = []
     for threads in (1, 2):
         backend = get_backend("cpu", threads=threads)
@@ -246,7 +247,7 @@ def test_chunked_element_wise_ops_give_the_same_bits_for_any_thread_count(op):
         if op == "adam":
             backend.adam_step(param, grad, m, v, 1e-3, 3)
         elif op == "adamw":
-            backend.adamw_step(param, grad, m, v, mask, 1e-3, 3, 0.9, 0.95, 0.1, 0.5)
+            backend.adamw_step(param, grad, m, v, mask, train, 1e-3, 3, 0.9, 0.95, 0.1, 0.5)
         else:
             backend.add_weighted_(dst, sources, [0.6, 0.4])
         results.append([param, m, v, dst])

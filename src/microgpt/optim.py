@@ -7,9 +7,10 @@ parameter: with the reference's betas and no decay or clipping it is the
 reference's op, `Backend.adam_step` (so such a run is bit-identical to one
 from before these settings existed); otherwise one `Backend.adamw_step` over
 the flat buffers, with the gradients scaled to `grad_clip` where their global
-L2 norm is above it and decoupled weight decay on the weight matrices only
-(`decay_mask`). The schedule depends only on the step and the settings, so a
-resumed run continues it exactly.
+L2 norm is above it, decoupled weight decay on the weight matrices only
+(`decay_mask`), and only the parameters that train updated (`train_mask`; for
+now every one trains). The schedule depends only on the step and the settings,
+so a resumed run continues it exactly.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def decay_mask(params: Parameters):
     return mask
 
 
+def train_mask(params: Parameters):
+    """(1, total) on the backend: 1.0 over the parameters that train, 0.0 over frozen ones (for now none)."""
+    mask = params.backend.zeros((1, params.total))  # (1, total)
+    mask[...] = 1.0
+    return mask
+
+
 def grad_norm(params: Parameters) -> float:
     """The global L2 norm of every gradient: one reduction, grad (1, total) @ grad^T."""
     squares = params.backend.matmul(params.grad, params.grad, transpose_b=True)  # (1, 1)
@@ -74,6 +82,7 @@ class Optimizer:
         self.plain = ((config.beta1, config.beta2) == (ADAM_BETA1, ADAM_BETA2) and config.weight_decay == 0
                       and config.grad_clip is None)
         self.mask = None if self.plain else decay_mask(params)
+        self.train_mask = None if self.plain else train_mask(params)
 
     @classmethod
     def reference(cls, params: Parameters, lr: float) -> Optimizer:
@@ -92,6 +101,6 @@ class Optimizer:
             norm = grad_norm(p)
             scale = min(1.0, cfg.grad_clip / (norm + CLIP_EPS))
         p.step += 1
-        p.backend.adamw_step(p.data, p.grad, p.m, p.v, self.mask, lr, p.step, cfg.beta1, cfg.beta2,
-                             cfg.weight_decay, scale)
+        p.backend.adamw_step(p.data, p.grad, p.m, p.v, self.mask, self.train_mask, lr, p.step, cfg.beta1,
+                             cfg.beta2, cfg.weight_decay, scale)
         return StepInfo(lr, norm)

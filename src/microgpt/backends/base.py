@@ -230,13 +230,14 @@ class Backend(abc.ABC):
         probabilities = blocks * seq_len * seq_len
         return probabilities, 3 * probabilities
 
-    def adamw_step(self, param: Mat, grad: Mat, m: Mat, v: Mat, decay_mask: Mat, lr: float, t: int,
-                   beta1: float, beta2: float, weight_decay: float, grad_scale: float) -> None:
+    def adamw_step(self, param: Mat, grad: Mat, m: Mat, v: Mat, decay_mask: Mat, train_mask: Mat, lr: float,
+                   t: int, beta1: float, beta2: float, weight_decay: float, grad_scale: float) -> None:
         """In place AdamW over flat (1, total) buffers (backends/adamw.py gives the formula): Adam with these
-        betas on grad * grad_scale, and decoupled decay lr * weight_decay where decay_mask is 1. `grad` is
-        left as it was. This default runs the NumPy formula on host copies (correct on any backend, with a
-        round trip per step); a backend overrides it with its own update."""
-        host = [self.to_host(a) for a in (param, grad, m, v, decay_mask)]
+        betas on grad * grad_scale, and decoupled decay lr * weight_decay where decay_mask is 1; where
+        train_mask is 0 the parameter is frozen and its param, m and v are left bit for bit as they were.
+        `grad` is left as it was. This default runs the NumPy formula on host copies (correct on any
+        backend, with a round trip per step); a backend overrides it with its own update."""
+        host = [self.to_host(a) for a in (param, grad, m, v, decay_mask, train_mask)]
         adamw_update(*host, lr, t, beta1, beta2, weight_decay, grad_scale)
         for target, updated in zip((param, m, v), (host[0], host[2], host[3])):
             target[...] = self.from_host(updated)

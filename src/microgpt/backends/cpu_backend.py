@@ -258,16 +258,18 @@ class CpuBackend(NumpyBackend):
         self._over_chunks(param.shape[1], lambda lo, hi: self.kernels.adam.adam(
             param[:, lo:hi], grad[:, lo:hi], m[:, lo:hi], v[:, lo:hi], *scalars))
 
-    def adamw_step(self, param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
-        arrays = (param, grad, m, v, decay_mask)
+    def adamw_step(self, param, grad, m, v, decay_mask, train_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
+        arrays = (param, grad, m, v, decay_mask, train_mask)
         if not _contiguous(*arrays) or param.ndim != 2 or param.shape[0] != 1 or \
                 any(a.shape != param.shape or a.dtype != self.dtype for a in arrays):
-            return super().adamw_step(param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale)
+            return super().adamw_step(param, grad, m, v, decay_mask, train_mask, lr, t, beta1, beta2, weight_decay,
+                                      grad_scale)
         typed = self._typed
         scalars = (typed(beta1), typed(1 - beta1), typed(beta2), typed(1 - beta2), typed(ADAM_EPS),
                    typed(lr / (1 - beta1**t)), typed(1 / (1 - beta2**t)), typed(lr * weight_decay), typed(grad_scale))
         self._over_chunks(param.shape[1], lambda lo, hi: self.kernels.adam.adamw(
-            param[:, lo:hi], grad[:, lo:hi], m[:, lo:hi], v[:, lo:hi], decay_mask[:, lo:hi], *scalars))
+            param[:, lo:hi], grad[:, lo:hi], m[:, lo:hi], v[:, lo:hi], decay_mask[:, lo:hi], train_mask[:, lo:hi],
+            *scalars))
 
     def add_weighted_(self, dst, sources, weights):
         if not _contiguous(dst, sources) or dst.ndim != 2 or dst.shape[0] != 1 or sources.ndim != 2 or \

@@ -176,8 +176,8 @@ class NumpyBackend(Backend, ReferenceAPI):
         denom += ADAM_EPS
         param -= self.dtype.type(step) * m / denom
 
-    def adamw_step(self, param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
-        adamw_update(param, grad, m, v, decay_mask, lr, t, beta1, beta2, weight_decay, grad_scale)
+    def adamw_step(self, param, grad, m, v, decay_mask, train_mask, lr, t, beta1, beta2, weight_decay, grad_scale):
+        adamw_update(param, grad, m, v, decay_mask, train_mask, lr, t, beta1, beta2, weight_decay, grad_scale)
 
     def rope_apply(self, x, cos_cache, sin_cache):
         self._rope(x, cos_cache, sin_cache, sign=1)

@@ -136,4 +136,4 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     k.embedding.scatter_add(x, ids, x.copy())
     k.weighted_sum.add_weighted(row.copy(), x, np.ones(2, dtype=dtype), 0, 4)
     k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)
-    k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, one, one, one, one, one, one, one, one, one)
+    k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, row, one, one, one, one, one, one, one, one, one)

@@ -26,12 +26,16 @@ def adam(param, grad, m, v, beta1, keep1, beta2, keep2, eps, step, v_scale):
 
 
 @kernel()
-def adamw(param, grad, m, v, decay_mask, beta1, keep1, beta2, keep2, eps, step, v_scale, decay, grad_scale):
-    """AdamW (backends/adamw.py) in one pass, all arrays (1, total), param, m and v updated in place; grad
-    is only read. decay = lr * weight_decay; the other scalars as for `adam`, in the arrays' dtype."""
+def adamw(param, grad, m, v, decay_mask, train_mask, beta1, keep1, beta2, keep2, eps, step, v_scale, decay,
+          grad_scale):
+    """AdamW (backends/adamw.py) in one pass, all arrays (1, total), param, m and v updated in place where
+    train_mask is not 0 (a frozen entry's are not touched); grad is only read. decay = lr * weight_decay; the
+    other scalars as for `adam`, in the arrays' dtype."""
     total = param.shape[1]
     one = param.dtype.type(1)
     for i in range(total):
+        if train_mask[0, i] == 0:
+            continue
         g = grad[0, i] * grad_scale
         m_i = beta1 * m[0, i] + keep1 * g
         v_i = beta2 * v[0, i] + keep2 * (g * g)

@@ -52,12 +52,14 @@ extern "C" __global__ void adam_step(float* param, const float* grad, float* m, 
 // AdamW in place on param, m and v (backends/adamw.py gives the formula): Adam with these betas on
 // grad * grad_scale (below 1 when the global norm was clipped), after the decoupled decay
 // param *= 1 - decay * decay_mask (decay = lr * weight_decay; the mask is 1 on decayed weights).
+// An element whose train_mask is 0 is frozen: its param, m and v are not touched.
 // grad is left as it was. The host folds in step_size = lr / (1 - beta1^t), v_correction = 1 - beta2^t.
 extern "C" __global__ void adamw_step(float* param, const float* grad, float* m, float* v, const float* decay_mask,
-                                      long long n, float grad_scale, float beta1, float one_minus_beta1, float beta2,
-                                      float one_minus_beta2, float eps, float decay, float step_size,
-                                      float v_correction) {
+                                      const float* train_mask, long long n, float grad_scale, float beta1,
+                                      float one_minus_beta1, float beta2, float one_minus_beta2, float eps,
+                                      float decay, float step_size, float v_correction) {
     GRID_STRIDE_LOOP(i, n) {
+        if (train_mask[i] == 0.0f) continue;
         const float g = grad[i] * grad_scale;
         const float m_new = beta1 * m[i] + one_minus_beta1 * g;
         const float v_new = beta2 * v[i] + one_minus_beta2 * (g * g);
