@@ -12,6 +12,8 @@ default implementations built from the separate ones, to be fused later
 reference's Adam) has a default that computes on the host. `streams`,
 `run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
 batch at once (the cpu backend, one per thread); by default there is one stream.
+The classmethod `start(threads)` makes a ready backend for a run, and `on_gpu`
+says whether it computes on a GPU, so a caller needs no backend's name.
 
 `ReferenceAPI` holds the operations of the reference's CuBLASBackend that
 nothing here calls (raw device memory, the cuBLAS handle, `release`,
