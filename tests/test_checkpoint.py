@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
 from microgpt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from microgpt.config import ModelConfig
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.tokenizer import CharTokenizer
 
 VOCAB = "\n abcdefgh"
 
 
 def tiny_model(seed=3, **shape):
-    config = ModelConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
+    config = GPTConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
                                                     "seq_len": 6, **shape})
     return GPT(config, get_backend("numpy"), seed=seed)
 
@@ -31,16 +32,16 @@ def trained(model, steps=3):
 
 def test_round_trip_is_bit_exact_for_weights_and_optimizer_state(tmp_path):
     model = trained(tiny_model())
-    save_checkpoint(tmp_path / "ck", model, VOCAB, {"note": "x"})
-    loaded, vocab, info = load_checkpoint(tmp_path / "ck", get_backend("numpy"), with_optimizer=True)
-    assert vocab == VOCAB and info["train_state"]["note"] == "x"
+    save_checkpoint(tmp_path / "ck", model, CharTokenizer(VOCAB), {"note": "x"}, family_name="gpt")
+    loaded, tokenizer, info = load_checkpoint(tmp_path / "ck", get_backend("numpy"), with_optimizer=True)
+    assert tokenizer.vocab == VOCAB and info["train_state"]["note"] == "x"
     assert loaded.config == model.config
     assert np.array_equal(loaded.params.storage[[0, 2, 3]], model.params.storage[[0, 2, 3]])  # data, m, v
     assert loaded.params.step == model.params.step == 3
 
 
 def test_weights_only_load_leaves_optimizer_fresh(tmp_path):
-    save_checkpoint(tmp_path / "ck", trained(tiny_model()), VOCAB, {})
+    save_checkpoint(tmp_path / "ck", trained(tiny_model()), CharTokenizer(VOCAB), {}, family_name="gpt")
     loaded, _, info = load_checkpoint(tmp_path / "ck", get_backend("numpy"))
     assert "train_state" not in info and loaded.params.step == 0
     assert not np.any(loaded.params.m)
@@ -49,7 +50,7 @@ def test_weights_only_load_leaves_optimizer_fresh(tmp_path):
 def test_tensor_names_and_shapes_follow_the_documented_format(tmp_path):
     from safetensors.numpy import load_file
 
-    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
     tensors = load_file(tmp_path / "ck" / "model.safetensors")
     assert tensors["tok_emb"].shape == (len(VOCAB), 8)
     assert tensors["blocks.1.attn.wq.w"].shape == (8, 8) and tensors["blocks.1.attn.wo.b"].shape == (8,)
@@ -57,13 +58,14 @@ def test_tensor_names_and_shapes_follow_the_documented_format(tmp_path):
     assert tensors["final_norm.gamma"].shape == (8,) and tensors["head.w"].shape == (8, len(VOCAB))
     assert all(t.dtype == np.float32 for t in tensors.values())
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
-    assert config["format_version"] == 1 and config["head_dims"] == [3, 5] and config["vocab"] == VOCAB
+    assert config["format_version"] == 2 and config["family"] == "gpt" and config["model"]["head_dims"] == [3, 5]
+    assert config["tokenizer"] == {"kind": "char", "vocab": VOCAB}
 
 
 def test_saving_over_a_checkpoint_replaces_it_whole(tmp_path):
-    save_checkpoint(tmp_path / "ck", tiny_model(seed=1), VOCAB)
+    save_checkpoint(tmp_path / "ck", tiny_model(seed=1), CharTokenizer(VOCAB), family_name="gpt")
     second = tiny_model(seed=2)
-    save_checkpoint(tmp_path / "ck", second, VOCAB)
+    save_checkpoint(tmp_path / "ck", second, CharTokenizer(VOCAB), family_name="gpt")
     loaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend("numpy"))
     assert np.array_equal(loaded.params.data, second.params.data)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no .tmp or .prev left behind
@@ -71,14 +73,14 @@ def test_saving_over_a_checkpoint_replaces_it_whole(tmp_path):
 
 def test_interrupted_swap_falls_back_to_the_previous_checkpoint(tmp_path):
     model = tiny_model()
-    save_checkpoint(tmp_path / "ck", model, VOCAB)
+    save_checkpoint(tmp_path / "ck", model, CharTokenizer(VOCAB), family_name="gpt")
     os.rename(tmp_path / "ck", tmp_path / "ck.prev")  # what a kill between the two renames leaves
     loaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend("numpy"))
     assert np.array_equal(loaded.params.data, model.params.data)
 
 
 def test_truncated_weights_are_a_clear_error(tmp_path):
-    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
     weights = tmp_path / "ck" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])
     with pytest.raises(CheckpointError, match="truncated or not a checkpoint"):
@@ -91,7 +93,7 @@ def test_missing_or_foreign_checkpoints_are_clear_errors(tmp_path, case):
     if case == "file":
         target.write_text("not a checkpoint")
     elif case != "missing":
-        save_checkpoint(target, tiny_model(), VOCAB)
+        save_checkpoint(target, tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
         config = target / "config.json"
         if case == "no_config":
             config.unlink()
@@ -109,10 +111,15 @@ def test_missing_or_foreign_checkpoints_are_clear_errors(tmp_path, case):
 
 
 def test_weights_that_do_not_match_the_config_are_a_clear_error(tmp_path):
-    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
     config = tmp_path / "ck" / "config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "d_ff": 20}))
-    with pytest.raises(CheckpointError, match=r"config.json: d_ff is 20, but .*model.safetensors holds 12"):
+    saved = json.loads(config.read_text())
+    config.write_text(json.dumps({**saved, "model": {**saved["model"], "d_ff": 20}}))
+    with pytest.raises(CheckpointError, match=r"model.safetensors: blocks.0.ff.l1.w has shape \(8, 12\), the config "
+                       r"needs \(8, 20\); the checkpoint is damaged"):
+        load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+    config.write_text(json.dumps({**saved, "model": {**saved["model"], "n_layers": 1}}))
+    with pytest.raises(CheckpointError, match="has tensors this model does not have, e.g. 'blocks.1.attn.wk.b'"):
         load_checkpoint(tmp_path / "ck", get_backend("numpy"))
 
 
@@ -121,10 +128,10 @@ def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_pa
     from microgpt import checkpoint
 
     backend = get_backend("numpy")
-    old, new = (GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend,
+    old, new = (GPT(GPTConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend,
                     seed=seed) for seed in (1, 2))
     new.params.step = 9
-    save_checkpoint(tmp_path / "ck", old, "abcd", {"step": 3, "data": {"kind": "random"}})
+    save_checkpoint(tmp_path / "ck", old, CharTokenizer("abcd"), {"step": 3, "data": {"kind": "random"}}, family_name="gpt")
     real_read_json = checkpoint._read_json
     swapped = []
 
@@ -132,8 +139,8 @@ def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_pa
         if path.name == "train_state.json" and not swapped:  # the weights are read: now saves swap DIR
             swapped.append(True)
             # two saves, so the directory at the path may well be on the inode it had (ext4 reuses a freed one)
-            save_checkpoint(tmp_path / "ck", old, "abcd", {"step": 5, "data": {"kind": "random"}})
-            save_checkpoint(tmp_path / "ck", new, "abcd", {"step": 9, "data": {"kind": "random"}})
+            save_checkpoint(tmp_path / "ck", old, CharTokenizer("abcd"), {"step": 5, "data": {"kind": "random"}}, family_name="gpt")
+            save_checkpoint(tmp_path / "ck", new, CharTokenizer("abcd"), {"step": 9, "data": {"kind": "random"}}, family_name="gpt")
         return real_read_json(path)
 
     monkeypatch.setattr(checkpoint, "_read_json", read_json_after_a_save)
@@ -145,12 +152,12 @@ def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_pa
 def test_a_save_never_touches_another_checkpoints_set_aside_copy(tmp_path):
     """`.X.prev-1.prev-999-0` is what a killed save of checkpoint `X.prev-1` leaves: not X's to clean up."""
     backend = get_backend("numpy")
-    model = GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
+    model = GPT(GPTConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
     model.params.step = 1  # a checkpoint's step is its model's Adam step count
-    save_checkpoint(tmp_path / "X.prev-1", model, "abcd", {"step": 1, "data": {"kind": "random"}})
+    save_checkpoint(tmp_path / "X.prev-1", model, CharTokenizer("abcd"), {"step": 1, "data": {"kind": "random"}}, family_name="gpt")
     os.rename(tmp_path / "X.prev-1", tmp_path / ".X.prev-1.prev-999-0")  # killed between its two renames
     for _ in range(2):
-        save_checkpoint(tmp_path / "X", model, "abcd", {"step": 2, "data": {"kind": "random"}})
+        save_checkpoint(tmp_path / "X", model, CharTokenizer("abcd"), {"step": 2, "data": {"kind": "random"}}, family_name="gpt")
     assert (tmp_path / ".X.prev-1.prev-999-0" / "model.safetensors").is_file()
     info = load_checkpoint(tmp_path / "X.prev-1", backend, with_optimizer=True)[2]  # its own fallback finds it
     assert info["train_state"]["step"] == 1
@@ -159,9 +166,9 @@ def test_a_save_never_touches_another_checkpoints_set_aside_copy(tmp_path):
 def test_a_checkpoint_from_before_the_single_step_counter_still_resumes(tmp_path):
     """Older train_state.json files hold both `step` and `adam_step`; new ones hold `step` alone."""
     backend = get_backend("numpy")
-    model = GPT(ModelConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
+    model = GPT(GPTConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend)
     model.params.step = 7
-    save_checkpoint(tmp_path / "ck", model, "abcd", {"step": 7, "data": {"kind": "random"}})
+    save_checkpoint(tmp_path / "ck", model, CharTokenizer("abcd"), {"step": 7, "data": {"kind": "random"}}, family_name="gpt")
     state_path = tmp_path / "ck" / "train_state.json"
     state = json.loads(state_path.read_text())
     assert state["step"] == 7 and "adam_step" not in state
@@ -170,3 +177,23 @@ def test_a_checkpoint_from_before_the_single_step_counter_still_resumes(tmp_path
     only_adam = {key: value for key, value in state.items() if key != "step"} | {"adam_step": 7}
     state_path.write_text(json.dumps(only_adam))  # and the loader reads adam_step where step is missing
     assert load_checkpoint(tmp_path / "ck", backend, with_optimizer=True)[0].params.step == 7
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda c: {**c, "family": "nope"}, "unknown model family 'nope'; the families are: gpt"),
+    (lambda c: {**c, "model": {k: v for k, v in c["model"].items() if k != "d_ff"}}, "has no d_ff"),
+    (lambda c: {**c, "model": {**c["model"], "dropout": 0.1}}, "'dropout', which a gpt model does not have"),
+    (lambda c: {**c, "model": {**c["model"], "d_model": "8"}}, "does not describe a gpt model"),
+    (lambda c: {**c, "model": {**c["model"], "head_dims": [3, 6]}}, "does not describe a gpt model"),
+    (lambda c: {**c, "model": {**c["model"], "vocab_size": 99}}, "vocab_size is 99, but its tokenizer has"),
+    (lambda c: {**c, "tokenizer": {"kind": "words"}}, "the tokenizer cannot be read"),
+    (lambda c: {**c, "tokenizer": {"kind": "char", "vocab": "aab"}}, "the tokenizer cannot be read"),
+    (lambda c: {**c, "model": [8, 2]}, "has no model"),
+    (lambda c: {k: v for k, v in c.items() if k != "tokenizer"}, "has no tokenizer"),
+])
+def test_a_format_2_config_that_is_wrong_is_one_clear_line(tmp_path, edit, expected):
+    save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
+    config = tmp_path / "ck" / "config.json"
+    config.write_text(json.dumps(edit(json.loads(config.read_text()))))
+    with pytest.raises(CheckpointError, match=re.escape(expected)):
+        load_checkpoint(tmp_path / "ck", get_backend("numpy"))

@@ -16,7 +16,7 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.checkpoint import load_checkpoint
 from microgpt.cli import main
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
@@ -66,7 +66,7 @@ def test_python_dash_m_runs_the_same_cli(workdir):
     [
         (lambda d: None, "missing.txt: no such file"),
         (lambda d: (d / "missing.txt").write_text(""), "is empty"),
-        (lambda d: (d / "missing.txt").write_text("short"), "has 5 characters, fewer than seq_len + 1 = 17"),
+        (lambda d: (d / "missing.txt").write_text("short"), "has 5 tokens, fewer than seq_len + 1 = 17"),
         (lambda d: (d / "missing.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00"), "looks binary"),
         (lambda d: (d / "missing.txt").write_bytes(b"na\xefve " * 20), "not UTF-8"),
     ],

@@ -27,8 +27,7 @@ import pytest
 
 from microgpt.backends import CHOICES, REGISTRY, backend_class, get_backend, resolve_auto
 from microgpt.backends.base import Backend, ReferenceAPI, contract_ops, reference_api_ops, training_ops
-from microgpt.config import ModelConfig
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 
 PLUMBING = ["zeros", "from_host", "to_host", "ids", "zero_", "sum_rows", "bmm"]
 WITH_REFERENCE_API = ("numpy", "cuda", "cublas")  # the backends that keep the reference's whole API
@@ -73,7 +72,7 @@ def test_a_backend_of_only_the_short_list_trains():
     methods = {name: delegate(name) for name in Backend.__abstractmethods__}
     Minimal = type("Minimal", (Backend,), {**methods, "name": "minimal", "dtype": numpy_backend.dtype})
     assert not issubclass(Minimal, ReferenceAPI)
-    config = ModelConfig(vocab_size=11, d_model=12, n_layers=2, head_dims=(2, 2, 8), d_ff=20, seq_len=6)
+    config = GPTConfig(vocab_size=11, d_model=12, n_layers=2, head_dims=(2, 2, 8), d_ff=20, seq_len=6)
     windows = np.random.default_rng(0).integers(0, 11, size=(3, 7))
     minimal_model, numpy_model = GPT(config, Minimal(), seed=3), GPT(config, numpy_backend, seed=3)
     for _ in range(3):

@@ -20,16 +20,15 @@ from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import HALVES_MIN_LEN
 from microgpt.backends.cpu_kernels.jit import first_private
 from microgpt.checkpoint import load_checkpoint, save_checkpoint
-from microgpt.config import ModelConfig
-from microgpt.data import CharTokenizer
 from microgpt.errors import ConfigError
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.sample import generate
 from microgpt.threads import available_cores, set_threads
+from microgpt.tokenizer import CharTokenizer
 
 VOCAB = "\n abcdefghijklmnopqrstuvwxyz.,;"
 # heads of 16 (the reference width), an odd one and a width-1 one; T not a multiple of the kernels' 16-key blocks
-CONFIG = ModelConfig(vocab_size=len(VOCAB), d_model=40, n_layers=2, head_dims=(16, 16, 7, 1), d_ff=72, seq_len=37)
+CONFIG = GPTConfig(vocab_size=len(VOCAB), d_model=40, n_layers=2, head_dims=(16, 16, 7, 1), d_ff=72, seq_len=37)
 
 
 def batches(count: int, batch: int = 3) -> list[np.ndarray]:
@@ -79,9 +78,9 @@ def test_checkpoint_trained_on_one_backend_loads_and_samples_on_the_other(tmp_pa
     model = GPT(CONFIG, get_backend(trained_on), seed=2)
     for windows in batches(3):
         model.train_step(windows, 1e-2)
-    save_checkpoint(tmp_path / "ck", model, VOCAB, {})
-    loaded, vocab, _ = load_checkpoint(tmp_path / "ck", get_backend(loaded_on), with_optimizer=True)
-    assert loaded.be.name == loaded_on and vocab == VOCAB
+    save_checkpoint(tmp_path / "ck", model, CharTokenizer(VOCAB), {}, family_name="gpt")
+    loaded, tokenizer, _ = load_checkpoint(tmp_path / "ck", get_backend(loaded_on), with_optimizer=True)
+    assert loaded.be.name == loaded_on and tokenizer.vocab == VOCAB
     rows = [0, 2, 3]  # weights, m and v; float32 on both backends, so the copy is exact
     np.testing.assert_array_equal(loaded.params.storage[rows], model.params.storage[rows])
     ids = batches(1)[0][:, :-1]
@@ -180,9 +179,9 @@ TRAIN_ONE_STEP = """
     import numpy as np
     from microgpt.backends import get_backend
     from microgpt.backends.cpu_kernels import jit
-    from microgpt.config import ModelConfig
-    from microgpt.model import GPT
-    model = GPT(ModelConfig(vocab_size=5, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4),
+    from microgpt.model.gpt import GPTConfig
+    from microgpt.model.gpt import GPT
+    model = GPT(GPTConfig(vocab_size=5, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4),
                 get_backend("cpu"))
     print(jit.CACHE_DIR, model.train_step(np.zeros((1, 5), dtype=np.int64), 1e-2))
     """

@@ -23,9 +23,9 @@ import pytest
 from attention_reference import attention_reference
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
-from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.rope import rope_tables
+from microgpt.tokenizer import CharTokenizer
 
 pytestmark = [
     pytest.mark.gpu,
@@ -430,10 +430,10 @@ def test_flash_attention_at_t_4096_agrees_with_the_materialised_path(cuda, rng):
 
 # ---- end to end ----------------------------------------------------------------------------
 
-E2E_CONFIG = ModelConfig(vocab_size=65, d_model=40, n_layers=2, head_dims=(8, 8, 24), d_ff=72, seq_len=33)
+E2E_CONFIG = GPTConfig(vocab_size=65, d_model=40, n_layers=2, head_dims=(8, 8, 24), d_ff=72, seq_len=33)
 
 
-def windows_for(config: ModelConfig, batch: int, seed: int) -> np.ndarray:
+def windows_for(config: GPTConfig, batch: int, seed: int) -> np.ndarray:
     """(batch, seq_len + 1) random token windows."""
     return np.random.default_rng(seed).integers(0, config.vocab_size, (batch, config.seq_len + 1))
 
@@ -477,7 +477,7 @@ def test_one_train_step_is_one_upload_and_one_download(cuda):
 @pytest.mark.slow
 @pytest.mark.parametrize("seq_len", [2048, 4096])
 def test_long_context_trains(cuda, seq_len):
-    config = ModelConfig(
+    config = GPTConfig(
         vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=128, seq_len=seq_len
     )
     model = GPT(config, cuda, seed=0)
@@ -492,9 +492,9 @@ def test_checkpoint_trained_on_cuda_loads_on_cpu(cuda, tmp_path):
     model = GPT(E2E_CONFIG, cuda, seed=5)
     for step in range(3):
         model.train_step(windows_for(E2E_CONFIG, 2, step), 1e-3)
-    save_checkpoint(tmp_path / "ckpt", model, vocab)
-    cpu_model, cpu_vocab, _ = load_checkpoint(tmp_path / "ckpt", NumpyBackend())
-    assert cpu_vocab == vocab
+    save_checkpoint(tmp_path / "ckpt", model, CharTokenizer(vocab), family_name="gpt")
+    cpu_model, cpu_tokenizer, _ = load_checkpoint(tmp_path / "ckpt", NumpyBackend())
+    assert cpu_tokenizer.vocab == vocab
     ids = windows_for(E2E_CONFIG, 2, 99)[:, :-1]
     gpu_logits = cuda.to_host(model.logits(ids))
     cpu_logits = cpu_model.logits(ids)

@@ -22,8 +22,7 @@ from microgpt.backends import get_backend
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.cuda import launch
 from microgpt.backends.numpy_backend import NumpyBackend
-from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 
 ROWS = [1, 7]
 COLS = [1, 33, 65, 300]  # not multiples of 32; 300 is wider than the largest block (256 threads)
@@ -306,7 +305,7 @@ def test_cublas_and_copies_run_on_the_current_stream(emulated):
     from cuda_emulator.fake_cupy import Stream
 
     be, cublas = emulated
-    config = ModelConfig(vocab_size=11, d_model=16, n_layers=1, head_dims=(8, 8), d_ff=24, seq_len=5)
+    config = GPTConfig(vocab_size=11, d_model=16, n_layers=1, head_dims=(8, 8), d_ff=24, seq_len=5)
     windows = np.random.default_rng(0).integers(0, 11, (2, config.seq_len + 1))
     losses = []
     for stream in (Stream(null=True), Stream(non_blocking=True)):

@@ -14,8 +14,7 @@ import pytest
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from cuda_emulator.launch import schedule
 from microgpt.backends.cuda import launch
-from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 
 ORDERS = (0, 1, 5, 11)  # ascending, descending, two seeded shuffles
 
@@ -65,7 +64,7 @@ def test_flash_attention_is_order_independent(emulated):
 def test_training_steps_are_order_independent(emulated, attention):
     be, _ = emulated
     be.attention = attention
-    config = ModelConfig(vocab_size=11, d_model=16, n_layers=1, head_dims=(4, 4, 8), d_ff=24, seq_len=9)
+    config = GPTConfig(vocab_size=11, d_model=16, n_layers=1, head_dims=(4, 4, 8), d_ff=24, seq_len=9)
     windows = np.random.default_rng(2).integers(0, 11, (3, 2, config.seq_len + 1))
 
     def run():

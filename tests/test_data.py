@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from microgpt.data import (
-    CharTokenizer,
     DataError,
     RandomBatches,
     SequentialBatches,
@@ -14,6 +13,7 @@ from microgpt.data import (
     read_corpus,
     split_validation,
 )
+from microgpt.tokenizer import CharTokenizer
 
 CAP = 1024**2  # a corpus cap far above these tests' files
 

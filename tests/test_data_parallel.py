@@ -14,13 +14,12 @@ import microgpt
 from microgpt import distributed
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.config import ModelConfig
 from microgpt.data import RandomBatches, SequentialBatches
 from microgpt.data_parallel import RankShare, micro_batch_size, train_step
 from microgpt.distributed import SingleProcess, launched_size
-from microgpt.errors import ConfigError
+from microgpt.errors import ConfigError, NonFiniteLoss
 from microgpt.launch import child_environment, dead_rank_line, without_procs
-from microgpt.model import GPT, NonFiniteLoss
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.optim import Optimizer
 
 TOKENS = np.arange(500, dtype=np.int32) % 13
@@ -28,7 +27,7 @@ TINY = {"d_model": 16, "heads": 2, "n_layers": 1, "d_ff": 32, "seq_len": 16, "ba
 
 
 def tiny_model() -> GPT:
-    return GPT(ModelConfig(vocab_size=13, d_model=16, n_layers=1, d_ff=32, seq_len=16), get_backend("numpy"), seed=3)
+    return GPT(GPTConfig(vocab_size=13, d_model=16, n_layers=1, d_ff=32, seq_len=16), get_backend("numpy"), seed=3)
 
 
 def test_one_process_step_is_exactly_the_models_train_step():
@@ -37,8 +36,8 @@ def test_one_process_step_is_exactly_the_models_train_step():
     batches = SequentialBatches(TOKENS, 16, 4)
     for _ in range(5):
         windows = batches.next()
-        assert train_step(parallel, windows, adam, SingleProcess())[:3] == (plain.train_step(windows, 1e-3), False,
-                                                                            False)
+        result = train_step(parallel, windows, adam, SingleProcess())
+        assert (result.loss, result.stop, result.save) == (plain.train_step(windows, 1e-3), False, False)
     assert np.array_equal(plain.params.storage, parallel.params.storage)  # bit for bit, moments included
 
 
@@ -47,8 +46,8 @@ def test_grad_accum_gives_the_mean_gradient_of_the_whole_batch():
     windows = SequentialBatches(TOKENS, 16, 8).next()
     whole.params.zero_grad()
     loss = whole.loss_and_backward(windows)
-    accumulated_loss, _, _, _ = train_step(accumulated, windows, Optimizer.reference(accumulated.params, 1e-3),
-                                        SingleProcess(), grad_accum=4)
+    accumulated_loss = train_step(accumulated, windows, Optimizer.reference(accumulated.params, 1e-3),
+                                  SingleProcess(), grad_accum=4).loss
     # The same float32 terms summed in another order: the loss agrees to ~1e-8 relative, each gradient element
     # to a few ulps of the largest gradient (0.4 here, so ~1e-7). 1e-6 leaves room for another BLAS; a wrong
     # scale (the sum of the 4 micro-batch gradients instead of their mean) is off by up to 3 x 0.4.

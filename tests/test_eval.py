@@ -11,17 +11,17 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.config import ModelConfig
-from microgpt.data import CharTokenizer, DataError
+from microgpt.data import DataError
 from microgpt.evaluate import evaluate
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.tokenizer import CharTokenizer
 
 VOCAB = "\n abcdefgh"
 TEXT = "abc def\nhag bad cafe\nbeef ghee\n" * 2  # 62 characters
 
 
 def tiny_model(backend_name="numpy"):
-    config = ModelConfig(vocab_size=len(VOCAB), d_model=8, head_dims=(3, 5), n_layers=2, d_ff=12, seq_len=6)
+    config = GPTConfig(vocab_size=len(VOCAB), d_model=8, head_dims=(3, 5), n_layers=2, d_ff=12, seq_len=6)
     return GPT(config, get_backend(backend_name), seed=5)
 
 
@@ -92,14 +92,14 @@ def test_max_positions_scores_only_the_first_positions():
 def test_a_text_without_one_full_window_is_refused():
     model = tiny_model()
     assert evaluate(model, CharTokenizer(VOCAB).encode("abcdefg")).positions == 1  # exactly seq_len + 1
-    with pytest.raises(DataError, match="6 characters, fewer than seq_len \\+ 1 = 7"):
+    with pytest.raises(DataError, match="6 tokens, fewer than seq_len \\+ 1 = 7"):
         evaluate(model, CharTokenizer(VOCAB).encode("abcdef"))
 
 
 @pytest.fixture
 def checkpoint(tmp_path):
     model = tiny_model()
-    save_checkpoint(tmp_path / "ck", model, VOCAB)
+    save_checkpoint(tmp_path / "ck", model, CharTokenizer(VOCAB), family_name="gpt")
     (tmp_path / "held_out.txt").write_text(TEXT, encoding="utf-8")
     return model, str(tmp_path / "ck"), str(tmp_path / "held_out.txt")
 
@@ -111,8 +111,10 @@ def test_cli_eval_json_is_one_parsable_line_with_the_figures(checkpoint, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
     report = json.loads(lines[0])
-    assert set(report) == {"model", "file", "positions", "stride", "nll", "perplexity", "bits_per_char", "seconds"}
-    assert (report["model"], report["file"], report["positions"]) == (ck, text_file, 20)
+    assert set(report) == {"model", "file", "positions", "characters", "stride", "nll", "perplexity", "bits_per_char",
+                           "seconds"}
+    assert (report["model"], report["file"], report["positions"], report["characters"]) == (ck, text_file, 20, 20)
+    assert report["bits_per_char"] == pytest.approx(report["nll"] / math.log(2), rel=1e-12)  # a token is a character
     assert report["nll"] == pytest.approx(slow_nll(model, CharTokenizer(VOCAB).encode(TEXT), 20), rel=1e-5)
     assert report["perplexity"] == pytest.approx(math.exp(report["nll"]))
     assert report["bits_per_char"] == pytest.approx(report["nll"] / math.log(2))
@@ -123,13 +125,13 @@ def test_cli_eval_prints_a_readable_summary(checkpoint, capsys):
     _, ck, text_file = checkpoint
     assert main(["eval", ck, text_file, "--backend", "numpy"]) == 0
     out = capsys.readouterr().out
-    for label in ("scored:          56 characters", "NLL:", "perplexity:", "bits per char:", "time:"):
+    for label in ("scored:          56 tokens (56 characters)", "NLL:", "perplexity:", "bits per char:", "time:"):
         assert label in out
 
 
 @pytest.mark.parametrize("content, message", [
     ("abc def\nhag bQd\n", "has the character 'Q' (U+0051) at offset 13 (line 2), which is not in the model's vocabulary"),
-    ("abcdef", "has 6 characters, fewer than seq_len + 1 = 7"),
+    ("abcdef", "has 6 tokens, fewer than seq_len + 1 = 7"),
 ])
 def test_cli_eval_unusable_text_is_one_clear_line(checkpoint, tmp_path, capsys, content, message):
     _, ck, _ = checkpoint

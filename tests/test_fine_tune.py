@@ -14,7 +14,7 @@ from microgpt.backends import get_backend
 from microgpt.checkpoint import load_checkpoint
 from microgpt.cli import main
 from microgpt.config import TrainConfig
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT
 from microgpt.optim import learning_rate
 
 OLD = "the cat sat on the mat. " * 40
@@ -33,8 +33,8 @@ def workdir(tmp_path, monkeypatch):
 
 
 def weights(path):
-    model, vocab, info = load_checkpoint(path, get_backend("numpy"), with_optimizer=True)
-    return model, vocab, info
+    model, tokenizer, info = load_checkpoint(path, get_backend("numpy"), with_optimizer=True)
+    return model, tokenizer.vocab, info
 
 
 def test_fine_tuning_starts_from_the_weights_at_step_0_and_leaves_the_source(workdir, capsys):
@@ -45,7 +45,7 @@ def test_fine_tuning_starts_from_the_weights_at_step_0_and_leaves_the_source(wor
                  *[a for a in TINY if a != "--quiet"]]) == 0
     out = capsys.readouterr().out
     added = "".join(sorted(set(NEW) - set(OLD)))
-    assert "note: fine-tuning base (step 30)" in out and f"{len(added)} new characters ({added!r})" in out
+    assert "note: fine-tuning base (step 30)" in out and f"{len(added)} new tokens ({added!r})" in out
     _tuned, vocab, info = weights(workdir / "tuned")
     assert vocab == base_vocab + added  # the old ids keep their characters; the new come after
     state = info["train_state"]

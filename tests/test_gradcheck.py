@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig
 from microgpt.model.attention import Attention
-from microgpt.model.gpt import GPT, Block
+from microgpt.model.gpt import GPTConfig
+from microgpt.model.gpt.model import GPT, Block
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters
 from microgpt.model.rope import RopeTables, rope_tables
@@ -270,7 +270,7 @@ def test_attention_backward(be, layout, batch, seq_len):
     )
 
 
-def block_specs(name: str, config: ModelConfig):
+def block_specs(name: str, config: GPTConfig):
     d = config.d_model
     return (
         layer_norm_specs(f"{name}.ln1", d)
@@ -282,7 +282,7 @@ def block_specs(name: str, config: ModelConfig):
 
 @pytest.mark.parametrize("head_dims", [(1, 3, 2, 2), (4, 4)])
 def test_block_backward(be, head_dims):
-    config = ModelConfig(vocab_size=7, d_model=8, n_layers=1, head_dims=head_dims, d_ff=5, seq_len=6)
+    config = GPTConfig(vocab_size=7, d_model=8, n_layers=1, head_dims=head_dims, d_ff=5, seq_len=6)
     batch, seq_len = 2, 4  # shorter than config.seq_len: the RoPE tables are sliced
     params = make_params(be, block_specs("blk", config), seed=22)
     block = Block(be, params, "blk", config, RopeTables(be, config.seq_len))
@@ -329,7 +329,7 @@ def test_layer_parameter_gradients_accumulate(be, make):
 
 
 def tiny_gpt(be, head_dims, seed: int) -> GPT:
-    config = ModelConfig(vocab_size=7, d_model=8, n_layers=2, head_dims=head_dims, d_ff=5, seq_len=6)
+    config = GPTConfig(vocab_size=7, d_model=8, n_layers=2, head_dims=head_dims, d_ff=5, seq_len=6)
     model = GPT(config, be, seed=seed)
     rng = np.random.default_rng(seed + 1)
     model.params.data[0][:] += rng.normal(scale=0.3, size=model.n_params)  # gammas off 1, biases off 0

@@ -32,16 +32,18 @@ def test_nothing_below_the_cli_imports_it():
         assert not {m for m in imports_of(path) if m.startswith("microgpt.cli")}, f"{relative} imports the CLI"
 
 
-def test_the_model_imports_only_backends_config_and_itself():
-    allowed = ("microgpt.backends", "microgpt.config", "microgpt.checks", "microgpt.model")
+def test_the_model_imports_only_backends_the_ground_and_itself():
+    allowed = ("microgpt.backends", "microgpt.config", "microgpt.checks", "microgpt.errors", "microgpt.registry",
+               "microgpt.model")
     for name, imported in modules_under("model").items():
         bad = {m for m in imported if not m.startswith(allowed)}
         assert not bad, f"{name} imports {sorted(bad)}"
 
 
 def test_a_backend_never_imports_the_model_or_the_library():
-    # the ground the backends stand on: the settings' errors and checks, and the one thread knob
-    allowed = ("microgpt.backends", "microgpt.config", "microgpt.checks", "microgpt.threads")
+    # the ground the backends stand on: the errors and checks, the registry of names, and the one thread knob
+    allowed = ("microgpt.backends", "microgpt.config", "microgpt.checks", "microgpt.threads", "microgpt.registry",
+               "microgpt.errors")
     for name, imported in modules_under("backends").items():
         bad = {m for m in imported if not m.startswith(allowed)}
         assert not bad, f"{name} imports {sorted(bad)}"
@@ -54,18 +56,52 @@ def test_the_train_command_leaves_the_run_to_the_library():
         assert library_part not in imported, f"cli/train.py imports {library_part}; that work belongs in run.py"
 
 
-GROUND = ("errors.py", "checks.py", "config.py", "presets.py", "data.py", "threads.py", "machine.py", "run_files.py")
-# What the ground may still reach above itself, named so it shrinks: checks.py reads the backend registry's names
-# and the presets for the --backend and --preset choices (lazily, at first use).
-GROUND_REACHES_UP = {"checks.py": {"microgpt.backends", "microgpt.presets"}}
+GROUND = ("errors.py", "checks.py", "config.py", "presets.py", "data.py", "threads.py", "machine.py", "run_files.py",
+          "registry.py", *(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "tokenizer").glob("*.py")))
+
+
+def module_name(relative: str) -> str:
+    return "microgpt." + relative.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
 def test_the_ground_imports_nothing_above_it():
-    ground_modules = {f"microgpt.{name.removesuffix('.py')}" for name in GROUND}
+    ground_modules = {module_name(name) for name in GROUND}
     for name in GROUND:
-        imported = imports_of(PACKAGE / name)
-        above = imported - ground_modules - GROUND_REACHES_UP.get(name, set())
+        above = imports_of(PACKAGE / name) - ground_modules
         assert not above, f"{name} imports {sorted(above)}, above the ground"
+
+
+LAYERS_BELOW_THE_LIBRARY = ("cli", "model", "backends")
+# What the library may import from backends/: the registry, the contract and the reference's constants.
+BACKEND_FACES = {"microgpt.backends", "microgpt.backends.base", "microgpt.backends.constants"}
+
+
+def library_modules() -> dict[str, set[str]]:
+    return {str(p.relative_to(PACKAGE)): imports_of(p) for p in PACKAGE.rglob("*.py")
+            if p.relative_to(PACKAGE).parts[0] not in LAYERS_BELOW_THE_LIBRARY and str(p.relative_to(PACKAGE)) not in GROUND}
+
+
+def test_the_library_imports_no_concrete_backend_or_family():
+    modules = library_modules()
+    assert {"run.py", "trainer.py", "checkpoint.py", "memory.py", "sample.py", "evaluate.py"} <= set(modules)
+    for name, imported in modules.items():
+        backends = {m for m in imported if m.startswith("microgpt.backends")} - BACKEND_FACES
+        assert not backends, f"{name} imports the concrete backend {sorted(backends)}"
+        families = {m for m in imported if m.startswith("microgpt.model.") and m.count(".") >= 2
+                    and m.split(".")[2] not in SHARED_MODEL_MODULES}
+        assert not families, f"{name} imports the family {sorted(families)}; go through model/family.py"
+
+
+SHARED_MODEL_MODULES = {"family", "params", "shards", "decode", "layers", "attention", "rope", "kv_cache"}
+
+
+def test_nothing_imports_gpt_but_its_own_modules():
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[:2] == ("model", "gpt"):
+            continue
+        bad = {m for m in imports_of(path) if m.startswith("microgpt.model.gpt")}
+        assert not bad, f"{relative} imports {sorted(bad)}; only the registry names the gpt family"
 
 
 def test_the_errors_a_user_can_cause_import_nothing():

@@ -20,14 +20,24 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.checks import format_bytes, parse_size
-from microgpt.config import ModelConfig
 from microgpt.errors import ConfigError
 from microgpt.memory import check_memory, estimate_training_bytes, memory_parts
-from microgpt.model import GPT, shard_count
+from microgpt.model import gpt
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.threads import available_cores
 
+NUMPY = get_backend("numpy", dtype=np.float32)
 
-def measured_peak(config: ModelConfig, batch_size: int, backend: str = "numpy", **options) -> int:
+
+class StreamsOf:
+    """A float32 NumPy backend that claims `streams` streams: what the estimate asks of a splitting backend."""
+
+    def __init__(self, streams: int):
+        self.streams, self.dtype = streams, np.float32
+        self.attention_memory = NUMPY.attention_memory
+
+
+def measured_peak(config: GPTConfig, batch_size: int, backend: str = "numpy", **options) -> int:
     windows = np.random.default_rng(0).integers(0, config.vocab_size, (batch_size, config.seq_len + 1))
     ready = get_backend(backend, **options)  # made before tracing: loading the cpu kernels is not the step
     tracemalloc.start()
@@ -42,13 +52,13 @@ def measured_peak(config: ModelConfig, batch_size: int, backend: str = "numpy", 
 
 
 @pytest.mark.parametrize("config, batch_size", [
-    (ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128), 2),
-    (ModelConfig(vocab_size=65, d_model=32, n_layers=1, head_dims=(8,) * 4, d_ff=128, seq_len=64), 4),
-    (ModelConfig(vocab_size=65, d_model=31, n_layers=2, head_dims=(1, 2, 4, 8, 16), d_ff=124, seq_len=64), 4),
-    (ModelConfig(vocab_size=300, d_model=32, n_layers=1, head_dims=(32,), d_ff=64, seq_len=64), 4),
+    (GPTConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128), 2),
+    (GPTConfig(vocab_size=65, d_model=32, n_layers=1, head_dims=(8,) * 4, d_ff=128, seq_len=64), 4),
+    (GPTConfig(vocab_size=65, d_model=31, n_layers=2, head_dims=(1, 2, 4, 8, 16), d_ff=124, seq_len=64), 4),
+    (GPTConfig(vocab_size=300, d_model=32, n_layers=1, head_dims=(32,), d_ff=64, seq_len=64), 4),
 ])
 def test_the_estimate_is_within_15_percent_of_the_numpy_peak(config, batch_size):
-    ratio = estimate_training_bytes(config, batch_size) / measured_peak(config, batch_size)
+    ratio = estimate_training_bytes(gpt, config, batch_size, NUMPY) / measured_peak(config, batch_size)
     assert 0.85 < ratio < 1.15, ratio
 
 
@@ -58,30 +68,32 @@ def test_the_estimate_covers_a_batch_split_over_threads():
     # gradient buffer (NumPy reports allocations from every thread to tracemalloc). For this shape the
     # estimate measured 0.97 of the real peak with the shards' buffers counted and 0.84 without them, so
     # the bound of 0.9 fails an estimate that forgets them.
-    config = ModelConfig(vocab_size=65, d_model=128, n_layers=2, head_dims=(32,) * 4, d_ff=512, seq_len=64)
+    config = GPTConfig(vocab_size=65, d_model=128, n_layers=2, head_dims=(32,) * 4, d_ff=512, seq_len=64)
     backend = get_backend("cpu", threads=2)
-    estimate = estimate_training_bytes(config, 8, shards=shard_count(backend, 8))
+    estimate = estimate_training_bytes(gpt, config, 8, backend)
     ratio = estimate / measured_peak(config, 8, "cpu", threads=2)
     assert 0.9 < ratio < 1.25, ratio
 
 
 def test_the_parts_scale_as_they_should():
-    config = ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128)
-    one, eight = memory_parts(config, 1), memory_parts(config, 8)
-    assert one["state"] == eight["state"] == 4 * 4 * sum(p.size for p in GPT(config, get_backend("numpy")).params.specs.values())
+    config = GPTConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128)
+    one, eight = memory_parts(gpt, config, 1, NUMPY), memory_parts(gpt, config, 8, NUMPY)
+    assert one["state"] == eight["state"] == 4 * 4 * sum(p.size for p in GPT(config, NUMPY).params.specs.values())
     assert eight["activations"] == 8 * one["activations"]  # every saved tensor has a batch dimension
-    assert estimate_training_bytes(config, 8, dtype_bytes=8) == 2 * estimate_training_bytes(config, 8)
+    double = get_backend("numpy", dtype=np.float64)
+    assert estimate_training_bytes(gpt, config, 8, double) == 2 * estimate_training_bytes(gpt, config, 8, NUMPY)
     assert one["shard_gradients"] == 0
-    assert memory_parts(config, 8, shards=2)["shard_gradients"] == one["state"] // 2  # two gradient buffers
-    assert memory_parts(config, 8, shards=1) == eight
+    split = StreamsOf(2)
+    assert memory_parts(gpt, config, 8, split)["shard_gradients"] == one["state"] // 2  # two gradient buffers
+    assert memory_parts(gpt, config, 1, split) == one  # one sequence is never split
 
 
 def test_over_the_cap_is_an_error_that_says_how_much_and_how_to_fit():
-    config = ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=1024)
-    needed = estimate_training_bytes(config, 16)
-    check_memory(config, 16, 4, needed)  # exactly at the cap is fine
+    config = GPTConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=1024)
+    needed = estimate_training_bytes(gpt, config, 16, NUMPY)
+    check_memory(gpt, config, 16, NUMPY, needed)  # exactly at the cap is fine
     with pytest.raises(ConfigError) as error:
-        check_memory(config, 16, 4, 256 * 1024**2, "spec d4x16n2")
+        check_memory(gpt, config, 16, NUMPY, 256 * 1024**2, "spec d4x16n2")
     message = str(error.value)
     for part in ("spec d4x16n2", format_bytes(needed), "--max-memory is 256.0 MiB", "--batch-size (now 16)",
                  "--seq-len (now 1024)", "raise --max-memory"):

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from microgpt.all_settings import known_settings
 from microgpt.errors import ConfigError
-from microgpt.named_runs import KEYS, load_run
+from microgpt.named_runs import load_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "configs.yaml"
 
@@ -21,7 +22,7 @@ def write(tmp_path, text: str) -> Path:
 def test_defaults_are_merged_under_each_run(tmp_path):
     path = write(tmp_path, "defaults: {steps: 100, lr: 0.01}\nruns:\n  a: {steps: 5, heads: [2, 6]}\n  b:\n")
     a = load_run(path, "a")
-    assert a.values == {"steps": 5, "lr": 0.01, "heads": "2,6"}
+    assert a.values == {"steps": 5, "lr": 0.01, "heads": (2, 6)}  # a list is widths
     assert a.id == "a" and "run a" in a.origin and str(path) in a.origin
     assert load_run(path, "b").values == {"steps": 100, "lr": 0.01}
 
@@ -48,7 +49,7 @@ def test_an_unknown_setting_is_named_with_the_allowed_ones(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_run(path, "a")
     message = str(error.value)
-    assert "'d_modle'" in message and "run a" in message and all(key in message for key in KEYS)
+    assert "'d_modle'" in message and "run a" in message and all(key in message for key in known_settings())
 
 
 @pytest.mark.parametrize("setting, expected", [
@@ -92,7 +93,7 @@ def test_a_missing_file(tmp_path):
 def test_the_example_file_has_the_documented_runs():
     runs = {run_id: load_run(EXAMPLE, run_id).values for run_id in ("small", "wide", "exponential", "prime")}
     assert runs["exponential"]["heads"] == "exponential"
-    assert runs["prime"]["heads"] == "2,3,5,7,11,13,23"
+    assert runs["prime"]["heads"] == (2, 3, 5, 7, 11, 13, 23)
     assert runs["wide"]["lr"] == 2e-4 and runs["small"]["lr"] == 3e-4  # a run's own setting beats the defaults
 
 

@@ -14,12 +14,13 @@ import microgpt
 from microgpt.backends import get_backend
 from microgpt.backends.base import Backend
 from microgpt.cli import main
-from microgpt.config import ModelConfig, TrainConfig
-from microgpt.data import CharTokenizer, SequentialBatches
+from microgpt.config import TrainConfig
+from microgpt.data import SequentialBatches
 from microgpt.errors import ConfigError
-from microgpt.model import GPT
-from microgpt.optim import Optimizer, decay_mask, decays, grad_norm, learning_rate
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.optim import Optimizer, grad_norm, learning_rate
 from microgpt.settings import Settings
+from microgpt.tokenizer import CharTokenizer
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 40
 SHAPE = {"d_model": 16, "heads": "2", "n_layers": 1, "d_ff": 32, "seq_len": 16}
@@ -28,7 +29,7 @@ TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "-
 
 def tiny_model(dtype=np.float32, seed: int = 0) -> tuple[GPT, SequentialBatches]:
     tok = CharTokenizer.from_text(TEXT)
-    config = ModelConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=16)
+    config = GPTConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=16)
     return GPT(config, get_backend("numpy", dtype=dtype), seed=seed), SequentialBatches(tok.encode(TEXT), 16, 4)
 
 
@@ -80,12 +81,13 @@ def test_grad_norm_is_the_global_l2_norm_and_clipping_scales_to_it():
     np.testing.assert_allclose(model.params.to_host()["head.w"], twin.params.to_host()["head.w"], rtol=1e-13)
 
 
-def test_decay_mask_covers_exactly_the_weight_matrices():
+def test_gpt_decays_exactly_its_weight_matrices_and_trains_everything():
     model, _ = tiny_model()
-    mask = model.params.to_host(decay_mask(model.params))
+    mask = model.params.to_host(model.params.mask("decay"))
+    # the linear layers' weights (attention, feed-forward, head); not the embedding, LayerNorm or biases
     assert {name for name, m in mask.items() if np.all(m == 1)} == {n for n in mask if n.endswith(".w")}
     assert {name for name, m in mask.items() if np.all(m == 0)} == {n for n in mask if not n.endswith(".w")}
-    assert not decays("tok_emb") and not decays("final_norm.gamma") and not decays("head.b") and decays("head.w")
+    assert model.params.all_trainable and model.params.trainable_runs() == [(0, model.params.total)]
 
 
 def test_backend_default_adamw_matches_the_numpy_backend():
@@ -197,3 +199,25 @@ def test_resume_mid_schedule_is_bit_identical(tmp_path, monkeypatch, capsys, sto
     assert main(["train", "--resume", "two", "--steps", "120", "--lr-schedule", "constant", "--gen", "0",
                  "--quiet"]) == 0
     assert "note: --lr-schedule constant overrides the checkpoint's cosine" in capsys.readouterr().out
+
+
+def test_a_frozen_parameter_never_moves_and_does_not_count_in_the_clipping_norm(backend_name):
+    from microgpt.model.params import Parameters, ParamSpec
+
+    be = get_backend(backend_name)
+    specs = [ParamSpec("a", (3, 5), 0.5, decay=True), ParamSpec("frozen", (7,), 0.5, decay=True, trainable=False),
+             ParamSpec("c", (4,), 0.5)]
+    params = Parameters(be, specs)
+    params.initialize(0)
+    before = params.to_host()
+    optimizer = Optimizer(params, TrainConfig(steps=10, warmup=0, grad_clip=0.1, weight_decay=0.5))
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        grads = {spec.name: rng.normal(size=spec.shape) for spec in specs}
+        params.from_host(grads, params.grad)
+        norm = optimizer.step().grad_norm
+        trainable = np.concatenate([grads["a"].ravel(), grads["c"].ravel()])
+        assert norm == pytest.approx(np.linalg.norm(trainable), rel=1e-5)  # float32 sums of 19 squares
+    after = params.to_host()
+    np.testing.assert_array_equal(after["frozen"], before["frozen"])  # bit for bit: no decay, no update
+    assert not np.allclose(after["a"], before["a"]) and not np.allclose(after["c"], before["c"])

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig
-from microgpt.model import param_specs
+from microgpt.model.gpt import GPTConfig, param_specs
 from microgpt.model.params import Parameters
 
 
 def test_writes_through_every_value_and_gradient_land_in_the_flat_buffers():
-    config = ModelConfig(vocab_size=5, d_model=6, n_layers=1, head_dims=(2, 4), d_ff=7, seq_len=4)
+    config = GPTConfig(vocab_size=5, d_model=6, n_layers=1, head_dims=(2, 4), d_ff=7, seq_len=4)
     params = Parameters(get_backend("numpy"), param_specs(config))
     for i, name in enumerate(params.specs):
         params.value[name][...] = i + 1

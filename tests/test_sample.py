@@ -8,12 +8,13 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.config import ModelConfig
-from microgpt.data import CharTokenizer, DataError
+from microgpt.data import DataError
 from microgpt.errors import ConfigError
-from microgpt.model import GPT
-from microgpt.model.decode import Decoder
+from microgpt.model.decode import Rerun
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.gpt.decode import Decoder
 from microgpt.sample import choose_token, generate, next_logits
+from microgpt.tokenizer import CharTokenizer
 
 VOCAB = "\n abcdefgh"
 TOKENIZER = CharTokenizer(VOCAB)
@@ -22,7 +23,7 @@ LOGITS_ATOL = 1e-4  # float32: cached and full-forward logits differ only by sum
 
 def tiny_model(backend_name="numpy", seed=3, **shape):
     """2 layers, two head groups of unequal widths (3 and 5), seq_len 6."""
-    config = ModelConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
+    config = GPTConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
                                                     "seq_len": 6, **shape})
     return GPT(config, get_backend(backend_name), seed=seed)
 
@@ -75,10 +76,10 @@ SHAPES = [{}, {"n_layers": 1, "head_dims": (4, 4)}, {"n_layers": 3, "head_dims":
 def test_cached_logits_match_full_forwards_while_the_context_fits(backend_name, shape):
     model = tiny_model(backend_name, **shape)
     context = list(TOKENIZER.encode("ab"))
-    decoder = Decoder(model)
+    decoder, rerun = Decoder(model), Rerun(model)
     while len(context) <= model.config.seq_len:
-        cached = next_logits(model, context, decoder)
-        full = next_logits(model, context, None)
+        cached = next_logits(context, decoder)
+        full = next_logits(context, rerun)
         np.testing.assert_allclose(cached, full, rtol=0, atol=LOGITS_ATOL)
         context.append(int(np.argmax(full)))
 
@@ -129,7 +130,7 @@ def test_the_cache_slides_past_seq_len_as_sliding_window_attention(backend_name,
     first = max(0, len(context) - model.config.seq_len)  # a long prompt is cropped to its last seq_len tokens
     decoder = Decoder(model)
     for _ in range(20):  # the context grows to over four times seq_len
-        cached = next_logits(model, context, decoder)
+        cached = next_logits(context, decoder)
         reference = sliding_window_logits(model, np.array(context[first:]))[-1]
         np.testing.assert_allclose(cached, reference, rtol=0, atol=LOGITS_ATOL)
         context.append(int(np.argmax(cached)))
@@ -194,7 +195,7 @@ def test_sampling_twenty_times_seq_len_keeps_the_rope_tables_bounded_and_the_log
     context = list(TOKENIZER.encode("ab"))
     decoder = Decoder(model)
     for _ in range(20 * seq_len):
-        cached = next_logits(model, context, decoder)
+        cached = next_logits(context, decoder)
         context.append(int(np.argmax(cached)))
     assert decoder.position == len(context) - 1 == 20 * seq_len + 1
     reference = sliding_window_logits(model, np.array(context[:-1]))[-1]
@@ -242,7 +243,7 @@ def test_a_prompt_character_outside_the_vocabulary_is_named():
 
 def test_cli_sample_streams_the_prompt_and_its_continuation(tmp_path, capsys):
     model = tiny_model(n_layers=1)  # one layer: --no-cache gives the same text past seq_len
-    save_checkpoint(tmp_path / "ck", model, VOCAB)
+    save_checkpoint(tmp_path / "ck", model, CharTokenizer(VOCAB), family_name="gpt")
     expected = "ab " + generate(model, TOKENIZER, "ab ", 12, temperature=0) + "\n"
     base = ["sample", str(tmp_path / "ck"), "--prompt", "ab ", "--tokens", "12", "--backend", "numpy"]
     for extra in (["--temperature", "0"], ["--temperature", "0", "--no-cache"], ["--top-k", "1", "--seed", "3"]):
@@ -254,7 +255,7 @@ def test_cli_sample_streams_the_prompt_and_its_continuation(tmp_path, capsys):
 
 
 def test_cli_sample_rejects_a_bad_prompt_and_bad_flags_without_a_traceback(tmp_path, capsys):
-    save_checkpoint(tmp_path / "ck", tiny_model(), VOCAB)
+    save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
     assert main(["sample", str(tmp_path / "ck"), "--prompt", "aXb", "--backend", "numpy"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from microgpt.config import ModelConfig, RunConfig, TrainConfig
+from microgpt.config import RunConfig, TrainConfig
 from microgpt.errors import ConfigError
+from microgpt.model.gpt import GPTConfig
 from microgpt.named_runs import NamedRun
 from microgpt.settings import Settings
 
@@ -15,8 +16,8 @@ def test_nothing_given_is_the_declared_defaults():
     settings = Settings()
     assert settings.train_config() == TrainConfig()
     assert RunConfig(**{key: settings.value(key) for key in ("backend", "max_memory", "gen", "file", "model")}) == RunConfig()
-    assert settings.model_config(vocab_size=50) == ModelConfig(vocab_size=50)
-    default = ModelConfig(vocab_size=50)
+    assert settings.model_config(vocab_size=50) == GPTConfig(vocab_size=50)
+    default = GPTConfig(vocab_size=50)
     assert default.head_dims == (default.d_model // 4,) * 4  # 4 equal heads of the default width
 
 

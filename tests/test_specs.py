@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from microgpt.errors import ConfigError
-from microgpt.specs import format_spec, parse_spec, parse_spec_list
+from microgpt.model.gpt.specs import format_spec, parse_spec, parse_spec_list
 
 
 @pytest.mark.parametrize("text, head_dims, n_layers", [
@@ -21,10 +21,16 @@ def test_head_forms(text, head_dims, n_layers):
 
 
 def test_d_ff_is_the_specs_else_the_given_default_else_four_times_d_model():
-    assert parse_spec("d1+2+4+8+16+32n2").model_config(65, 32).d_ff == 4 * 63
-    assert parse_spec("d4x16n2").model_config(65, 32, d_ff=100).d_ff == 100
-    config = parse_spec("d4x16n2ff128").model_config(65, 32, d_ff=100)
-    assert (config.d_ff, config.d_model, config.head_dims, config.seq_len, config.vocab_size) == (128, 64, (16,) * 4, 32, 65)
+    assert parse_spec("d1+2+4+8+16+32n2").settings()["d_ff"] == 4 * 63
+    assert parse_spec("d4x16n2").settings(d_ff=100)["d_ff"] == 100
+    assert parse_spec("d4x16n2ff128").settings(d_ff=100) == {"heads": (16,) * 4, "n_layers": 2, "d_ff": 128}
+
+
+def test_a_spec_builds_its_config_through_the_settings():
+    from microgpt.settings import Settings
+
+    config = Settings(parse_spec("d64n2").settings()).model_config(65)  # one head of 64, not 64 heads
+    assert (config.head_dims, config.d_model, config.n_layers, config.d_ff, config.vocab_size) == ((64,), 64, 2, 256, 65)
 
 
 @pytest.mark.parametrize("text", ["", "64n2", "d64", "dn2", "d4x16x2n2", "d64n2ff", "d+4n2", "d4+n2", "d64n2 x",
@@ -59,5 +65,5 @@ def test_spec_lists():
 ])
 def test_format_spec_writes_the_shortest_spec_and_reads_back(head_dims, n_layers, d_ff, text):
     assert format_spec(head_dims, n_layers, d_ff) == text
-    config = parse_spec(text).model_config(10, 8)
-    assert (config.head_dims, config.n_layers, config.d_ff) == (head_dims, n_layers, d_ff)
+    spec = parse_spec(text)
+    assert (spec.head_dims, spec.n_layers, spec.settings()["d_ff"]) == (head_dims, n_layers, d_ff)

@@ -20,12 +20,11 @@ from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import CHUNKED_SIZE
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
-from microgpt.config import ModelConfig
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.threads import available_cores, set_threads
 
 # unequal heads, T not a multiple of 16; B=5 splits unevenly into 2+2+1 or 3+2
-CONFIG = ModelConfig(vocab_size=29, d_model=24, n_layers=2, head_dims=(8, 8, 5, 3), d_ff=40, seq_len=19)
+CONFIG = GPTConfig(vocab_size=29, d_model=24, n_layers=2, head_dims=(8, 8, 5, 3), d_ff=40, seq_len=19)
 two_cores = pytest.mark.skipif(available_cores() < 2, reason="needs two cores to run two streams")
 
 
@@ -98,7 +97,7 @@ def test_cpu_streams_match_the_reference_in_float64():
     np.testing.assert_allclose(split_grad, one_grad, rtol=0, atol=1e-12 * np.abs(one_grad).max())
 
 
-LONG = ModelConfig(vocab_size=29, d_model=64, n_layers=2, head_dims=(16, 16, 16, 16), d_ff=160, seq_len=70)
+LONG = GPTConfig(vocab_size=29, d_model=64, n_layers=2, head_dims=(16, 16, 16, 16), d_ff=160, seq_len=70)
 
 
 @two_cores

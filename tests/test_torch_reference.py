@@ -27,13 +27,14 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig, TrainConfig
-from microgpt.model.gpt import GPT
+from microgpt.config import TrainConfig
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.optim import Optimizer, learning_rate
 
 torch = pytest.importorskip("torch", reason="torch is not installed; the PyTorch cross-check needs it")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from microgpt.checkpoint import load_checkpoint, save_checkpoint
+from microgpt.tokenizer import CharTokenizer
 from torch_gpt import (  # after the path above
     TorchGPT,
     load_from_microgpt,
@@ -48,16 +49,16 @@ RTOL, ATOL = 1e-10, 1e-12
 # The default shape (small), unequal widths with an odd one (RoPE's untouched last
 # column) and a width-1 head, and one layer of a single head.
 CONFIGS = [
-    ModelConfig(vocab_size=65, d_model=32, n_layers=2, head_dims=(8, 8, 8, 8), d_ff=64, seq_len=16),
-    ModelConfig(vocab_size=40, d_model=24, n_layers=2, head_dims=(1, 7, 8, 8), d_ff=48, seq_len=12),
-    ModelConfig(vocab_size=11, d_model=6, n_layers=1, head_dims=(6,), d_ff=10, seq_len=5),
+    GPTConfig(vocab_size=65, d_model=32, n_layers=2, head_dims=(8, 8, 8, 8), d_ff=64, seq_len=16),
+    GPTConfig(vocab_size=40, d_model=24, n_layers=2, head_dims=(1, 7, 8, 8), d_ff=48, seq_len=12),
+    GPTConfig(vocab_size=11, d_model=6, n_layers=1, head_dims=(6,), d_ff=10, seq_len=5),
 ]
 
 
 BACKENDS = ["numpy", "cpu"]
 
 
-def make_pair(config: ModelConfig, backend: str) -> tuple[GPT, TorchGPT]:
+def make_pair(config: GPTConfig, backend: str) -> tuple[GPT, TorchGPT]:
     ours = GPT(config, get_backend(backend, dtype=np.float64), seed=3)
     theirs = TorchGPT(
         config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff, config.seq_len
@@ -66,7 +67,7 @@ def make_pair(config: ModelConfig, backend: str) -> tuple[GPT, TorchGPT]:
     return ours, theirs
 
 
-def windows_for(config: ModelConfig, batch: int) -> np.ndarray:
+def windows_for(config: GPTConfig, batch: int) -> np.ndarray:
     rng = np.random.default_rng(7)
     return rng.integers(0, config.vocab_size, size=(batch, config.seq_len + 1))  # (B, T+1)
 
@@ -115,7 +116,7 @@ def test_adam_trajectory_agrees_and_survives_save_reload_continue(tmp_path, back
     batches = [rng.integers(0, config.vocab_size, size=(2, config.seq_len + 1)) for _ in range(10)]
     expected = [train_step(theirs, optimizer, torch.from_numpy(b)) for b in batches]
     first = [ours.train_step(b, 1e-2) for b in batches[:5]]
-    save_checkpoint(tmp_path / "ck", ours, "".join(chr(65 + i) for i in range(config.vocab_size)), {})
+    save_checkpoint(tmp_path / "ck", ours, CharTokenizer("".join(chr(65 + i) for i in range(config.vocab_size))), {}, family_name="gpt")
     # The checkpoint holds float32 weights and moments, so the reloaded float64 run continues from
     # rounded values: its losses move by ~1e-7 relative, far below the 1e-3 of a lost Adam state.
     reloaded, _, _ = load_checkpoint(tmp_path / "ck", get_backend(backend, dtype=np.float64), with_optimizer=True)

@@ -44,14 +44,15 @@ def error_line(capsys) -> str:
 def test_a_named_run_trains_with_its_settings_and_logs_a_result(workdir):
     assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "odd", "--quiet", "--backend", "numpy"]) == 0
     config = json.loads((workdir / "checkpoints" / "odd" / "config.json").read_text())
-    assert (config["head_dims"], config["d_model"], config["seq_len"]) == ([1, 2, 5], 8, 16)
+    assert (config["model"]["head_dims"], config["model"]["d_model"], config["model"]["seq_len"]) == ([1, 2, 5], 8, 16)
     [result] = results(workdir / "checkpoints" / "results.jsonl")
-    assert result["run"] == "odd" and result["spec"] == "d1+2+5n1ff16"
+    assert result["run"] == "odd" and result["family"] == "gpt" and result["model"].startswith("gpt d1+2+5n1ff16:")
     assert (result["steps"], result["batch_size"], result["lr"], result["backend"]) == (5, 2, 0.01, "numpy")
     assert result["checkpoint"] == str(Path("checkpoints") / "odd")
-    for key in ("time", "d_model", "n_layers", "head_dims", "d_ff", "parameters", "final_loss", "val_loss",
-                "best_val_loss", "seconds", "tokens_per_sec"):
+    for key in ("time", "tokenizer", "parameters", "final_loss", "val_loss", "best_val_loss", "seconds",
+                "tokens_per_sec", "machine"):
         assert key in result
+    assert set(result["config"]) == {"vocab_size", "d_model", "n_layers", "head_dims", "d_ff", "seq_len"}
 
 
 def test_precedence_defaults_then_file_then_checkpoint_then_flags(workdir):
@@ -60,7 +61,7 @@ def test_precedence_defaults_then_file_then_checkpoint_then_flags(workdir):
     assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "small", "--resume", "checkpoints/small",
                  "--steps", "7", "--quiet"]) == 0
     first, resumed = results(workdir / "checkpoints" / "results.jsonl")
-    assert (first["batch_size"], first["lr"], first["steps"], first["seq_len"]) == (3, 0.01, 5, 16)
+    assert (first["batch_size"], first["lr"], first["steps"], first["config"]["seq_len"]) == (3, 0.01, 5, 16)
     assert (resumed["batch_size"], resumed["lr"], resumed["steps"], resumed["steps_run"]) == (3, 0.01, 7, 2)
 
 
@@ -98,7 +99,7 @@ def test_compare_trains_each_spec_on_the_same_batches(workdir, capsys):
     base = workdir / "checkpoints" / "text-compare"
     assert (base / "d2x4n1ff16" / "config.json").exists() and (base / "d8n1" / "config.json").exists()
     logged = results(base / "results.jsonl")
-    assert [(r["run"], r["d_ff"]) for r in logged] == [("d2x4n1ff16", 16), ("d8n1", 32)]  # 4 x d_model by default
+    assert [(r["run"], r["config"]["d_ff"]) for r in logged] == [("d2x4n1ff16", 16), ("d8n1", 32)]  # 4 x d_model by default
     # Same data, seed and steps as a plain run of the same shape: the same final loss.
     assert main(["train", "text.txt", "--d-model", "8", "--heads", "2", "--n-layers", "1", "--d-ff", "16",
                  "--val-tokens", "100", "--model", "plain", *shared]) == 0

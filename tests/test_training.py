@@ -9,9 +9,9 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.config import ModelConfig
-from microgpt.data import CharTokenizer, SequentialBatches
-from microgpt.model import GPT
+from microgpt.data import SequentialBatches
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.tokenizer import CharTokenizer
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 40
 TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--gen", "0", "--quiet"]
@@ -19,7 +19,7 @@ TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "-
 
 def train_losses(seed: int, steps: int) -> list[float]:
     tok = CharTokenizer.from_text(TEXT)
-    model = GPT(ModelConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=16),
+    model = GPT(GPTConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=16),
                 get_backend("numpy"), seed=seed)
     batches = SequentialBatches(tok.encode(TEXT), 16, batch_size=4)
     return [model.train_step(batches.next(), 3e-3) for _ in range(steps)]

@@ -11,12 +11,13 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.config import DEFAULT_HELD_OUT_MAX, ModelConfig, TrainConfig
-from microgpt.data import CharTokenizer, SequentialBatches, held_out_count
+from microgpt.config import DEFAULT_HELD_OUT_MAX, TrainConfig
+from microgpt.data import SequentialBatches, held_out_count
 from microgpt.errors import ConfigError
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.progress import Progress
 from microgpt.settings import Settings
+from microgpt.tokenizer import CharTokenizer
 from microgpt.trainer import RunPaths, Trainer, validation_windows
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 60  # 2,700 characters
@@ -38,14 +39,14 @@ def records(log) -> list[dict]:
 def test_validation_scores_every_held_out_window():
     """With far more held-out text than the old 64-window cap, the loss is the mean over every window."""
     tok = CharTokenizer.from_text(TEXT)
-    config = ModelConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=8)
+    config = GPTConfig(vocab_size=tok.size, d_model=16, head_dims=(8, 8), n_layers=1, d_ff=32, seq_len=8)
     model = GPT(config, get_backend("numpy", dtype=np.float64), seed=0)
     tokens = tok.encode(TEXT)
     val = tokens[-2000:]
     windows = validation_windows(val, 8)
     assert windows.shape == ((2000 - 1) // 8, 9)
     assert np.array_equal(windows[-1], val[(len(windows) - 1) * 8 : len(windows) * 8 + 1])
-    trainer = Trainer(model, tok.vocab, SequentialBatches(tokens[:-2000], 8, 5), val,
+    trainer = Trainer(model, "gpt", tok, SequentialBatches(tokens[:-2000], 8, 5), val,
                       TrainConfig(steps=1, batch_size=5), RunPaths(None), Progress(quiet=True), {})
     one_pass = model.loss(windows)  # every window in one forward pass: the mean over all their targets
     assert trainer.validation_loss() == pytest.approx(one_pass, rel=1e-12)  # float64, summed in batches of 5
@@ -137,7 +138,7 @@ def test_a_new_run_never_leaves_an_older_models_best_beside_it(workdir):
     assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck"]) == 0
     assert main(["train", "text.txt", *small, "--steps", "10", "--model", "ck"]) == 0
     best = json.loads((workdir / "ck-best" / "config.json").read_text())
-    assert best["d_model"] == 8  # this run's own
+    assert best["model"]["d_model"] == 8  # this run's own
 
 
 def test_a_resumed_run_keeps_its_best(workdir):

@@ -2,7 +2,10 @@
 
 Layout (docs/checkpoint.md is the full description):
 - `model.safetensors`: every parameter, float32, under its checkpoint name;
-- `config.json`: `format_version`, the model shape and the vocabulary;
+- `config.json`: `format_version` (2), the model `family`, the family's config
+  under `model`, and the `tokenizer` (its kind and data); a format-1 file (the
+  shape at the top level and a `vocab` string) is read as the gpt family with
+  the char tokenizer;
 - `optimizer.safetensors` and `train_state.json` (once training has stepped):
   the Adam moments (`m.<name>`, `v.<name>`), the step counter, the data
   position and random state, so a run can resume exactly.
@@ -25,12 +28,14 @@ under umask 022), so whoever may read `config.json` may read the weights.
 
 Only sound weights are saved or loaded: every value finite and none larger in
 magnitude than `WEIGHT_LIMIT` (a diverging run's weights blow past it long
-before they overflow). Loading checks config.json against the weights' header
-and the memory cap before anything is allocated.
+before they overflow). Loading checks the weights' header against the family's
+parameter specs for config.json's config, and the memory cap, before anything
+is allocated.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import glob
 import json
@@ -50,18 +55,20 @@ from safetensors.numpy import save_file
 from microgpt import __version__
 from microgpt.backends.base import Backend
 from microgpt.checks import format_bytes
-from microgpt.config import ModelConfig, RunConfig
+from microgpt.config import RunConfig
+from microgpt.data import DataError
 from microgpt.errors import ConfigError
-from microgpt.memory import attention_kind, estimate_training_bytes
-from microgpt.model import GPT
+from microgpt.memory import estimate_training_bytes
+from microgpt.model.family import config_dict, family
+from microgpt.tokenizer import Tokenizer, from_json
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: family, model and tokenizer in config.json; 1: a GPT's shape and its char vocabulary
+V1_KEYS = ("format_version", "microgpt_version", "vocab", "save_id")  # format 1's keys besides the shape
 WEIGHTS, CONFIG, OPTIMIZER, TRAIN_STATE = "model.safetensors", "config.json", "optimizer.safetensors", "train_state.json"
 FILES = (WEIGHTS, CONFIG, OPTIMIZER, TRAIN_STATE)
 # Trained weights of these models stay within a few units (Adam moves a weight by at most about lr per
 # step); a run whose weights pass 1e4 has diverged, and its outputs overflow float32 soon after.
 WEIGHT_LIMIT = 1e4
-SHAPE_FIELDS = ("d_model", "n_layers", "d_ff", "seq_len")
 
 
 class CheckpointError(ValueError):
@@ -83,8 +90,10 @@ def weight_problem(tensors: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: dict | None = None) -> Path:
-    """Write model (and, with train_state, the optimizer state) to `directory`, atomically.
+def save_checkpoint(directory: str | Path, model, tokenizer: Tokenizer, train_state: dict | None = None, *,
+                    family_name: str) -> Path:
+    """Write a model of the family `family_name` with its tokenizer (and, with train_state, the optimizer state)
+    to `directory`, atomically.
 
     Unsound weights raise UnsoundWeights before anything is written; a failed write raises CheckpointError
     naming the path and the cause, with `directory` as it was and no `DIR.tmp` left behind.
@@ -102,7 +111,7 @@ def save_checkpoint(directory: str | Path, model: GPT, vocab: str, train_state: 
         directory.parent.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(directory)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{os.getpid()}-", dir=directory.parent))
-        _write_files(tmp, model, weights, vocab, train_state, save_id=secrets.token_hex(8))
+        _write_files(tmp, model, weights, family_name, tokenizer, train_state, save_id=secrets.token_hex(8))
         os.chmod(tmp, 0o777 & ~_umask())
         if directory.exists():
             prev = _unused(directory, f".prev-{os.getpid()}")
@@ -172,15 +181,15 @@ def _umask() -> int:
     return mask
 
 
-def _write_files(tmp: Path, model: GPT, weights: dict[str, np.ndarray], vocab: str, train_state: dict | None,
-                 save_id: str) -> None:
+def _write_files(tmp: Path, model, weights: dict[str, np.ndarray], family_name: str, tokenizer: Tokenizer,
+                 train_state: dict | None, save_id: str) -> None:
     """Every file of a checkpoint into `tmp`, each marked with this save's `save_id`, so a reader can tell the
     files of one save from those of the next."""
     params = model.params
-    config = {"format_version": FORMAT_VERSION, "microgpt_version": __version__, **model.config.to_dict(), "vocab": vocab,
-              "save_id": save_id}
+    config = {"format_version": FORMAT_VERSION, "microgpt_version": __version__, "family": family_name,
+              "model": config_dict(model.config), "tokenizer": tokenizer.to_json(), "save_id": save_id}
     _save_tensors(_float32(weights), tmp / WEIGHTS,
-                  metadata={"format": "microgpt", "format_version": "1", "save_id": save_id})
+                  metadata={"format": "microgpt", "format_version": str(FORMAT_VERSION), "save_id": save_id})
     _write_json(tmp / CONFIG, config)
     if train_state is not None:
         moments = {f"m.{k}": v for k, v in params.to_host(params.m).items()}
@@ -216,15 +225,20 @@ def remove_checkpoint(directory: Path) -> None:
 
 
 class Vanished(CheckpointError):
-    """A file of the checkpoint is not there (a save may be swapping the directory at that moment)."""
+    """A file of the checkpoint (`path`) is not there (a save may be swapping the directory at that moment)."""
+
+    def __init__(self, path: Path, message: str | None = None):
+        super().__init__(message or f"{path} is missing; {path.parent} is not a complete microgpt checkpoint")
+        self.path = path
 
 
 READ_ATTEMPTS, READ_PAUSE_S = 100, 0.02  # a reader meeting a save retries for up to about 2 s
 
 
 def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: bool = False,
-                    max_memory: int | None = None) -> tuple[GPT, str, dict]:
-    """(model, vocab, info): info is config.json, plus "train_state" when with_optimizer and it was saved.
+                    max_memory: int | None = None) -> tuple[object, Tokenizer, dict]:
+    """(model, tokenizer, info): info is config.json as format 2 has it (read_config), plus "train_state" when
+    with_optimizer and it was saved.
 
     The config is held against the weights' header, and the model's memory estimate against `max_memory`
     (default: the train command's cap), before the model is built. Its files are read as one checkpoint: each
@@ -244,9 +258,11 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
                 raise CheckpointError(f"{directory} was saved again during each of {READ_ATTEMPTS} reads, so no "
                                       "one whole checkpoint could be read; try again, or read it between saves "
                                       "(a run saving with --save-every 1 saves every step)") from None
-        except Vanished:
+        except Vanished as exc:
+            # a save under way: the directory swapped, a staging or set-aside twin beside it, or the missing file
+            # back already (a swap between two reads, with the new directory on the old one's inode)
             changing = (_identity(directory) != seen or staged_twins(directory, "tmp")
-                        or staged_twins(directory, "prev"))
+                        or staged_twins(directory, "prev") or os.path.lexists(exc.path))
             if attempt == READ_ATTEMPTS - 1 or not changing:
                 raise
         time.sleep(READ_PAUSE_S)
@@ -263,20 +279,21 @@ def _identity(directory: Path) -> tuple[int, int] | None:
 
 
 def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: int | None,
-          accept: tuple | None = None) -> tuple[GPT, str, dict]:
+          accept: tuple | None = None) -> tuple[object, Tokenizer, dict]:
     """One read of every file; Mixed when they carry different save ids, unless exactly the mix `accept`."""
     directory = _existing(directory)
     config_dict = read_config(directory)
     shapes, header = _header(directory / WEIGHTS)
     ids = [config_dict.get("save_id"), header.get("save_id")]  # None in checkpoints from before save ids
-    config = _model_config(directory, config_dict, shapes)
+    kind, tokenizer, config = _model_config(directory, config_dict)
     cap = RunConfig().max_memory if max_memory is None else max_memory
-    needed = estimate_training_bytes(config, 1, np.dtype(backend.dtype).itemsize, attention_kind(backend))
-    if needed > cap:
-        raise CheckpointError(f"{directory / CONFIG} describes a model that needs about {format_bytes(needed)} "
-                              f"(seq_len {config.seq_len}, d_model {config.d_model}), over the {format_bytes(cap)} "
-                              "cap; raise --max-memory if it is really meant")
-    model = GPT(config, backend)
+    # the family's own count first: it is a formula, where listing the parameters of an absurd config (10^12
+    # layers) would never end
+    _check_cap(directory, kind, config, sum(kind.memory_parts(config, 1, backend).values()), cap)
+    specs = kind.param_specs(config)
+    _check_tensors(directory / WEIGHTS, shapes, {spec.name: spec.shape for spec in specs})
+    _check_cap(directory, kind, config, estimate_training_bytes(kind, config, 1, backend), cap)
+    model = kind.build(config, backend, tokenizer, 0)
     tensors, header = _read_tensors(directory / WEIGHTS)
     ids.append(header.get("save_id"))
     _check_tensors(directory / WEIGHTS, tensors, {name: spec.shape for name, spec in model.params.specs.items()})
@@ -302,7 +319,14 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
         info["train_state"] = state
     if len(set(ids)) > 1 and tuple(ids) != accept:
         raise Mixed(tuple(ids))
-    return model, config_dict["vocab"], info
+    return model, tokenizer, info
+
+
+def _check_cap(directory: Path, kind, config, needed: int, cap: int) -> None:
+    if needed > cap:
+        raise CheckpointError(f"{directory / CONFIG} describes a model ({kind.describe(config)}) that needs about "
+                              f"{format_bytes(needed)}, over the {format_bytes(cap)} cap; raise --max-memory if it "
+                              "is really meant")
 
 
 class Mixed(CheckpointError):
@@ -322,44 +346,45 @@ def _header(path: Path) -> tuple[dict[str, tuple[int, ...]], dict]:
             shapes = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
             return shapes, weights.metadata() or {}
     except FileNotFoundError:
-        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+        raise Vanished(path) from None
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
 
 
-def _model_config(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]]) -> ModelConfig:
-    """The ModelConfig of config.json, each field checked for its type and against the weights' shapes."""
+def _model_config(directory: Path, config: dict):
+    """(the family module, the tokenizer, the family's config) of config.json, each field checked for its type."""
     where = directory / CONFIG
-    for field in (*SHAPE_FIELDS, "head_dims"):
-        if field not in config:
-            raise CheckpointError(f"{where} has no {field}; it does not describe a microgpt model")
-    for field in SHAPE_FIELDS:
-        value = config[field]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CheckpointError(f"{where}: {field} must be a whole number of at least 1, not {value!r}")
-    heads = config["head_dims"]
-    if not isinstance(heads, list) or not heads or not all(isinstance(w, int) and not isinstance(w, bool) for w in heads):
-        raise CheckpointError(f"{where}: head_dims must be a list of whole numbers, not {heads!r}")
-    layers_in_weights = len({name.split(".")[1] for name in shapes if name.startswith("blocks.")})
-    expected = {
-        "vocab (its length)": (len(config["vocab"]), shapes.get("tok_emb", (None, None))[0]),
-        "d_model": (config["d_model"], shapes.get("tok_emb", (None, None))[1]),
-        "n_layers": (config["n_layers"], layers_in_weights),
-        "d_ff": (config["d_ff"], shapes.get("blocks.0.ff.l1.w", (None, None))[1]),
-    }
-    for field, (declared, in_weights) in expected.items():
-        if declared != in_weights:
-            raise CheckpointError(f"{where}: {field} is {declared}, but {directory / WEIGHTS} holds "
-                                  f"{in_weights}; the checkpoint is damaged or its files come from different models")
     try:
-        return ModelConfig(vocab_size=len(config["vocab"]), d_model=config["d_model"], n_layers=config["n_layers"],
-                           head_dims=tuple(heads), d_ff=config["d_ff"], seq_len=config["seq_len"])
+        kind = family(config["family"])
     except ConfigError as exc:
-        raise CheckpointError(f"{where} does not describe a microgpt model ({exc})") from None
+        raise CheckpointError(f"{where}: {exc}; it was written by a microgpt that has that family") from None
+    try:
+        tokenizer = from_json(config["tokenizer"])
+    except (ConfigError, DataError) as exc:
+        raise CheckpointError(f"{where}: the tokenizer cannot be read ({exc}); the file was edited or damaged") from None
+    model = config["model"]
+    fields = [f.name for f in dataclasses.fields(kind.Config)]
+    missing = [name for name in fields if name not in model]
+    if missing:
+        raise CheckpointError(f"{where} has no {missing[0]}; it does not describe a {config['family']} model")
+    unknown = sorted(set(model) - set(fields))
+    if unknown:
+        raise CheckpointError(f"{where} has {unknown[0]!r}, which a {config['family']} model does not have; the "
+                              "file was edited or written by another microgpt")
+    try:
+        built = kind.Config(**model)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{where} does not describe a {config['family']} model ({exc})") from None
+    if built.vocab_size != tokenizer.size:
+        raise CheckpointError(f"{where}: vocab_size is {built.vocab_size}, but its tokenizer has {tokenizer.size} "
+                              "tokens; the file was edited or damaged")
+    return kind, tokenizer, built
 
 
 def read_config(directory: str | Path) -> dict:
-    """config.json of a checkpoint directory, checked for its format version."""
+    """config.json of a checkpoint directory, checked for its format version and as format 2 has it: a format-1
+    file (a GPT's shape at the top level and its characters as `vocab`) reads as family gpt, the shape under
+    `model` and the char tokenizer; `format_version` stays the file's."""
     directory = _existing(Path(directory))
     config = _read_json(directory / CONFIG)
     version = config.get("format_version") if isinstance(config, dict) else None
@@ -368,17 +393,21 @@ def read_config(directory: str | Path) -> dict:
     if isinstance(version, bool) or not isinstance(version, int):
         raise CheckpointError(f"{directory / CONFIG}: format_version must be a whole number, not {version!r}; "
                               "the file was edited or not written by microgpt")
-    if version != FORMAT_VERSION:
+    if not 1 <= version <= FORMAT_VERSION:
         raise CheckpointError(
-            f"{directory} is checkpoint format {version}, but this microgpt reads format {FORMAT_VERSION}; "
+            f"{directory} is checkpoint format {version}, but this microgpt reads formats 1 to {FORMAT_VERSION}; "
             "use the microgpt version that wrote it"
         )
-    if not isinstance(config.get("vocab"), str) or not config["vocab"]:
-        raise CheckpointError(f"{directory / CONFIG} has no vocabulary (\"vocab\": the characters in id order)")
-    repeated = sorted({ch for ch in config["vocab"] if config["vocab"].count(ch) > 1})
-    if repeated:
-        raise CheckpointError(f"{directory / CONFIG}: the vocabulary repeats {repeated[0]!r}, so ids would be "
-                              "ambiguous; the file was edited or damaged")
+    if version == 1:
+        if not isinstance(config.get("vocab"), str) or not config["vocab"]:
+            raise CheckpointError(f"{directory / CONFIG} has no vocabulary (\"vocab\": the characters in id order)")
+        shape = {key: value for key, value in config.items() if key not in V1_KEYS}
+        kept = {key: config[key] for key in V1_KEYS if key in config and key != "vocab"}
+        config = {**kept, "family": "gpt", "model": shape, "tokenizer": {"kind": "char", "vocab": config["vocab"]}}
+    for key, kind in (("family", str), ("model", dict), ("tokenizer", dict)):
+        if not isinstance(config.get(key), kind):
+            raise CheckpointError(f"{directory / CONFIG} has no {key} ({kind.__name__}); the file was edited or "
+                                  "not written by microgpt")
     return config
 
 
@@ -396,7 +425,8 @@ def _existing(directory: Path) -> Path:
         raise CheckpointError(
             f"{directory} is a file, but a microgpt checkpoint is a directory holding {WEIGHTS} and {CONFIG}"
         )
-    raise Vanished(f"{directory}: no such checkpoint directory; train one with `microgpt train --model {directory}`")
+    raise Vanished(directory, f"{directory}: no such checkpoint directory; train one with `microgpt train --model "
+                   f"{directory}`")
 
 
 def _check_regular(path: Path) -> None:
@@ -405,7 +435,7 @@ def _check_regular(path: Path) -> None:
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+        raise Vanished(path) from None
     except OSError as exc:
         raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(info.st_mode):
@@ -414,7 +444,7 @@ def _check_regular(path: Path) -> None:
     try:
         open(path, "rb").close()  # a regular file: opening it cannot hang
     except FileNotFoundError:
-        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+        raise Vanished(path) from None
     except PermissionError:
         raise CheckpointError(f"{path} cannot be read (permission denied, mode {stat.S_IMODE(info.st_mode):o}); "
                               "ask its owner to make it readable") from None
@@ -427,7 +457,7 @@ def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+        raise Vanished(path) from None
     except OSError as exc:
         raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -441,12 +471,13 @@ def _read_tensors(path: Path) -> tuple[dict[str, np.ndarray], dict]:
         with safe_open(str(path), "np") as f:
             return {name: f.get_tensor(name) for name in f.keys()}, f.metadata() or {}  # noqa: SIM118
     except FileNotFoundError:
-        raise Vanished(f"{path} is missing; {path.parent} is not a complete microgpt checkpoint") from None
+        raise Vanished(path) from None
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
 
 
-def _check_tensors(path: Path, tensors: dict[str, np.ndarray], expected: dict[str, tuple[int, ...]]) -> None:
+def _check_tensors(path: Path, tensors: dict, expected: dict[str, tuple[int, ...]]) -> None:
+    """The tensors (arrays, or shapes from a header alone) are exactly the expected names and shapes."""
     missing = sorted(set(expected) - set(tensors))
     if missing:
         raise CheckpointError(f"{path} lacks {len(missing)} tensors the config calls for, e.g. {missing[0]!r}")
@@ -454,8 +485,10 @@ def _check_tensors(path: Path, tensors: dict[str, np.ndarray], expected: dict[st
     if extra:
         raise CheckpointError(f"{path} has tensors this model does not have, e.g. {extra[0]!r}")
     for name, shape in expected.items():
-        if tuple(tensors[name].shape) != tuple(shape):
-            raise CheckpointError(f"{path}: {name} has shape {tuple(tensors[name].shape)}, the config needs {tuple(shape)}")
+        found = tuple(getattr(tensors[name], "shape", tensors[name]))
+        if found != tuple(shape):
+            raise CheckpointError(f"{path}: {name} has shape {found}, the config needs {tuple(shape)}; the checkpoint "
+                                  "is damaged or its files come from different models")
 
 
 def _save_tensors(tensors: dict[str, np.ndarray], path: Path, metadata: dict | None = None) -> None:

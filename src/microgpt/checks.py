@@ -137,6 +137,30 @@ class Number(PositiveNumber):
         return float(value)
 
 
+class NonNegativeNumber(Number):
+    """A finite float of at least 0."""
+
+    kind = "a number of at least 0"
+
+    def validate(self, value):
+        value = super().validate(value)
+        if value < 0:
+            raise ValueError(self.kind)
+        return value
+
+
+class Probability(Number):
+    """A finite float in (0, 1]."""
+
+    kind = "a number above 0 and at most 1"
+
+    def validate(self, value):
+        value = super().validate(value)
+        if not 0 < value <= 1:
+            raise ValueError(self.kind)
+        return value
+
+
 class NumberOrOff(Number):
     """A finite float, or "off" (None in Python and YAML) for a feature that a default turns on."""
 
@@ -217,11 +241,25 @@ class Path(Check):
         return value
 
 
+class Text(Check):
+    """Any text, the empty one too (a prompt)."""
+
+    kind = "text"
+
+    def validate(self, value):
+        if not isinstance(value, str):
+            raise ValueError(self.kind)  # noqa: TRY004 - one error kind for every bad value
+        return value
+
+    def show(self, value) -> str:
+        return repr(value)
+
+
 class Heads(Check):
     """A head layout as --heads text: a count, widths ("8,8,16,32" or a YAML list) or a named set.
 
-    The text is kept as given; `config.parse_heads` resolves it against d_model. As a ModelConfig value it
-    is a tuple of widths.
+    Text is kept as given and GPT's `parse_heads` resolves it against d_model; a YAML list is the widths, as
+    a tuple. As a GPTConfig value it is a tuple of widths.
     """
 
     kind = "a head count, a list of widths or a named set"
@@ -232,8 +270,9 @@ class Heads(Check):
         return text
 
     def from_yaml(self, value):
-        if isinstance(value, list) and value and all(isinstance(w, int) and not isinstance(w, bool) for w in value):
-            return ",".join(str(w) for w in value)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(w, int) and not isinstance(w, bool)
+                                                               for w in value):
+            return tuple(value)  # widths, even one: [64] is one head of 64, where the text "64" is 64 heads
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return self.from_text(str(value))
         raise ValueError(self.kind)
@@ -245,9 +284,15 @@ class Heads(Check):
 
 
 def _backend_choices():
-    from microgpt.backends import CHOICES
+    from microgpt.registry import BACKENDS
 
-    return CHOICES
+    return ("auto", *BACKENDS)
+
+
+def _family_choices():
+    from microgpt.registry import FAMILIES
+
+    return tuple(FAMILIES)
 
 
 def _preset_choices():
@@ -256,13 +301,24 @@ def _preset_choices():
     return tuple(PRESETS)
 
 
+def _tokenizer_choices():
+    from microgpt.tokenizer import KINDS
+
+    return tuple(KINDS)
+
+
 POSITIVE_NUMBER = PositiveNumber()
 NUMBER = Number()
 NUMBER_OR_OFF = NumberOrOff()
+NON_NEGATIVE_NUMBER = NonNegativeNumber()
+PROBABILITY = Probability()
+TEXT = Text()
 SCHEDULE = Choice(lambda: ("constant", "cosine"))
 PRESET = Choice(_preset_choices)
 SWITCH = Switch()
 BACKEND = Choice(_backend_choices)
+FAMILY = Choice(_family_choices)
+TOKENIZER = Choice(_tokenizer_choices)
 SIZE = Size()
 PATH = Path()
 HEADS = Heads()

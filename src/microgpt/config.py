@@ -1,13 +1,13 @@
 """The settings of a run, each declared once: its default, type, help text and check.
 
-`ModelConfig` is the model's shape (what a checkpoint's config.json records),
+`ModelChoice` is what kind of model a run trains (its family and tokenizer),
 `TrainConfig` is how a run trains, and `RunConfig` is where it runs and what it
-writes. Every field made with `setting(...)` is a user setting: the train
-command's flag (`--d-model` for d_model), the key of a named run in YAML
-(`d_model`), its help line and the README's flag table are all derived from the
-field (see `settings_fields`), and `__post_init__` holds every value to the
-same check. `parse_heads` reads a `--heads` value (a count, explicit widths, or
-a named set).
+writes; each model family declares its own shape the same way (model/gpt/config.py).
+Every field made with `setting(...)` is a user setting: the train command's flag
+(`--d-model` for d_model), the key of a named run in YAML (`d_model`), its help
+line and the README's flag table are all derived from the field (see
+`settings_fields`), and `__post_init__` holds every value to the same check
+(`check_fields`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from microgpt.checks import (
     BACKEND,
-    HEADS,
+    FAMILY,
     NUMBER,
     NUMBER_OR_OFF,
     PATH,
@@ -26,6 +26,7 @@ from microgpt.checks import (
     SCHEDULE,
     SIZE,
     SWITCH,
+    TOKENIZER,
     Check,
     NumberOrOff,
     shown,
@@ -33,21 +34,14 @@ from microgpt.checks import (
 )
 from microgpt.errors import ConfigError
 
-# Named head sets; a named set fixes d_model to its sum.
-NAMED_HEADS: dict[str, tuple[int, ...]] = {
-    "exponential": (1, 2, 4, 8, 16, 32),
-    "prime": (2, 3, 5, 7, 11, 13, 23),
-    "pyramid": (16, 8, 8, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2),
-    "ones": (1,) * 64,
-}
-DEFAULT_HEAD_COUNT = 4  # without --heads, d_model is split into this many equal heads
 DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule
-# Without --val-tokens, this share of the text is held out (1/10, as nanoGPT does), up to a number of characters
+# Without --val-tokens, this share of the text is held out (1/10, as nanoGPT does), up to a number of tokens
 # that keeps a validation pass near ten training steps of the default run; a text too short for it holds out none.
 DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_MAX = 10, 20_000
+DEFAULT_BPE_VOCAB = 512  # --tokenizer bpe without --vocab-size
 VALIDATIONS_PER_RUN = 20  # without --eval-every, validate this many times over the run (and at its end)
 
-__all__ = ["NAMED_HEADS", "ModelConfig", "RunConfig", "TrainConfig", "parse_heads", "settings_fields"]
+__all__ = ["ModelChoice", "RunConfig", "TrainConfig", "check_fields", "setting", "settings_fields"]
 
 
 def setting(default, help: str, check: Check, *, key: str | None = None, shown_default: str | None = None,
@@ -67,7 +61,7 @@ class SettingField:
 
     key: str  # YAML key and flag name with underscores: "d_model", "heads"
     field: str  # the dataclass field: "d_model", "head_dims"
-    owner: type  # ModelConfig, TrainConfig or RunConfig
+    owner: type  # the dataclass that declares it: TrainConfig, RunConfig, ModelChoice or a family's config
     default: object
     help: str
     check: Check
@@ -92,9 +86,9 @@ class SettingField:
 
 
 def settings_fields(*owners: type) -> list[SettingField]:
-    """The user settings of the given dataclasses (all three by default), in declaration order."""
+    """The user settings of the given dataclasses, in declaration order."""
     fields = []
-    for owner in owners or (ModelConfig, TrainConfig, RunConfig):
+    for owner in owners:
         for f in dataclasses.fields(owner):
             if "check" in f.metadata:
                 m = f.metadata
@@ -103,8 +97,9 @@ def settings_fields(*owners: type) -> list[SettingField]:
     return fields
 
 
-def _check_fields(config) -> None:
-    """Hold every setting of a config dataclass to its check; the message names the flag."""
+def check_fields(config) -> None:
+    """Hold every setting of a config dataclass (these, and each model family's) to its check; the message
+    names the flag."""
     for f in settings_fields(type(config)):
         value = getattr(config, f.field)
         if value is None and (f.default is None or isinstance(f.check, NumberOrOff)):
@@ -116,39 +111,18 @@ def _check_fields(config) -> None:
 
 
 @dataclass
-class ModelConfig:
-    vocab_size: int
-    d_model: int = setting(96, "model width", whole(1))
-    n_layers: int = setting(4, "transformer blocks", whole(1))
-    head_dims: tuple[int, ...] | None = setting(
-        None, "a head count (4), explicit widths (8,8,16,32), or a named set: uniform (4 equal), "
-        "exponential (1,2,4,8,16,32), prime (2,3,5,7,11,13,23), pyramid (16,8,8,4,4,4,4,2x8), ones (64x1); "
-        "a named set or width list fixes d_model to its sum", HEADS, key="heads",
-        shown_default=str(DEFAULT_HEAD_COUNT), metavar="H")
-    d_ff: int = setting(384, "feed-forward width", whole(1))
-    seq_len: int = setting(64, "context length in characters", whole(1), metavar="T")
+class ModelChoice:
+    """What kind of model a run trains: its family (model/family.py) and how it turns text into tokens."""
+
+    family: str = setting("gpt", "the model family (model/family.py); gpt is a decoder-only transformer with RoPE", FAMILY,
+                          metavar="NAME")
+    tokenizer: str = setting("char", "how text becomes tokens: char (one per character of the text), or bpe "
+                             "(byte-level BPE trained on the text: any Unicode encodes)", TOKENIZER, metavar="KIND")
+    vocab_size: int | None = setting(None, "the BPE vocabulary: 256 bytes and the merges learnt on top of them",
+                                     whole(257), shown_default=f"{DEFAULT_BPE_VOCAB} with --tokenizer bpe")
 
     def __post_init__(self) -> None:
-        if self.head_dims is None:
-            self.head_dims = parse_heads(str(DEFAULT_HEAD_COUNT), self.d_model)[0]
-        self.head_dims = tuple(int(w) for w in self.head_dims)
-        for name in ("vocab_size", "d_model", "n_layers", "d_ff", "seq_len"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not self.head_dims or min(self.head_dims) < 1:
-            raise ConfigError(f"every head needs a width of at least 1, got {list(self.head_dims)}")
-        if sum(self.head_dims) != self.d_model:
-            raise ConfigError(
-                f"head widths {list(self.head_dims)} sum to {sum(self.head_dims)} but d_model is {self.d_model}; "
-                "make them add up (e.g. --heads 4 splits d_model evenly)"
-            )
-
-    @property
-    def n_heads(self) -> int:
-        return len(self.head_dims)
-
-    def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items()}
+        check_fields(self)
 
 
 @dataclass
@@ -178,10 +152,10 @@ class TrainConfig:
     grad_accum: int = setting(1, "micro-batches per step, each a forward and backward pass, their gradients "
                               "averaged before the optimiser step (batch-size = processes x K x micro-batch)",
                               whole(1), metavar="K")
-    stride: int | None = setting(None, "characters between windows of the sequential walk", whole(1),
+    stride: int | None = setting(None, "tokens between windows of the sequential walk", whole(1),
                                  shown_default="seq-len")
     random_batches: bool = setting(True, "seeded random windows (--no-random-batches: the sequential walk)", SWITCH)
-    val_tokens: int | None = setting(None, "hold out the last N characters of the text and measure the loss on all "
+    val_tokens: int | None = setting(None, "hold out the last N tokens of the text and measure the loss on all "
                                      "of them as the run goes (0: hold out none)", whole(0),
                                      shown_default=f"a tenth of the text, at most {DEFAULT_HELD_OUT_MAX:,}")
     val_interval: float = setting(30.0, "with --eval-every 0: seconds between validation passes", POSITIVE_NUMBER,
@@ -198,7 +172,7 @@ class TrainConfig:
         return self.eval_every if self.eval_every is not None else max(1, -(-self.steps // VALIDATIONS_PER_RUN))
 
     def __post_init__(self) -> None:
-        _check_fields(self)
+        check_fields(self)
         if self.warmup is None:  # resolved here, so a checkpoint keeps the number its schedule used; from the
             # schedule's end, not this part's --steps, so a schedule trained in parts warms up as in one run
             self.warmup = min(DEFAULT_WARMUP, (self.decay_steps or self.steps) // 10)
@@ -231,7 +205,7 @@ class RunConfig:
                                   whole(1), shown_default="every core, or OMP_NUM_THREADS")
     max_memory: int = setting(3 * 1024**3, "refuse a step estimated to need more, e.g. 512MiB, 8GiB", SIZE,
                               metavar="SIZE")
-    gen: int = setting(200, "characters to sample after training (0: none; none with --compare)", whole(0))
+    gen: int = setting(200, "tokens to sample after training (0: none; none with --compare)", whole(0))
     max_corpus: int = setting(256 * 1024**2, "refuse a corpus file larger than this, e.g. 64MiB, 2GiB", SIZE,
                               metavar="SIZE")
     file: str | None = setting(None, "UTF-8 text to train on", PATH,
@@ -241,34 +215,4 @@ class RunConfig:
                                 metavar="DIR")
 
     def __post_init__(self) -> None:
-        _check_fields(self)
-
-
-def parse_heads(text: str, d_model: int) -> tuple[tuple[int, ...], int]:
-    """(head widths, d_model) from a --heads value.
-
-    "4" splits d_model into 4 equal heads; "8,8,16,32" gives the widths; a named
-    set ("uniform" = 4 equal heads, "exponential", "prime", "pyramid", "ones")
-    fixes d_model to the sum of its widths.
-    """
-    text = text.strip().lower()
-    if text == "uniform":
-        text = "4"
-    if text in NAMED_HEADS:
-        widths = NAMED_HEADS[text]
-        return widths, sum(widths)
-    try:
-        numbers = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise ConfigError(
-            f"--heads {text!r} is not a count, a list of widths or a named set; "
-            f"try 4, 8,8,16,32 or one of: uniform, {', '.join(NAMED_HEADS)}"
-        ) from None
-    if any(n < 1 for n in numbers):
-        raise ConfigError(f"--heads {text!r}: counts and widths must be positive")
-    if len(numbers) == 1:
-        count = numbers[0]
-        if d_model % count:
-            raise ConfigError(f"--heads {count} does not divide d_model {d_model}; pick a divisor or list the widths")
-        return (d_model // count,) * count, d_model
-    return tuple(numbers), sum(numbers)
+        check_fields(self)

@@ -1,10 +1,9 @@
-"""Text in, token windows out: the corpus, the character tokenizer and the batchers.
+"""Text in, token windows out: the corpus and the batchers (the tokenizers live in tokenizer/).
 
 - `read_corpus` reads a regular UTF-8 text file up to a size cap, with a clear
   error for a missing, empty, binary, oversized or non-UTF-8 file, or one that
   is not a regular file; `default_corpus` is the documentation text
   that every Python installation carries (`pydoc_data.topics`).
-- `CharTokenizer`: the vocabulary is the corpus's sorted unique characters.
 - `SequentialBatches` walks the tokens in order (window b of a batch starts b strides after window 0; stride
   seq_len by default, so each token is seen once per epoch, then wraps and
   counts an epoch); `RandomBatches` draws seeded random windows. Both yield
@@ -72,38 +71,6 @@ def default_corpus() -> tuple[str, str]:
     return text, f"the Python documentation topics bundled with this interpreter (pydoc_data, {len(text):,} characters)"
 
 
-class CharTokenizer:
-    def __init__(self, vocab: str):
-        if len(set(vocab)) != len(vocab):
-            raise DataError("the vocabulary repeats a character")
-        self.vocab = vocab
-        self._ids = {ch: i for i, ch in enumerate(vocab)}
-
-    @classmethod
-    def from_text(cls, text: str) -> CharTokenizer:
-        return cls("".join(sorted(set(text))))
-
-    @property
-    def size(self) -> int:
-        return len(self.vocab)
-
-    def encode(self, text: str, source: str = "the text") -> np.ndarray:
-        """int32 ids (len(text),); a character outside the vocabulary is an error naming it and where it is."""
-        try:
-            return np.fromiter((self._ids[ch] for ch in text), dtype=np.int32, count=len(text))
-        except KeyError as exc:
-            ch = exc.args[0]
-            index = text.index(ch)
-            line = text.count("\n", 0, index) + 1
-            raise DataError(
-                f"{source} has the character {ch!r} (U+{ord(ch):04X}) at offset {index} (line {line}), "
-                "which is not in the model's vocabulary"
-            ) from None
-
-    def decode(self, ids) -> str:
-        return "".join(self.vocab[int(i)] for i in ids)
-
-
 def held_out_count(val_tokens: int | None, n_tokens: int, seq_len: int) -> int:
     """How many tokens to hold out: `val_tokens` when given; else a DEFAULT_HELD_OUT_SHARE-th of the text, up to
     DEFAULT_HELD_OUT_MAX, or none where the text is too short to leave a window on each side."""
@@ -128,7 +95,7 @@ def split_validation(tokens: np.ndarray, val_tokens: int, seq_len: int) -> tuple
 def check_length(tokens: np.ndarray, seq_len: int, what: str) -> None:
     if len(tokens) < seq_len + 1:
         raise DataError(
-            f"{what} has {len(tokens)} characters, fewer than seq_len + 1 = {seq_len + 1}; "
+            f"{what} has {len(tokens)} tokens, fewer than seq_len + 1 = {seq_len + 1}; "
             "use a longer text or a smaller --seq-len"
         )
 

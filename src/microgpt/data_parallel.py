@@ -6,17 +6,19 @@ global batch a single process would draw and keeps its own contiguous share of
 the rows; the batcher's state (the data position, the random state) stays the
 global one, so a checkpoint resumes with any number of ranks. `train_step`
 accumulates the micro-batches, averages the loss and the gradient over the
-ranks, and takes the optimiser's step (optim.py) on every rank alike.
+ranks, and takes the optimiser's step (optim.py) on every rank alike. It is
+typed against the family protocol (model/family.py): any model's
+`loss_and_backward` will do.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from microgpt.errors import ConfigError
-from microgpt.model import GPT, NonFiniteLoss
+from microgpt.errors import ConfigError, NonFiniteLoss
 from microgpt.optim import Optimizer, StepInfo
 
 
@@ -49,11 +51,24 @@ class RankShare:
         self.batches.restore(state)
 
 
-def train_step(model: GPT, windows: np.ndarray, optimizer: Optimizer, comm, grad_accum: int = 1,
-               stop: bool = False, save: bool = False) -> tuple[float, bool, bool, StepInfo]:
-    """One step over this rank's windows in `grad_accum` micro-batches: (the global mean loss, whether any
-    rank asked to stop, whether any asked to save and go on, the optimiser's step). With one process, no accumulation and the reference's Adam
-    it is exactly `GPT.train_step`.
+@dataclass(frozen=True)
+class StepResult:
+    loss: float  # the global batch's mean loss
+    stop: bool  # some rank asked to stop
+    save: bool  # some rank asked to save and go on
+    update: StepInfo  # the optimiser's step
+    metrics: dict[str, float]  # the model's own per-step figures (this rank's micro-batches' mean), if any
+
+
+def split_metrics(result) -> tuple[float, dict[str, float]]:
+    """(loss, metrics) from what a model's loss_and_backward returned: a loss, or (a loss, its metrics)."""
+    return result if isinstance(result, tuple) else (result, {})
+
+
+def train_step(model, windows: np.ndarray, optimizer: Optimizer, comm, grad_accum: int = 1, stop: bool = False,
+               save: bool = False) -> StepResult:
+    """One step over this rank's windows in `grad_accum` micro-batches. With one process, no accumulation and
+    the reference's Adam it is exactly a GPT's `train_step`.
 
     Each micro-batch's gradient is a mean over its tokens, so the sum over the micro-batches is scaled by
     1/grad_accum, and the all-reduce averages over the ranks: the mean over the global batch. A NaN or
@@ -63,12 +78,14 @@ def train_step(model: GPT, windows: np.ndarray, optimizer: Optimizer, comm, grad
     params = model.params
     params.zero_grad()
     if grad_accum == 1:
-        loss = model.loss_and_backward(windows)
+        loss, metrics = split_metrics(model.loss_and_backward(windows))
     else:
-        loss = sum(model.loss_and_backward(micro) for micro in np.split(windows, grad_accum)) / grad_accum
+        results = [split_metrics(model.loss_and_backward(micro)) for micro in np.split(windows, grad_accum)]
+        loss = sum(r[0] for r in results) / grad_accum
+        metrics = {key: sum(r[1][key] for r in results) / grad_accum for key in results[0][1]}
         model.be.scale_(params.grad, 1.0 / grad_accum)
     loss, stop, save = comm.agree(loss, stop, save)
     if not math.isfinite(loss):
         raise NonFiniteLoss(loss, params.step + 1)
     comm.allreduce_mean(params.grad)
-    return loss, stop, save, optimizer.step()
+    return StepResult(loss, stop, save, optimizer.step(), metrics)

@@ -22,3 +22,11 @@ class TrainingStopped(RuntimeError):
 class WriterStopped(TrainingStopped):
     """A stop only the writing process sees (its save refused unsound weights): with several processes it must
     stop the others too, which are not stopping by themselves."""
+
+
+class NonFiniteLoss(ArithmeticError):
+    """A step's loss came out NaN or infinite, so no update follows (the trainer turns it into TrainingStopped)."""
+
+    def __init__(self, loss: float, step: int):
+        super().__init__(f"the loss became {loss} at step {step}; the weights are kept as they were before it")
+        self.loss, self.step = loss, step

@@ -1,11 +1,14 @@
 """Held-out evaluation: negative log-likelihood, perplexity and bits per character of a text.
 
-Every position t from seq_len on is scored once. With stride 1 (exact) each has
-the seq_len characters before it as context: -log p(text[t] | text[t - seq_len
-: t]), one window per position. With stride S (the standard strided
-perplexity, an approximation) each window of seq_len characters scores its last
-S positions, so position t has between seq_len - S + 1 and seq_len characters
-of context and the text takes 1/S as many windows. Windows are batched (many
+Every token position t from seq_len on is scored once. With stride 1 (exact)
+each has the seq_len tokens before it as context: -log p(text[t] | text[t -
+seq_len : t]), one window per position. With stride S (the standard strided
+perplexity, an approximation) each window of seq_len tokens scores its last S
+positions, so position t has between seq_len - S + 1 and seq_len tokens of
+context and the text takes 1/S as many windows. The NLL is per token, which
+depends on the tokenizer; bits per character divides the same total by the
+characters the scored tokens stand for, so models with different tokenizers
+compare on it. Windows are batched (many
 per forward); only the scored rows of the logits are read back, and the
 log-softmax and the sum run on the host in float64.
 """
@@ -20,41 +23,43 @@ from dataclasses import dataclass
 import numpy as np
 
 from microgpt.data import DataError
-from microgpt.model import GPT
 from microgpt.sample import UnsoundOutputs
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    positions: int  # characters scored
-    nll: float  # mean negative log-likelihood per character, in nats
+    positions: int  # tokens scored
+    nll: float  # mean negative log-likelihood per token, in nats
     seconds: float
+    characters: int  # characters of text the scored tokens stand for (the positions, for the char tokenizer)
 
     @property
     def perplexity(self) -> float:
-        """exp(nll); infinite for a model so bad that exp overflows (nll past about 709 nats)."""
+        """exp(nll), per token; infinite for a model so bad that exp overflows (nll past about 709 nats)."""
         return math.exp(self.nll) if self.nll < math.log(sys.float_info.max) else math.inf
 
     @property
     def bits_per_char(self) -> float:
-        return self.nll / math.log(2)
+        """The total NLL in bits over the characters scored: what compares across tokenizers."""
+        return self.nll * self.positions / self.characters / math.log(2)
 
 
 def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text") -> int:
     """How many positions a text of n_tokens has with a full seq_len context; a DataError when none."""
     if n_tokens < seq_len + 1:
         raise DataError(
-            f"{what} has {n_tokens} characters, fewer than seq_len + 1 = {seq_len + 1}: the model reads "
-            f"{seq_len} characters of context before each one it scores; give a longer text"
+            f"{what} has {n_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1}: the model reads "
+            f"{seq_len} tokens of context before each one it scores; give a longer text"
         )
     return n_tokens - seq_len
 
 
-def evaluate(model: GPT, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
-             what: str = "the text", stride: int = 1, on_progress=None) -> Evaluation:
+def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
+             what: str = "the text", stride: int = 1, on_progress=None, tokenizer=None) -> Evaluation:
     """Mean NLL of tokens[t] for t = seq_len, seq_len + 1, ... (at most max_positions), each scored once in a window
-    that ends at most stride - 1 positions after it (stride 1: exactly seq_len characters of context).
-    `on_progress(done, total)`, when given, hears of each batch: positions scored so far, of all."""
+    that ends at most stride - 1 positions after it (stride 1: exactly seq_len tokens of context), for a model
+    of any family. `on_progress(done, total)`, when given, hears of each batch: positions scored so far, of
+    all. `tokenizer` counts the characters the scored tokens stand for (without one, a token is a character)."""
     seq_len = model.config.seq_len
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -85,7 +90,10 @@ def evaluate(model: GPT, tokens: np.ndarray, batch_size: int = 32, max_positions
     if not math.isfinite(total):
         raise UnsoundOutputs(f"the model's outputs on {what} are not finite; its weights are unusable, retrain it "
                              "(with a lower --lr if it diverged)")
-    return Evaluation(positions=positions, nll=total / positions, seconds=time.perf_counter() - start)
+    scored = tokens[seq_len:end]  # (positions,)
+    characters = positions if tokenizer is None else tokenizer.count_characters(scored)
+    return Evaluation(positions=positions, nll=total / positions, seconds=time.perf_counter() - start,
+                      characters=characters)
 
 
 def nll_rows(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:

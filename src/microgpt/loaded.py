@@ -4,7 +4,7 @@
     model = microgpt.load("checkpoints/python-docs")
     print(model.sample(200, prompt="def ", temperature=0.8))
     print(model.evaluate(open("held_out.txt").read()).bits_per_char)
-    logits = model.logits("def f")  # (5, vocab): the next-character logits after each prefix
+    logits = model.logits("def f")  # (tokens, vocab): the next-token logits after each prefix
 
 It loads a checkpoint onto a backend started as `train` starts one (`auto`:
 CUDA where a GPU is usable, else the cpu backend, with `threads`), and offers
@@ -21,32 +21,33 @@ import numpy as np
 
 from microgpt.checkpoint import load_checkpoint
 from microgpt.checks import format_bytes
-from microgpt.data import CharTokenizer
 from microgpt.distributed import SingleProcess
 from microgpt.errors import ConfigError
 from microgpt.evaluate import Evaluation, evaluate
-from microgpt.memory import attention_kind, estimate_training_bytes
-from microgpt.model import GPT
+from microgpt.memory import estimate_training_bytes
+from microgpt.model.family import family
 from microgpt.run import start_backend
 from microgpt.sample import generate
 from microgpt.settings import Settings
+from microgpt.tokenizer import Tokenizer
 
 
 @dataclass
 class LoadedModel:
-    """A checkpoint's model and tokenizer, ready to sample, score and inspect."""
+    """A checkpoint's model (of any family) and tokenizer, ready to sample, score and inspect."""
 
-    model: GPT
-    tokenizer: CharTokenizer
+    model: object
+    family_name: str
+    tokenizer: Tokenizer
     path: Path
     max_memory: int  # the cap a batch of `evaluate` is held to
+    backend_note: str | None = None  # with backend "auto", which one it picked and why (as train says it)
 
     def fitting_batch(self, batch_size: int) -> int:
         """The largest batch of at most `batch_size` windows whose step fits `max_memory` (estimated as for a
         training step, which holds more than scoring does); a ConfigError when not even one window fits."""
         def needed(batch: int) -> int:
-            return estimate_training_bytes(self.model.config, batch, np.dtype(self.model.be.dtype).itemsize,
-                                           attention_kind(self.model.be))
+            return estimate_training_bytes(family(self.family_name), self.model.config, batch, self.model.be)
 
         if needed(batch_size) <= self.max_memory:
             return batch_size
@@ -66,17 +67,17 @@ class LoadedModel:
     def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
                top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
                on_text: Callable[[str], None] | None = None) -> str:
-        """n_tokens characters continuing `prompt` (a newline when empty), as `microgpt sample` makes them."""
+        """n_tokens tokens of text continuing `prompt` (a newline when empty), as `microgpt sample` makes them."""
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
                         on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache)
 
     def evaluate(self, text: str, stride: int = 1, batch_size: int = 32, max_positions: int | None = None,
                  what: str = "the text") -> Evaluation:
-        """NLL per character, perplexity and bits per character of `text`, as `microgpt eval` scores a file (in
+        """NLL per token, perplexity and bits per character of `text`, as `microgpt eval` scores a file (in
         batches of `batch_size` windows, fewer where that would not fit `max_memory`)."""
         tokens = self.tokenizer.encode(text, source=what)
         return evaluate(self.model, tokens, batch_size=self.fitting_batch(batch_size), max_positions=max_positions,
-                        what=what, stride=stride)
+                        what=what, stride=stride, tokenizer=self.tokenizer)
 
     def logits(self, ids) -> np.ndarray:
         """Next-token logits as a host float array: for a text or a 1-D id sequence of at most seq_len tokens,
@@ -98,6 +99,6 @@ def load(directory: str | Path, backend: str | None = None, threads: int | None 
     above `max_memory` (bytes or "512MiB"; the train default), checked as `sample` checks it. The settings
     are read and checked as train's are (microgpt/settings.py)."""
     settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory})
-    started, _ = start_backend(settings.value("backend"), SingleProcess(), settings.value("threads"))
-    model, vocab, _ = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
-    return LoadedModel(model, CharTokenizer(vocab), Path(directory), settings.value("max_memory"))
+    started, note = start_backend(settings.value("backend"), SingleProcess(), settings.value("threads"))
+    model, tokenizer, info = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
+    return LoadedModel(model, info["family"], tokenizer, Path(directory), settings.value("max_memory"), note)

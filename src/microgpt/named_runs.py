@@ -23,13 +23,12 @@ from pathlib import Path
 
 import yaml
 
+from microgpt.all_settings import known_settings
 from microgpt.checks import shown
-from microgpt.config import settings_fields
 from microgpt.errors import ConfigError
 
 # The settings a run may give, named like the train flags (every user setting of the config dataclasses);
 # each is read by its check, which raises ValueError naming what was expected.
-KEYS = {f.key: f.check for f in settings_fields()}
 PATH_KEYS = ("file", "model")
 MAX_CONFIG_BYTES = 1024 * 1024  # a file of named runs is a few kilobytes
 MAX_CONFIG_NODES = 100_000  # values after aliases expand: thousands of runs, far below what an anchor bomb makes
@@ -143,12 +142,12 @@ def _check_settings(settings, where: str, path: Path) -> dict:
         return {}
     if not isinstance(settings, dict):
         raise ConfigError(f"{where} must be a mapping of setting: value, not {type(settings).__name__}")
-    values = {}
+    values, keys = {}, known_settings()
     for key, value in settings.items():
-        if key not in KEYS:
-            raise ConfigError(f"{where}: unknown setting {shown(key)}; the settings are: {', '.join(KEYS)}")
+        if key not in keys:
+            raise ConfigError(f"{where}: unknown setting {shown(key)}; the settings are: {', '.join(keys)}")
         try:
-            values[key] = KEYS[key].from_yaml(value)
+            values[key] = keys[key].check.from_yaml(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: {key} must be {exc}, not {shown(value)}") from None
         if key in PATH_KEYS:

@@ -6,19 +6,18 @@ steps, then constant or a cosine decay to `min_lr` at `decay_steps` (default:
 parameter: with the reference's betas and no decay or clipping it is the
 reference's op, `Backend.adam_step` (so such a run is bit-identical to one
 from before these settings existed); otherwise one `Backend.adamw_step` over
-the flat buffers, with the gradients scaled to `grad_clip` where their global
-L2 norm is above it, decoupled weight decay on the weight matrices only
-(`decay_mask`), and only the parameters that train updated (`train_mask`; for
-now every one trains). The schedule depends only on the step and the settings,
-so a resumed run continues it exactly.
+the flat buffers, with the gradients scaled to `grad_clip` where the global
+L2 norm of the trainable ones is above it, decoupled weight decay where a
+parameter's spec says it decays (the weight matrices), and frozen parameters
+(a spec with trainable False) left exactly as they are: two masks over the
+flat store. The schedule depends only on the step and the settings, so a
+resumed run continues it exactly.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2
 from microgpt.config import TrainConfig
@@ -42,30 +41,14 @@ def learning_rate(config: TrainConfig, t: int) -> float:
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (config.lr - min_lr)
 
 
-def decays(name: str) -> bool:
-    """Weight decay applies to the weight matrices of the Linear layers (attention, feed-forward, output head);
-    not to the token embedding, LayerNorm gains and shifts, or biases."""
-    return name.endswith(".w")
-
-
-def decay_mask(params: Parameters):
-    """(1, total) on the backend: 1.0 over the parameters that decay, 0.0 elsewhere."""
-    mask = params.backend.zeros((1, params.total))  # (1, total)
-    params.from_host({name: np.full(spec.shape, float(decays(name))) for name, spec in params.specs.items()}, mask)
-    return mask
-
-
-def train_mask(params: Parameters):
-    """(1, total) on the backend: 1.0 over the parameters that train, 0.0 over frozen ones (for now none)."""
-    mask = params.backend.zeros((1, params.total))  # (1, total)
-    mask[...] = 1.0
-    return mask
-
-
 def grad_norm(params: Parameters) -> float:
-    """The global L2 norm of every gradient: one reduction, grad (1, total) @ grad^T."""
-    squares = params.backend.matmul(params.grad, params.grad, transpose_b=True)  # (1, 1)
-    return math.sqrt(float(params.backend.to_host(squares)[0, 0]))
+    """The global L2 norm of the trainable parameters' gradients: grad @ grad^T over each run of adjacent
+    trainable parameters (one reduction over the whole buffer when all of them train)."""
+    squares = 0.0
+    for start, stop in params.trainable_runs():
+        grad = params.grad[:, start:stop]  # (1, run)
+        squares += float(params.backend.to_host(params.backend.matmul(grad, grad, transpose_b=True))[0, 0])
+    return math.sqrt(squares)
 
 
 @dataclass(frozen=True)
@@ -80,9 +63,9 @@ class Optimizer:
     def __init__(self, params: Parameters, config: TrainConfig):
         self.params, self.config = params, config
         self.plain = ((config.beta1, config.beta2) == (ADAM_BETA1, ADAM_BETA2) and config.weight_decay == 0
-                      and config.grad_clip is None)
-        self.mask = None if self.plain else decay_mask(params)
-        self.train_mask = None if self.plain else train_mask(params)
+                      and config.grad_clip is None and params.all_trainable)
+        self.decay_mask = None if self.plain else params.mask("decay")  # (1, total)
+        self.train_mask = None if self.plain else params.mask("trainable")  # (1, total)
 
     @classmethod
     def reference(cls, params: Parameters, lr: float) -> Optimizer:
@@ -101,6 +84,6 @@ class Optimizer:
             norm = grad_norm(p)
             scale = min(1.0, cfg.grad_clip / (norm + CLIP_EPS))
         p.step += 1
-        p.backend.adamw_step(p.data, p.grad, p.m, p.v, self.mask, self.train_mask, lr, p.step, cfg.beta1,
+        p.backend.adamw_step(p.data, p.grad, p.m, p.v, self.decay_mask, self.train_mask, lr, p.step, cfg.beta1,
                              cfg.beta2, cfg.weight_decay, scale)
         return StepInfo(lr, norm)

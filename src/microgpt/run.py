@@ -1,12 +1,15 @@
 """A training run, from settings to a trained model and everything written beside it.
 
-`prepare` turns `Settings` into a ready `Run`: the backend, the corpus and its
-tokenizer, the model (new, or restored from a checkpoint to resume), the
-batches, the held-out tokens and where the checkpoint goes, after every check
-that can fail early (shapes, memory, a directory that is not a checkpoint).
+`prepare` turns `Settings` into a ready `Run`: the corpus and its tokenizer
+(trained on it, or the checkpoint's), the model of the chosen family (new, or
+restored from a checkpoint to resume), the batches, the held-out tokens and
+where the checkpoint goes, after every check that can fail early (shapes,
+memory, a directory that is not a checkpoint). It is typed against the family
+protocol (model/family.py) and the backend contract, naming neither a family
+nor a backend.
 `Run.train` runs the `Trainer`; `Run.finish` appends the results line and draws
-the loss plot. `prepare_compare` does the same for several model specs on the
-same data. `train` is the whole thing in one call, for use from Python:
+the loss plot. `prepare_compare` does the same for several model specs (the
+family's shape strings) on the same data. `train` is the whole thing in one call, for use from Python:
 
     import microgpt
     run, summary = microgpt.train("input.txt", steps=2000, d_model=128, batch_size=16)
@@ -27,11 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from microgpt import machine
-from microgpt.backends import Backend, get_backend, resolve_auto
+from microgpt.all_settings import known_settings
+from microgpt.backends import Backend, backend_class, resolve_auto
 from microgpt.checkpoint import CONFIG, CheckpointError, load_checkpoint
-from microgpt.config import ModelConfig, TrainConfig
+from microgpt.config import DEFAULT_BPE_VOCAB, TrainConfig
 from microgpt.data import (
-    CharTokenizer,
     RandomBatches,
     SequentialBatches,
     default_corpus,
@@ -42,21 +45,19 @@ from microgpt.data import (
 from microgpt.data_parallel import RankShare, micro_batch_size
 from microgpt.distributed import SingleProcess, communicator
 from microgpt.errors import ConfigError
-from microgpt.memory import attention_kind, check_memory
-from microgpt.model import GPT, param_specs, shard_count
+from microgpt.memory import check_memory
+from microgpt.model.family import config_dict, family, n_params
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.progress import Progress
 from microgpt.run_dir import WriterLock, check_plain_file, check_run_files, check_target, check_writable
 from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths, open_own
 from microgpt.sample import generate
-from microgpt.settings import FIELDS, Settings
-from microgpt.specs import ModelSpec, format_spec, parse_spec_list
-from microgpt.threads import set_threads
+from microgpt.settings import Settings
+from microgpt.tokenizer import Tokenizer, train_tokenizer
 from microgpt.trainer import RunSummary, Trainer, step_on_disk
 
 DEFAULT_CORPUS_NAME = "python-docs"
-SPEC_SHAPE_KEYS = ("d_model", "heads", "n_layers")  # what a --compare spec fixes
 
 
 @dataclass
@@ -89,8 +90,9 @@ class Corpus:
 class Run:
     """One training run, ready to train: the model, its data, its settings and where it writes."""
 
-    model: GPT
-    tokenizer: CharTokenizer
+    model: object  # a model of the family `family_name` (model/family.py)
+    family_name: str
+    tokenizer: Tokenizer
     corpus: Corpus
     batches: SequentialBatches | RandomBatches
     val_tokens: np.ndarray | None
@@ -116,8 +118,8 @@ class Run:
 
     def train(self, progress: Progress | None = None) -> RunSummary:
         progress = progress or Progress(quiet=True)
-        trainer = Trainer(self.model, self.tokenizer.vocab, self.batches, self.val_tokens, self.train_config,
-                          self.paths, progress, self.run_info, self.comm)
+        trainer = Trainer(self.model, self.family_name, self.tokenizer, self.batches, self.val_tokens,
+                          self.train_config, self.paths, progress, self.run_info, self.comm)
         return trainer.run()
 
     def finish(self, summary: RunSummary) -> Path | None:
@@ -130,29 +132,32 @@ class Run:
             self._log_result(summary)
             if not plot_available():
                 return None
-            cfg = self.model.config
-            title = (f"{self.label or summary.checkpoint.name}: {format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff)}, "
+            title = (f"{self.label or summary.checkpoint.name}: {self.description}, "
                      f"{self.model.n_params:,} parameters")
             return write_loss_plot(self.paths.metrics, png, title)
         except OSError as exc:
             raise CheckpointError(f"cannot write {exc.filename or png} ({exc.strerror or exc}); the checkpoint at "
                                   f"{summary.checkpoint} was saved") from None
 
+    @property
+    def description(self) -> str:
+        """The model in one line, as its family describes it."""
+        return family(self.family_name).describe(self.model.config)
+
     def sample(self, n_tokens: int, prompt: str = "", temperature: float = 0.8, seed: int | None = None,
                on_text=None) -> str:
-        """n_tokens characters from the trained model (the run's seed unless one is given)."""
+        """n_tokens tokens of text from the trained model (the run's seed unless one is given)."""
         seed = self.train_config.seed if seed is None else seed
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
                         on_text=on_text)
 
     def _log_result(self, summary: RunSummary) -> None:
         """One line in results.jsonl beside a saved checkpoint: what was trained, how long, and how well."""
-        cfg, tc = self.model.config, self.train_config
+        tc = self.train_config
         record = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run": self.label,
-            "spec": format_spec(cfg.head_dims, cfg.n_layers, cfg.d_ff), "d_model": cfg.d_model,
-            "n_layers": cfg.n_layers, "head_dims": list(cfg.head_dims), "d_ff": cfg.d_ff, "seq_len": cfg.seq_len,
-            "vocab_size": cfg.vocab_size, "parameters": self.model.n_params, "steps": summary.steps,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run": self.label, "family": self.family_name,
+            "model": self.description, "config": config_dict(self.model.config), "tokenizer": self.tokenizer.kind,
+            "parameters": self.model.n_params, "steps": summary.steps,
             "steps_run": summary.steps_run, "batch_size": tc.batch_size, "grad_accum": tc.grad_accum,
             "processes": self.comm.size, "lr": tc.lr,
             "final_loss": summary.final_loss, "val_loss": summary.val_loss, "best_val_loss": summary.best_val_loss,
@@ -165,21 +170,17 @@ class Run:
 
 
 def start_backend(name: str, comm=None, threads: int | None = None) -> tuple[Backend, str | None]:
-    """The backend a run asked for, and for "auto" a note saying which one it picked and why. A CPU backend
-    uses `threads` for BLAS and its kernels (default: threads.default_threads). With several processes on
+    """The backend a run asked for, and for "auto" a note saying which one it picked and why. A backend on the
+    CPU uses `threads` for BLAS and its kernels (default: threads.default_threads). With several processes on
     the GPU, each first takes its own GPU (`comm.use_local_gpu`)."""
     picked = resolve_auto() if name == "auto" else name
-    if comm is not None and picked in ("cuda", "cublas"):
+    kind = backend_class(picked)
+    if comm is not None and kind.on_gpu:
         comm.use_local_gpu()
-    if picked == "cpu":
-        backend = get_backend(picked, threads=threads)
-    else:
-        backend = get_backend(picked)
-        if picked == "numpy":
-            backend.threads = set_threads(threads)
+    backend = kind.start(threads)
     if name != "auto":
         return backend, None
-    return backend, f"backend: {picked} (auto: {'a GPU is usable' if picked == 'cuda' else 'no usable GPU'})"
+    return backend, f"backend: {picked} (auto: {'a GPU is usable' if kind.on_gpu else 'no usable GPU'})"
 
 
 def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, comm=None):
@@ -189,10 +190,6 @@ def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, co
     else:
         batches = SequentialBatches(train_tokens, seq_len, config.batch_size, config.stride)
     return batches if comm is None or comm.size == 1 else RankShare(batches, comm.rank, comm.size)
-
-
-def _dtype_bytes(backend: Backend) -> int:
-    return np.dtype(backend.dtype).itemsize
 
 
 def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True, comm=None,
@@ -214,10 +211,11 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     cap = settings.value("max_memory")
     resume_state: dict = {}
     if resume is not None:
-        model, vocab, info = load_checkpoint(resume, backend, with_optimizer=True, max_memory=cap)
+        model, tokenizer, info = load_checkpoint(resume, backend, with_optimizer=True, max_memory=cap)
         resume_state = _train_state(resume, info)
         # a checkpoint from before the optimiser settings existed was trained with the reference's
-        saved = {**REFERENCE_OPTIMIZER, **resume_state.get("train_config", {})}
+        saved = {**REFERENCE_OPTIMIZER, **resume_state.get("train_config", {}), "family": info["family"],
+                 "tokenizer": tokenizer.kind}
         if resume_state.get("corpus_file"):
             saved["file"] = resume_state["corpus_file"]
         settings = settings.resumed_from(saved)
@@ -232,34 +230,41 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         if init_from is not None and init_from.resolve() in (target.resolve(), RunPaths(target).best.resolve()):
             raise ConfigError(f"--init-from {init_from} would be replaced by this run's checkpoint (--model "
                               f"{target}, or its -best); give the fine-tuned model its own --model")
+    family_name = settings.value("family")
     if resume is not None:
-        settings.check_shape_against(model.config, resume)
-        check_memory(model.config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
-                     shards=shard_count(backend, micro_batch))
-        tokenizer = CharTokenizer(vocab)
+        settings.check_shape_against(family_name, model.config, resume)
+        check_tokenizer_against(settings, tokenizer, resume)
+        check_memory(settings.family, model.config, micro_batch, backend, cap)
         if train_config.steps <= model.params.step:
             raise ConfigError(f"{resume} is already at step {model.params.step}; "
                               f"ask for more with --steps (a total, e.g. --steps {model.params.step + 1000})")
     elif init_from is not None:
-        source, vocab, _ = load_checkpoint(init_from, backend, max_memory=cap)
-        settings.check_shape_against(source.config, init_from, fix="drop it to fine-tune this checkpoint")
-        added = "".join(sorted(set(corpus.text) - set(vocab)))
-        tokenizer = CharTokenizer(vocab + added)  # the old ids keep their meaning; new characters come after
+        source, source_tokenizer, info = load_checkpoint(init_from, backend, max_memory=cap)
+        family_name = info["family"]
+        fix = "drop it to fine-tune this checkpoint"
+        settings.check_shape_against(family_name, source.config, init_from, fix=fix)
+        check_tokenizer_against(settings, source_tokenizer, init_from, fix=fix)
+        tokenizer = source_tokenizer.extended_for(corpus.text)  # the old ids keep their meaning
         config = dataclasses.replace(source.config, vocab_size=tokenizer.size)
-        check_memory(config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
-                     shards=shard_count(backend, micro_batch))
-        model = GPT(config, backend, seed=train_config.seed)
+        kind = family(family_name)
+        check_memory(kind, config, micro_batch, backend, cap)
+        model = kind.build(config, backend, tokenizer, train_config.seed)
         model.params.from_host(carry_weights(source.params.to_host(), model.params.to_host()))
+        added = tokenizer.size - source_tokenizer.size
         notes.append(f"fine-tuning {init_from} (step {step_on_disk(init_from)}): its weights, with a new optimiser, "
-                     f"schedule and step 0" + (f"; {len(added)} new character{'s' if len(added) != 1 else ''} "
-                                               f"({added!r}) got new embedding and output rows, initialised as a "
-                                               "new model's" if added else ""))
+                     f"schedule and step 0" + (f"; {added} new token{'s' if added != 1 else ''} "
+                                               f"({tokenizer.decode(range(source_tokenizer.size, tokenizer.size))!r}) "
+                                               "got new embedding and output rows, initialised as a new model's"
+                                               if added else ""))
     else:
-        tokenizer = CharTokenizer.from_text(corpus.text)
+        tokenizer = new_tokenizer(settings, corpus)
+        asked = settings.value("vocab_size") or DEFAULT_BPE_VOCAB
+        if tokenizer.kind == "bpe" and tokenizer.size < asked:
+            notes.append(f"the text ran out of pairs to merge: its BPE has {tokenizer.size} tokens, not the {asked} "
+                         "asked for (--vocab-size)")
         config = settings.model_config(tokenizer.size)
-        check_memory(config, micro_batch, _dtype_bytes(backend), cap, attention=attention_kind(backend),
-                     shards=shard_count(backend, micro_batch))
-        model = GPT(config, backend, seed=train_config.seed)
+        check_memory(settings.family, config, micro_batch, backend, cap)
+        model = settings.family.build(config, backend, tokenizer, train_config.seed)
     seq_len = model.config.seq_len
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
     train_config = with_held_out(train_config, len(tokens), seq_len)
@@ -279,8 +284,29 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         run_info["init_from"] = resume_state["init_from"]
     if not comm.is_writer:  # rank 0 alone validates
         val_tokens = None
-    return Run(model, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info, label,
-               resumed=resume is not None, comm=comm, lock=lock, notes=notes)
+    return Run(model, family_name, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info,
+               label, resumed=resume is not None, comm=comm, lock=lock, notes=notes)
+
+
+def new_tokenizer(settings: Settings, corpus: Corpus) -> Tokenizer:
+    """The --tokenizer a new run asks for, made from its text (bpe: trained on it, --vocab-size tokens)."""
+    kind = settings.value("tokenizer")
+    vocab_size = settings.value("vocab_size")
+    if kind == "bpe" and vocab_size is None:
+        vocab_size = DEFAULT_BPE_VOCAB
+    return train_tokenizer(kind, corpus.text, vocab_size)
+
+
+def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint: Path,
+                            fix: str = "drop it to resume, or train a new model with --model") -> None:
+    """On resume (or fine-tuning) the tokenizer is the checkpoint's: a --tokenizer or --vocab-size given that
+    disagrees is an error."""
+    if settings.given("tokenizer") and settings.value("tokenizer") != tokenizer.kind:
+        raise ConfigError(f"{settings.describe('tokenizer')} does not match the checkpoint {checkpoint}, whose "
+                          f"tokenizer is {tokenizer.kind}; {fix}")
+    if settings.given("vocab_size") and settings.value("vocab_size") != tokenizer.size:
+        raise ConfigError(f"{settings.describe('vocab_size')} does not match the checkpoint {checkpoint}, whose "
+                          f"tokenizer has {tokenizer.size} tokens; {fix}")
 
 
 def carry_weights(source: dict[str, np.ndarray], fresh: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -304,7 +330,7 @@ def with_held_out(config: TrainConfig, n_tokens: int, seq_len: int) -> TrainConf
 
 def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> list[str]:
     """On a resume: each optimiser or schedule flag that changes what the checkpoint was trained with."""
-    notes = [f"{FIELDS[key].flag} {settings.value(key)} overrides the checkpoint's {saved.get(key)}"
+    notes = [f"{known_settings()[key].flag} {settings.value(key)} overrides the checkpoint's {saved.get(key)}"
              for key in REFERENCE_OPTIMIZER if key in settings.explicit and settings.explicit[key] != saved.get(key)]
     old_steps = saved.get("steps")
     if config.lr_schedule == "cosine" and config.decay_steps is None and old_steps not in (None, config.steps):
@@ -335,10 +361,11 @@ def _train_state(checkpoint: Path, info: dict) -> dict:
 class Comparison:
     """Several model specs to train in turn on the same data, batches, seed and steps."""
 
-    specs: list[ModelSpec]
-    configs: list[ModelConfig]
+    specs: list[str]  # as written
+    configs: list  # each spec's family config
+    family_name: str
     corpus: Corpus
-    tokenizer: CharTokenizer
+    tokenizer: Tokenizer
     train_tokens: np.ndarray
     val_tokens: np.ndarray | None
     train_config: TrainConfig
@@ -349,13 +376,13 @@ class Comparison:
     def runs(self) -> Iterator[Run]:
         """Each spec's run, made when it is reached (so only one model is in memory at a time); close each run
         when it is done (which releases its directory), and the comparison at the end."""
+        kind = family(self.family_name)
         for spec, config, lock in zip(self.specs, self.configs, self.locks):
-            model = GPT(config, self.backend, seed=self.train_config.seed)
+            model = kind.build(config, self.backend, self.tokenizer, self.train_config.seed)
             batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
             paths = RunPaths(None if lock is None else lock.directory)
-            yield Run(model, self.tokenizer, self.corpus, batches, self.val_tokens, self.train_config, paths,
-                      self.corpus.run_info(self.train_config), spec.text, lock=lock)
-
+            yield Run(model, self.family_name, self.tokenizer, self.corpus, batches, self.val_tokens,
+                      self.train_config, paths, self.corpus.run_info(self.train_config), spec, lock=lock)
 
     def close(self) -> None:
         """Release the directories of specs that did not train (a comparison that stopped early)."""
@@ -365,22 +392,25 @@ class Comparison:
 
 
 def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True) -> Comparison:
-    """Every spec of `specs_text` checked (shape, memory, and where it saves: each directory locked for this
-    comparison) before any training."""
-    for key in SPEC_SHAPE_KEYS:
+    """Every spec of `specs_text` (the family's shape strings, `parse_specs`) checked (shape, memory, and where
+    it saves: each directory locked for this comparison) before any training."""
+    kind, family_name = settings.family, settings.value("family")
+    if not hasattr(kind, "parse_specs"):
+        raise ConfigError(f"--compare takes model specs, and the {family_name} family has none; compare its runs "
+                          "with --config FILE (named runs) instead")
+    for key in kind.SPEC_KEYS:
         if settings.given(key):
             raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
-    specs = parse_spec_list(specs_text)
+    specs = kind.parse_specs(specs_text, settings)
     train_config = settings.train_config()
     micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
-    tokenizer = CharTokenizer.from_text(corpus.text)
-    d_ff = settings.value("d_ff") if settings.given("d_ff") or "d_ff" in settings.preset else None
-    configs = [spec.model_config(tokenizer.size, settings.value("seq_len"), d_ff) for spec in specs]
-    for spec, config in zip(specs, configs):
-        check_memory(config, micro_batch, _dtype_bytes(backend), settings.value("max_memory"),
-                     f"spec {spec.text}", attention=attention_kind(backend),
-                     shards=shard_count(backend, micro_batch))
+    tokenizer = new_tokenizer(settings, corpus)
+    configs = [Settings({**settings.explicit, **values}, settings.named).model_config(tokenizer.size)
+               for _, values in specs]
+    for (text, _), config in zip(specs, configs):
+        check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
+    names = [text for text, _ in specs]
     base = None
     if save:
         label = settings.named.id if settings.named else corpus.name
@@ -388,17 +418,19 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
         if (base / CONFIG).exists() or (base.exists() and not base.is_dir()):
             raise ConfigError(f"{base} is a checkpoint or a file; --compare writes one checkpoint per spec inside "
                               "--model DIR, so pick a directory that is neither")
-        for spec in specs:  # every spec's place and files, before the first spec trains
-            check_target(base / spec.text)
-            check_run_files(base / spec.text)
+        for name in names:  # every spec's place and files, before the first spec trains
+            check_target(base / name)
+            check_run_files(base / name)
         check_plain_file(base / COMPARE_PLOT)
+    seq_len = configs[0].seq_len
     tokens = tokenizer.encode(corpus.text, source=corpus.description)
-    train_config = with_held_out(train_config, len(tokens), settings.value("seq_len"))
+    train_config = with_held_out(train_config, len(tokens), seq_len)
     settings.check_all_used(train_config, save=save, compare=True)
-    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, settings.value("seq_len"))
-    locks = ([_claim(base / spec.text, sum(p.size for p in param_specs(config))) for spec, config in zip(specs, configs)]
+    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
+    locks = ([_claim(base / name, n_params(kind, config)) for name, config in zip(names, configs)]
              if base is not None else [None] * len(specs))
-    return Comparison(specs, configs, corpus, tokenizer, train_tokens, val_tokens, train_config, backend, base, locks)
+    return Comparison(names, configs, family_name, corpus, tokenizer, train_tokens, val_tokens, train_config, backend,
+                      base, locks)
 
 
 def train(file: str | None = None, *, resume: str | Path | None = None, init_from: str | Path | None = None,

@@ -3,14 +3,16 @@
 `choose_token` turns one row of logits into a token id: greedy at temperature
 0, otherwise a draw from the tempered softmax, optionally cut to the top-k
 tokens and to the nucleus (the most likely tokens whose probabilities add up
-to top-p). `generate` extends a prompt one character at a time; the model
-sees at most seq_len tokens. With `use_cache` (the default) the prompt is run
-once and each new token reuses the keys and values already computed
-(`microgpt.model.decode`), O(T) per token; past seq_len the cache slides
-(sliding-window attention over the last seq_len positions at every layer), and
-its memory stays bounded by seq_len however many tokens are generated.
-Without it, each token re-runs the full model on the last seq_len tokens. The
-two agree while the context fits in seq_len, and for one-layer models always.
+to top-p). `generate` extends a prompt one token at a time, streaming the text
+through the tokenizer's incremental decoder (so a token that ends inside a
+UTF-8 character waits for the rest of it); the model sees at most seq_len
+tokens. With `use_cache` (the default) it runs through the model's own
+`decoder()`: for GPT the prompt is run once and each new token reuses the keys
+and values already computed, O(T) per token, and past seq_len the cache slides
+(sliding-window attention over the last seq_len positions at every layer).
+Without it, each token re-runs the model on the last seq_len tokens
+(model/decode.py's `Rerun`). The two agree while the context fits in seq_len,
+and for one-layer models always.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from microgpt.data import CharTokenizer
 from microgpt.errors import ConfigError
-from microgpt.model import GPT
-from microgpt.model.decode import Decoder
+from microgpt.model.decode import Rerun
+from microgpt.tokenizer import Tokenizer
 
 
 def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
@@ -64,45 +65,39 @@ class UnsoundOutputs(ValueError):
     """A model whose outputs are NaN or infinite; the message says so and what to do."""
 
 
-def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_tokens: int, temperature: float = 1.0,
-             seed: int = 0, on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
+def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperature: float = 1.0, seed: int = 0,
+             on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
              use_cache: bool = True) -> str:
-    """The prompt's continuation of n_tokens characters; on_text receives each character as it is made."""
+    """The prompt's continuation of n_tokens tokens, as text; on_text receives the text as it is made (a piece
+    per token, or none while a character is incomplete, and at the end what an incomplete tail decodes to)."""
     check_sampling(temperature, top_k, top_p)
     rng = np.random.default_rng(seed)
-    context = list(tokenizer.encode(prompt or start_text(tokenizer), source="the prompt"))
-    decoder = Decoder(model) if use_cache else None
+    context = list(tokenizer.encode(prompt or tokenizer.start_text(), source="the prompt"))
+    decoder = model.decoder() if use_cache else Rerun(model)
+    text = tokenizer.decoder()
     out = []
-    for _ in range(n_tokens):
-        logits = next_logits(model, context, decoder)  # (vocab,)
+    for made in range(n_tokens):
+        logits = next_logits(context, decoder)  # (vocab,)
         if not np.all(np.isfinite(logits)):
-            raise UnsoundOutputs(f"the model's outputs are not finite (after {len(out)} characters); its weights "
+            raise UnsoundOutputs(f"the model's outputs are not finite (after {made} tokens); its weights "
                                  "are unusable, retrain it (with a lower --lr if it diverged)")
         token = choose_token(logits, temperature, rng, top_k, top_p)
         context.append(token)
-        ch = tokenizer.vocab[token]
-        out.append(ch)
-        if on_text:
-            on_text(ch)
+        out.append(text.add(token))
+        if on_text and out[-1]:
+            on_text(out[-1])
+    out.append(text.flush())
+    if on_text and out[-1]:
+        on_text(out[-1])
     return "".join(out)
 
 
-def next_logits(model: GPT, context: list[int], decoder: Decoder | None) -> np.ndarray:
-    """Host logits (vocab,) for the token after context.
-
-    Without a decoder: a full forward over the last seq_len tokens. With one: the first call fills its
-    cache with the context (its last seq_len tokens), each later call feeds it the one token appended since.
-    """
-    if decoder is None:
-        window = np.array(context[-model.config.seq_len :], dtype=np.int32)[None, :]  # (1, T)
-        return model.be.to_host(model.logits(window)[-1])
+def next_logits(context: list[int], decoder) -> np.ndarray:
+    """Host logits (vocab,) for the token after context: the first call fills the decoder with the context (it
+    keeps the last seq_len tokens), each later call feeds it the one token appended since."""
+    model = decoder.model
     if decoder.consumed == 0:
         return model.be.to_host(decoder.prefill(context))[0]
     if decoder.consumed != len(context) - 1:
         raise ValueError(f"the decoder has seen {decoder.consumed} tokens, but the context grew to {len(context)}")
     return model.be.to_host(decoder.step(context[-1]))[0]
-
-
-def start_text(tokenizer: CharTokenizer) -> str:
-    """What an empty prompt starts from: a newline when the vocabulary has one, else its first character."""
-    return "\n" if "\n" in tokenizer.vocab else tokenizer.vocab[0]

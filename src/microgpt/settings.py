@@ -1,25 +1,28 @@
 """Where each setting of a run comes from, and the configs built from them.
 
-Sources, lowest to highest precedence: the default declared in config.py, the
-preset (`--preset`, or a named run's `preset:`; presets.py), the named run of
-`--config` (named_runs.py), the checkpoint being resumed (its training settings
-and corpus), and an explicit flag or keyword. `Settings`
-answers "what is this setting, and who said so" for the run module, and builds
-the `ModelConfig`, `TrainConfig` and `RunConfig` of a run.
+Sources, lowest to highest precedence: the default declared with the setting
+(config.py, and each model family's config), the preset (`--preset`, or a named
+run's `preset:`; presets.py), the named run of `--config` (named_runs.py), the
+checkpoint being resumed (its family, tokenizer, training settings and corpus),
+and an explicit flag or keyword. `Settings` answers "what is this setting, and
+who said so" for the run module, and builds the family's config, the
+`TrainConfig` of a run; `known_settings` (all_settings.py) is every setting
+there is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
+from microgpt.all_settings import family_keys, known_settings
 from microgpt.checks import shown
-from microgpt.config import ModelConfig, TrainConfig, parse_heads, settings_fields
+from microgpt.config import TrainConfig, settings_fields
 from microgpt.errors import ConfigError
+from microgpt.model.family import family
 from microgpt.named_runs import NamedRun, load_all_runs
 from microgpt.presets import PRESETS
-
-FIELDS = {f.key: f for f in settings_fields()}
-SHAPE_KEYS = tuple(f.key for f in settings_fields(ModelConfig))  # d_model, n_layers, heads, d_ff, seq_len
+from microgpt.registry import FAMILIES
 
 
 class Settings:
@@ -27,21 +30,23 @@ class Settings:
     else the preset, else the declared default."""
 
     def __init__(self, explicit: dict | None = None, named: NamedRun | None = None, saved: dict | None = None):
+        fields = known_settings()
         explicit = {key: value for key, value in (explicit or {}).items() if value is not None}
-        unknown = sorted(set(explicit) - set(FIELDS))
+        unknown = sorted(set(explicit) - set(fields))
         if unknown:
-            raise ConfigError(f"unknown setting {shown(unknown[0])}; the settings are: {', '.join(FIELDS)}")
+            raise ConfigError(f"unknown setting {shown(unknown[0])}; the settings are: {', '.join(fields)}")
         for key, value in explicit.items():  # a flag's value is clean already; one from Python is read here
             try:
-                explicit[key] = FIELDS[key].check.from_yaml(str(value) if isinstance(value, Path) else value)
+                explicit[key] = fields[key].check.from_yaml(str(value) if isinstance(value, Path) else value)
             except ValueError as exc:
-                raise ConfigError(f"{FIELDS[key].flag} must be {exc}, not {shown(value)}") from None
+                raise ConfigError(f"{fields[key].flag} must be {exc}, not {shown(value)}") from None
+        self.fields = fields
         self.explicit, self.named, self.saved = explicit, named, saved or {}
         preset = explicit.get("preset") or (named.values.get("preset") if named is not None else None)
         self.preset: dict = PRESETS[preset] if preset else {}
 
     def resumed_from(self, saved: dict) -> Settings:
-        """These settings over a checkpoint's saved ones (its training settings, corpus file)."""
+        """These settings over a checkpoint's saved ones (its family, tokenizer, training settings, corpus file)."""
         return Settings(self.explicit, self.named, saved)
 
     def given(self, key: str) -> bool:
@@ -57,37 +62,39 @@ class Settings:
             return self.named.values[key]
         if key in self.preset:
             return self.preset[key]
-        return FIELDS[key].default
+        return self.fields[key].default
 
     def origin(self, key: str) -> str:
         """Where a given setting came from, for messages: "--d-model" or "d_model (run ID in FILE)"."""
         if key in self.explicit or self.named is None:
-            return FIELDS[key].flag
+            return self.fields[key].flag
         return f"{key} ({self.named.origin})"
 
     def describe(self, key: str) -> str:
-        """A given setting with its value: "--heads 4" or "heads: 4 (run ID in FILE)"."""
+        """A given setting with its value: "--heads 4" or "heads: 1,2,5 (run ID in FILE)"."""
+        value = self.value(key)
+        shown_value = ",".join(map(str, value)) if isinstance(value, tuple) else value  # widths as --heads writes them
         if key in self.explicit or self.named is None:
-            return f"{self.origin(key)} {self.value(key)}"
-        return f"{key}: {self.value(key)} ({self.named.origin})"
+            return f"{self.origin(key)} {shown_value}"
+        return f"{key}: {shown_value} ({self.named.origin})"
 
     def path(self, key: str) -> Path | None:
         value = self.value(key)
         return None if value is None else Path(value)
 
-    def model_config(self, vocab_size: int) -> ModelConfig:
-        """The model shape from the given settings and the defaults."""
-        d_model = self.value("d_model")
-        heads = self.value("heads")
-        if heads is None:
-            return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=self.value("n_layers"),
-                               d_ff=self.value("d_ff"), seq_len=self.value("seq_len"))
-        head_dims, heads_d_model = parse_heads(str(heads), d_model)
-        if self.given("d_model") and heads_d_model != d_model:
-            raise ConfigError(f"{self.describe('heads')} makes d_model {heads_d_model}, but {self.origin('d_model')} "
-                              f"is {d_model}; drop one of them")
-        return ModelConfig(vocab_size=vocab_size, d_model=heads_d_model, head_dims=head_dims,
-                           n_layers=self.value("n_layers"), d_ff=self.value("d_ff"), seq_len=self.value("seq_len"))
+    @property
+    def family(self) -> ModuleType:
+        """The family module these settings choose (--family)."""
+        return family(self.value("family"))
+
+    def model_config(self, vocab_size: int):
+        """The chosen family's config from the given settings and the defaults."""
+        return self._config_of(self.family, vocab_size)
+
+    def _config_of(self, kind: ModuleType, vocab_size: int):
+        if hasattr(kind, "config_from"):
+            return kind.config_from(self, vocab_size)
+        return kind.Config(vocab_size=vocab_size, **{f.field: self.value(f.key) for f in settings_fields(kind.Config)})
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(**{f.field: self.value(f.key) for f in settings_fields(TrainConfig)})
@@ -100,6 +107,8 @@ class Settings:
                        "the text is too short to hold out a tenth of it; give --val-tokens N")
         no_decay = "a constant schedule does not decay; add --lr-schedule cosine or drop it"
         flag = None  # the cause is an invocation flag (--no-save, --compare): always the command line's
+        chosen = self.value("family")
+        own = set(family_keys(self.family))
         unused = [  # (the setting, what makes it useless, the setting that does so, why)
             ("eval_every", config.val_tokens == 0, "val_tokens",
              f"there is no held-out text to validate on ({no_held_out})"),
@@ -112,27 +121,39 @@ class Settings:
               "add --no-random-batches or drop it")),
             ("min_lr", config.lr_schedule == "constant", "lr_schedule", no_decay),
             ("decay_steps", config.lr_schedule == "constant", "lr_schedule", no_decay),
+            ("vocab_size", self.value("tokenizer") != "bpe", "tokenizer",
+             "the char tokenizer's vocabulary is the text's characters; add --tokenizer bpe or drop it"),
             ("save_every", not save, flag, "nothing is saved with --no-save"),
             ("model", not save, flag, "nothing is saved with --no-save"),
             ("gen", compare and self.value("gen") > 0, flag, "--compare prints no sample"),
         ]
+        unused += [(key, True, "family", f"the {chosen} family has no {key}")
+                   for name in FAMILIES for key in family_keys(family(name)) if key not in own]
         for key, useless, cause, why in unused:
             overridden = key not in self.explicit and (cause is flag or cause in self.explicit)
             if useless and self.given(key) and not overridden:
                 raise ConfigError(f"{self.describe(key)} does nothing here: {why}")
 
-    def check_shape_against(self, config: ModelConfig, checkpoint: Path,
+    def check_shape_against(self, family_name: str, config, checkpoint: Path,
                             fix: str = "drop it to resume, or train a new model with --model") -> None:
-        """On resume (or fine-tuning) the shape comes from the checkpoint; an explicit shape setting that disagrees
-        is an error, whose message ends with `fix`."""
-        for key in SHAPE_KEYS:
+        """On resume (or fine-tuning) the family and shape come from the checkpoint; an explicit setting that
+        disagrees is an error, whose message ends with `fix`. Each shape setting given is read on its own over
+        the checkpoint's others (so --heads 4 means four heads of the checkpoint's d_model)."""
+        if "family" in self.explicit and self.explicit["family"] != family_name:
+            raise ConfigError(f"{self.describe('family')} does not match the checkpoint {checkpoint}, a "
+                              f"{family_name} model; {fix}")
+        kind = family(family_name)
+        shape = {f.key: (f.field, getattr(config, f.field)) for f in settings_fields(kind.Config)}
+        for key, (field, actual) in shape.items():
             if key not in self.explicit:
                 continue
-            wanted = self.value(key)
-            actual = getattr(config, FIELDS[key].field)
-            if key == "heads":
-                wanted = parse_heads(str(wanted), config.d_model)[0]
-            if wanted != actual:
+            alone = Settings({key: self.explicit[key]}, None,
+                             {other: value for other, (_, value) in shape.items() if other != key})
+            try:
+                agrees = getattr(alone._config_of(kind, config.vocab_size), field) == actual
+            except ConfigError:
+                agrees = False
+            if not agrees:
                 raise ConfigError(
                     f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {actual}; {fix}"
                 )

@@ -17,7 +17,8 @@ agree on both inside the next step, so a signal to any one acts on all, and
 rank 0 alone saves. In a thread other than the main one, where Python allows
 no signal handlers, a run trains without them and says so. Each step's update is the
 optimiser's (optim.py: schedule, clipping, Adam or AdamW); its learning rate,
-and with clipping the gradient norm, go into the metrics log. A NaN or
+with clipping the gradient norm, and the model's own per-step figures (a
+family's loss_and_backward may return some) go into the metrics log. A NaN or
 infinite loss stops before the update; weights that are unsound to save
 (checkpoint.WEIGHT_LIMIT) stop the run before the save; either way the last
 good checkpoint stays on disk, and the message says which step it holds.
@@ -48,8 +49,7 @@ from microgpt.checkpoint import (
 from microgpt.config import TrainConfig
 from microgpt.data_parallel import micro_batch_size, train_step
 from microgpt.distributed import SingleProcess
-from microgpt.errors import TrainingStopped, WriterStopped
-from microgpt.model import GPT, NonFiniteLoss
+from microgpt.errors import NonFiniteLoss, TrainingStopped, WriterStopped
 from microgpt.optim import Optimizer
 from microgpt.progress import Progress
 from microgpt.run_files import RunPaths, open_own
@@ -74,9 +74,11 @@ class RunSummary:
 
 
 class Trainer:
-    def __init__(self, model: GPT, vocab: str, batches, val_tokens: np.ndarray | None, config: TrainConfig,
-                 paths: RunPaths, progress: Progress, run_info: dict, comm=None):
-        self.model, self.vocab, self.batches = model, vocab, batches
+    """Trains a model of any family (model/family.py) named `family_name`, saved with its tokenizer."""
+
+    def __init__(self, model, family_name: str, tokenizer, batches, val_tokens: np.ndarray | None,
+                 config: TrainConfig, paths: RunPaths, progress: Progress, run_info: dict, comm=None):
+        self.model, self.family_name, self.tokenizer, self.batches = model, family_name, tokenizer, batches
         self.comm = comm or SingleProcess()  # the processes training this model; rank 0 alone writes
         self.val_tokens, self.config, self.paths, self.progress = val_tokens, config, paths, progress
         self.run_info = run_info  # corpus and flags, kept in train_state.json
@@ -103,7 +105,7 @@ class Trainer:
         if directory is None:
             return
         try:
-            save_checkpoint(directory, self.model, self.vocab, self.train_state())
+            save_checkpoint(directory, self.model, self.tokenizer, self.train_state(), family_name=self.family_name)
         except UnsoundWeights as exc:
             raise WriterStopped(f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. "
                                   "Try a lower --lr.") from None
@@ -144,17 +146,17 @@ class Trainer:
                         # a stop asked in any process ends the loop in every one, after the same step; a
                         # diverging step's overflow warnings are left unsaid: the checks below name it once
                         with np.errstate(over="ignore", invalid="ignore"):
-                            loss, stopping, save_now, update = train_step(
-                                self.model, windows, self.optimizer, self.comm, cfg.grad_accum,
-                                self._stop_signal is not None, self._save_signal is not None)
+                            result = train_step(self.model, windows, self.optimizer, self.comm, cfg.grad_accum,
+                                                self._stop_signal is not None, self._save_signal is not None)
                     except NonFiniteLoss as exc:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
+                    loss, stopping, save_now = result.loss, result.stop, result.save
                     losses.append(loss)
                     step, now = params.step, time.perf_counter()
-                    record = {"step": step, "loss": loss, "time": round(self._time_offset + now - start, 4),
-                              "lr": update.lr}
-                    if update.grad_norm is not None:
-                        record["grad_norm"] = update.grad_norm
+                    record = {**result.metrics, "step": step, "loss": loss,  # the trainer's own keys win
+                              "time": round(self._time_offset + now - start, 4), "lr": result.update.lr}
+                    if result.update.grad_norm is not None:
+                        record["grad_norm"] = result.update.grad_norm
                     due_by_steps = cfg.validate_every and step % cfg.validate_every == 0
                     due_by_time = not cfg.validate_every and now - last_val >= cfg.val_interval
                     if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):

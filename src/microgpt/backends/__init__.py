@@ -12,14 +12,7 @@ import importlib
 import sys
 
 from microgpt.backends.base import Backend, BackendUnavailable
-
-# name -> (module, class); modules are imported on first use only.
-REGISTRY: dict[str, tuple[str, str]] = {
-    "numpy": ("microgpt.backends.numpy_backend", "NumpyBackend"),
-    "cpu": ("microgpt.backends.cpu_backend", "CpuBackend"),
-    "cuda": ("microgpt.backends.cuda", "CuBLASBackend"),
-    "cublas": ("microgpt.backends.cuda", "CuBLASBackend"),
-}
+from microgpt.registry import BACKENDS as REGISTRY  # name -> (module, class), imported on first use only
 
 CHOICES = ("auto", *REGISTRY)
 

@@ -1,5 +1,5 @@
-"""Flags shared by the subcommands: the setting flags made from the config dataclasses, and typed number
-parsers that give argparse a clear message."""
+"""Flags shared by the subcommands: the setting flags made from the settings' declarations (config.py,
+use_settings.py and each family's), and a typed number parser that gives argparse a clear message."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 from microgpt.checks import Choice, Switch, shown
 from microgpt.config import SettingField
-from microgpt.settings import FIELDS
+from microgpt.settings import known_settings
 
 
 def _number_parser(convert, kind: str, minimum: float, strict: bool):
@@ -28,7 +28,6 @@ def _number_parser(convert, kind: str, minimum: float, strict: bool):
 
 
 positive_int = _number_parser(int, "whole number", 0, strict=True)
-non_negative_int = _number_parser(int, "whole number", 0, strict=False)
 non_negative_float = _number_parser(float, "number", 0, strict=False)
 
 
@@ -61,14 +60,21 @@ def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField
             parser.add_argument(field.flag, type=flag_type(field), metavar=field.flag_metavar, help=help_line)
 
 
-def add_own_setting_flags(parser: argparse.ArgumentParser, keys: tuple[str, ...]) -> None:
-    """Some of train's setting flags, for the commands that have no other settings: each with its declared
-    default (no named run or checkpoint supplies these there)."""
-    for key in keys:
-        field = FIELDS[key]
+def add_flags_with_defaults(parser: argparse.ArgumentParser, fields: list[SettingField]) -> None:
+    """One flag per setting with its declared default, for the commands that use a trained model (no named
+    run or checkpoint supplies these there)."""
+    for field in fields:
         help_line = help_text(f"{field.help} (default: {field.default_text})")
-        if isinstance(field.check, Choice):
+        if isinstance(field.check, Switch):
+            parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=field.default,
+                                help=help_line)
+        elif isinstance(field.check, Choice):
             parser.add_argument(field.flag, choices=field.check.options, default=field.default, help=help_line)
         else:
             parser.add_argument(field.flag, type=flag_type(field), metavar=field.flag_metavar,
                                 default=field.default, help=help_line)
+
+
+def train_settings(*keys: str) -> list[SettingField]:
+    """Some of train's settings, which the other commands share (the backend, threads, memory caps)."""
+    return [known_settings()[key] for key in keys]

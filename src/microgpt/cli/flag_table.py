@@ -12,7 +12,7 @@ from pathlib import Path
 
 from microgpt.checks import Switch
 from microgpt.cli.train import INVOCATION_FLAGS
-from microgpt.settings import FIELDS
+from microgpt.settings import known_settings
 
 BEGIN = "<!-- train flags: made by `python -m microgpt.cli.flag_table`; a test checks this table -->"
 END = "<!-- end of train flags -->"
@@ -21,7 +21,7 @@ END = "<!-- end of train flags -->"
 def flag_table() -> str:
     """The markdown table: FILE, one row per setting (flag, meaning, default), then the invocation flags."""
     rows = ["| flag | meaning | default |", "| --- | --- | --- |"]
-    for field in FIELDS.values():
+    for field in known_settings().values():
         if field.key == "file":
             name = "`FILE`"
         elif isinstance(field.check, Switch):

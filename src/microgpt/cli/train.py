@@ -24,7 +24,7 @@ from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
 from microgpt.run import Run, prepare, prepare_compare, start_backend
 from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
-from microgpt.settings import FIELDS, Settings, check_named_runs
+from microgpt.settings import Settings, check_named_runs, known_settings
 from microgpt.trainer import RunSummary
 
 # The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
@@ -54,9 +54,10 @@ INVOCATION_FLAGS = [
 
 def add_parser(commands) -> None:
     p = commands.add_parser("train", help="train a model", description=__doc__.split("\n\n")[0].split(":", 1)[1].strip())
-    p.add_argument("file", nargs="?", metavar="FILE", type=flag_type(FIELDS["file"]),
-                   help=f"{FIELDS['file'].help} (default: {FIELDS['file'].default_text})")
-    add_setting_flags(p, [f for f in FIELDS.values() if f.key != "file"])
+    fields = known_settings()
+    p.add_argument("file", nargs="?", metavar="FILE", type=flag_type(fields["file"]),
+                   help=f"{fields['file'].help} (default: {fields['file'].default_text})")
+    add_setting_flags(p, [f for f in fields.values() if f.key != "file"])
     for flags, keywords in INVOCATION_FLAGS:
         p.add_argument(*flags, **{**keywords, "help": help_text(keywords["help"])})
     p.set_defaults(run=run)
@@ -85,7 +86,7 @@ def train_command(args, comm) -> int:
         named = load_run(args.config, args.run_id) if args.config is not None else None
         if named is not None:
             check_named_runs(args.config)
-        settings = Settings({key: getattr(args, key) for key in FIELDS}, named)
+        settings = Settings({key: getattr(args, key) for key in known_settings()}, named)
         backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
         if note and not args.quiet:
             print(note)
@@ -105,11 +106,8 @@ def train_command(args, comm) -> int:
 def run_single(args, settings: Settings, run: Run, comm) -> int:
     with run:
         if not args.quiet:
-            print(f"corpus: {run.corpus.description}, vocabulary {run.tokenizer.size} characters")
-            cfg = run.model.config
-            print(f"model: {run.model.n_params:,} parameters, d_model {cfg.d_model}, {plural(cfg.n_layers, 'layer')}, "
-                  f"heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}, seq_len {cfg.seq_len}; "
-                  f"{describe_backend(run.model.be)}"
+            print(f"corpus: {run.corpus.description}; tokenizer {run.tokenizer.describe()}")
+            print(f"model: {run.description}; {run.model.n_params:,} parameters; {describe_backend(run.model.be)}"
                   + (f"; resuming at step {run.model.params.step}" if run.resumed else ""))
             print(describe_validation(run))
         if comm.size > 1:
@@ -132,13 +130,13 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
 
 
 def describe_validation(run: Run) -> str:
-    """'validation: the last 20,000 characters (312 windows of 65), every 140 steps and at the end'."""
+    """'validation: the last 20,000 tokens (312 windows of 65), every 140 steps and at the end'."""
     tc = run.train_config
     if not tc.val_tokens:
         return "validation: none (--val-tokens 0)"
     windows = (tc.val_tokens - 1) // run.model.config.seq_len
     when = (f"every {plural(tc.validate_every, 'step')}" if tc.validate_every else f"every {tc.val_interval:g} s")
-    return (f"validation: the last {tc.val_tokens:,} characters ({plural(windows, 'window')} of "
+    return (f"validation: the last {tc.val_tokens:,} tokens ({plural(windows, 'window')} of "
             f"{run.model.config.seq_len + 1}), {when} and at the end")
 
 
@@ -161,15 +159,13 @@ def run_compare(args, settings: Settings, backend) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
     if not args.quiet:
-        print(f"corpus: {comparison.corpus.description}, vocabulary {comparison.tokenizer.size} characters; "
+        print(f"corpus: {comparison.corpus.description}; tokenizer {comparison.tokenizer.describe()}; "
               f"{describe_backend(backend)}")
     rows, logs, any_saved = [], {}, False
     try:
         for i, run in enumerate(comparison.runs(), 1):
-            cfg = run.model.config
             if not args.quiet:
-                print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, d_model "
-                      f"{cfg.d_model}, {plural(cfg.n_layers, 'layer')}, heads {list(cfg.head_dims)}, d_ff {cfg.d_ff}")
+                print(f"[{i}/{len(comparison.specs)}] {run.label}: {run.model.n_params:,} parameters, {run.description}")
             with run:
                 summary = run.train(Progress(args.quiet))
                 any_saved |= report_plot(run, summary)

@@ -1,5 +1,4 @@
-"""The GPT model, written once against the backend contract."""
-
-from microgpt.model.gpt import GPT, NonFiniteLoss, param_specs, shard_count
-
-__all__ = ["GPT", "NonFiniteLoss", "param_specs", "shard_count"]
+"""The model families (model/family.py: the protocol and the families by name), built from the shared layers
+here: parameters (params.py), linear, LayerNorm and feed-forward (layers.py), attention with RoPE
+(attention.py, rope.py), the KV cache (kv_cache.py), decoding (decode.py) and the split of a batch over the
+backend's streams (shards.py). Each family lives in a folder of its own (gpt/)."""

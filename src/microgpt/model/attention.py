@@ -9,7 +9,7 @@ layout `rope_apply` expects for stacked blocks, and (G*B, T, w) blocks for
 `causal_attention`.
 
 The same forward serves training and decoding: given a KV cache (one ring per
-head group, `microgpt.model.decode.KVRing`) and the position of the first new
+head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new
 row, it adds the new keys and values to the cache and attends to all it holds.
 """
 

@@ -1,97 +1,43 @@
-"""Incremental decoding with a key/value cache: each new token costs O(T), not a full forward pass.
+"""Decoding without a cache, for any family: `Rerun` re-runs the model on the last seq_len tokens per token.
 
-`Decoder` holds, for every layer and head group, a `KVRing` of the keys (after
-RoPE) and the values of the tokens seen so far, up to the model's seq_len
-positions, on the backend. `prefill` runs a prompt through one batched forward
-that fills the cache; `step` runs one new token through every block, attending
-to the cache. Both are the model's own forward (`GPT.next_token_logits`, the
-same attention code as training, through the backend's `causal_attention`);
-this module only keeps the rings, their slots and the position counters.
-
-Past seq_len the cache slides: it is a ring of seq_len slots, position p
-writes slot p % seq_len, and each new token attends to itself and the
-seq_len - 1 tokens before it, at every layer (sliding-window attention). Keys
-keep the rotation of their absolute position; RoPE scores depend only on the
-distance between positions, so the window's offset does not matter (and the
-RoPE tables for a position past seq_len are made for that step alone, so memory
-stays bounded by seq_len however many tokens are generated). The keys
-and values are the ones computed when each token arrived, so for a model of
-two or more layers this differs from re-running the model on the cropped last
-seq_len tokens (there, every hidden state depends on where the window starts);
-for one layer, and for any model while the context fits in seq_len, the two
-agree. `generate(..., use_cache=False)` is the cropped re-run.
+It has a cached decoder's face (`prefill`, `step`, `consumed`), so sampling takes either: a family without
+a cache returns a `Rerun` from `decoder()`, and `sample --no-cache` uses one for any family.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from microgpt.backends.base import Backend, Mat
-from microgpt.model.attention import HeadGroup, head_groups
-from microgpt.model.gpt import GPT
+from microgpt.backends.base import Mat
 
 
-class KVRing:
-    """One head group's keys and values at one layer: rings of `capacity` slots, position p in slot p % capacity."""
+class Rerun:
+    """The context so far; each call runs the model over its last seq_len tokens."""
 
-    def __init__(self, backend: Backend, group: HeadGroup, capacity: int):
-        self.capacity = capacity
-        self.keys = backend.zeros((group.count, capacity, group.width))  # (G, seq_len, w)
-        self.values = backend.zeros((group.count, capacity, group.width))  # (G, seq_len, w)
-
-    def add(self, keys, values, start: int):
-        """Store keys and values (G, n, w) of positions start .. start + n - 1, and return (G, held, w) copies
-        of every key and value held: what the new tokens attend to.
-
-        Either start is 0 (a prompt of at most `capacity` tokens) or n is 1, so the new rows never wrap
-        around. Past `capacity` the slots are not in position order, which does not matter for one new
-        token: it sees every key.
-        """
-        n = keys.shape[1]
-        slot = start % self.capacity  # where the new rows go
-        held = min(start + n, self.capacity)  # slots in use after this call
-        self.keys[:, slot : slot + n] = keys
-        self.values[:, slot : slot + n] = values
-        return self.keys[:, :held].copy(), self.values[:, :held].copy()  # each (G, held, w)
-
-
-class Decoder:
-    """Per-layer K/V rings of seq_len slots for one sequence, and its position counters."""
-
-    def __init__(self, model: GPT):
+    def __init__(self, model):
         self.model = model
-        self.capacity = model.config.seq_len
-        self.position = 0  # position of the next token (the first token in the cache is position 0)
-        self.consumed = 0  # context tokens accounted for, including those a long prompt had cropped
-        groups = head_groups(model.config.head_dims)
-        layers = range(model.config.n_layers)
-        self.rings = [[KVRing(model.be, g, self.capacity) for g in groups] for _ in layers]  # [layer][group]
+        self.context: list[int] = []
 
     @property
-    def length(self) -> int:
-        """Tokens the cache holds: every one so far, up to seq_len."""
-        return min(self.position, self.capacity)
+    def consumed(self) -> int:
+        """Context tokens seen so far."""
+        return len(self.context)
 
     def prefill(self, token_ids) -> Mat:
-        """Fill an empty cache with a prompt's last seq_len tokens in one batched forward.
-
-        Returns backend logits (1, vocab) for the token after the prompt.
-        """
-        token_ids = np.asarray(token_ids, dtype=np.int32).reshape(-1)  # (n,)
-        if self.position:
-            raise RuntimeError(f"prefill needs an empty cache, but it holds {self.length} tokens; make a new Decoder")
-        if len(token_ids) == 0:
+        """Backend logits (1, vocab) for the token after a prompt (host ids (n,), n >= 1)."""
+        if self.context:
+            raise RuntimeError(f"prefill needs an empty context, but it holds {len(self.context)} tokens")
+        token_ids = [int(t) for t in np.asarray(token_ids).reshape(-1)]
+        if not token_ids:
             raise ValueError("prefill needs a prompt of at least one token")
-        self.consumed = len(token_ids)
-        return self._forward(token_ids[-self.capacity :])
+        self.context = token_ids
+        return self._next()
 
     def step(self, token_id: int) -> Mat:
-        """Append one token at the next position; backend logits (1, vocab) for the token after it."""
-        self.consumed += 1
-        return self._forward(np.array([token_id], dtype=np.int32))  # (1,)
+        """Append one token; backend logits (1, vocab) for the token after it."""
+        self.context.append(int(token_id))
+        return self._next()
 
-    def _forward(self, token_ids: np.ndarray) -> Mat:
-        """Run n new tokens (positions position .. position + n - 1) through the model; logits (1, vocab)."""
-        logits = self.model.next_token_logits(token_ids, self.rings, self.position)  # (1, vocab)
-        self.position += len(token_ids)
-        return logits
+    def _next(self) -> Mat:
+        window = np.array(self.context[-self.model.config.seq_len :], dtype=np.int32)[None, :]  # (1, T)
+        return self.model.logits(window)[-1:]  # (1, vocab)

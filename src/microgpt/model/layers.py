@@ -15,8 +15,9 @@ from microgpt.model.params import ParameterViews, ParamSpec
 
 
 def linear_specs(name: str, d_in: int, d_out: int) -> list[ParamSpec]:
-    """Weights (d_in, d_out) ~ N(0, 2/d_in), bias zero."""
-    return [ParamSpec(f"{name}.w", (d_in, d_out), math.sqrt(2.0 / d_in)), ParamSpec(f"{name}.b", (d_out,), 0.0)]
+    """Weights (d_in, d_out) ~ N(0, 2/d_in), which weight decay applies to; bias zero."""
+    return [ParamSpec(f"{name}.w", (d_in, d_out), math.sqrt(2.0 / d_in), decay=True),
+            ParamSpec(f"{name}.b", (d_out,), 0.0)]
 
 
 def layer_norm_specs(name: str, d: int) -> list[ParamSpec]:

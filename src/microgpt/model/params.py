@@ -22,6 +22,8 @@ class ParamSpec:
     shape: tuple[int, ...]  # the shape in the checkpoint; 1-D vectors are (1, n) rows in memory
     init_std: float  # N(0, init_std^2); 0 means a constant
     init_value: float = 0.0
+    decay: bool = False  # AdamW's weight decay applies to it (the weight matrices of linear layers)
+    trainable: bool = True  # the optimiser updates it; a frozen one is saved and loaded, never changed
 
     @property
     def size(self) -> int:
@@ -76,6 +78,31 @@ class Parameters:
 
     def _upload(self, flat: np.ndarray, target) -> None:
         target[...] = self.backend.from_host(flat.reshape(1, self.total))
+
+    def mask(self, attribute: str):
+        """(1, total) on the backend: 1.0 over the parameters whose spec has `attribute` ("decay",
+        "trainable") true, 0.0 elsewhere."""
+        mask = self.backend.zeros((1, self.total))  # (1, total)
+        self.from_host({name: np.full(spec.shape, float(getattr(spec, attribute))) for name, spec in self.specs.items()},
+                       mask)
+        return mask
+
+    @property
+    def all_trainable(self) -> bool:
+        return all(spec.trainable for spec in self.specs.values())
+
+    def trainable_runs(self) -> list[tuple[int, int]]:
+        """(start, stop) of each run of adjacent trainable parameters in the flat store, in order."""
+        runs: list[tuple[int, int]] = []
+        for name, spec in self.specs.items():
+            if not spec.trainable:
+                continue
+            start = self._offsets[name]
+            if runs and runs[-1][1] == start:
+                runs[-1] = (runs[-1][0], start + spec.size)
+            else:
+                runs.append((start, start + spec.size))
+        return runs
 
     def zero_grad(self) -> None:
         self.backend.zero_(self.grad)

@@ -1,52 +1,51 @@
 """The GPT model: embedding, pre-LayerNorm blocks, final LayerNorm, untied head.
 
 Written once against the backend contract, so it runs unchanged on every
-backend. `loss_and_backward` does the forward and backward pass over a batch
-(one pass, or one per shard of it where the backend runs several streams at
-once) and accumulates every parameter gradient; `logits` is the forward alone;
-`next_token_logits` is the same forward over the newest tokens of one sequence,
-reading and extending a KV cache (`microgpt.model.decode`).
+backend. `Layers` are the passes bound to one set of gradient buffers:
+`forward` to the logits, `backward` from their gradient (so a model that mixes
+logits before its loss can use it), and `loss_and_backward` with the fused
+softmax cross-entropy between them. `GPT` runs them over a batch (one pass, or
+one per shard of it where the backend runs several streams at once,
+model/shards.py); `logits` is the forward alone; `next_token_logits` is the
+same forward over the newest tokens of one sequence, reading and extending a
+KV cache (decode.py).
 """
 
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import numpy as np
 
 from microgpt.backends.base import Backend
-from microgpt.config import ModelConfig
+from microgpt.errors import NonFiniteLoss
 from microgpt.model.attention import Attention
+from microgpt.model.gpt.config import GPTConfig
+from microgpt.model.gpt.decode import Decoder
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
+from microgpt.model.shards import Sharded
 
 
-def param_specs(config: ModelConfig) -> list[ParamSpec]:
-    """Every parameter, in checkpoint order, with its checkpoint shape and init."""
+def param_specs(config: GPTConfig, prefix: str = "") -> list[ParamSpec]:
+    """Every parameter, in checkpoint order, with its checkpoint shape and init, each name after `prefix`."""
     d = config.d_model
-    specs = [ParamSpec("tok_emb", (config.vocab_size, d), math.sqrt(1.0 / d))]
+    specs = [ParamSpec(f"{prefix}tok_emb", (config.vocab_size, d), math.sqrt(1.0 / d))]
     for i in range(config.n_layers):
-        specs += layer_norm_specs(f"blocks.{i}.ln1", d)
-        specs += Attention.specs(f"blocks.{i}.attn", d)
-        specs += layer_norm_specs(f"blocks.{i}.ln2", d)
-        specs += FeedForward.specs(f"blocks.{i}.ff", d, config.d_ff)
-    specs += layer_norm_specs("final_norm", d)
-    specs += linear_specs("head", d, config.vocab_size)
+        specs += layer_norm_specs(f"{prefix}blocks.{i}.ln1", d)
+        specs += Attention.specs(f"{prefix}blocks.{i}.attn", d)
+        specs += layer_norm_specs(f"{prefix}blocks.{i}.ln2", d)
+        specs += FeedForward.specs(f"{prefix}blocks.{i}.ff", d, config.d_ff)
+    specs += layer_norm_specs(f"{prefix}final_norm", d)
+    specs += linear_specs(f"{prefix}head", d, config.vocab_size)
     return specs
-
-
-def shard_count(backend: Backend, batch: int) -> int:
-    """How many shards the model splits a batch of `batch` sequences into: one per backend stream, at most one
-    per sequence (see GPT.loss_and_backward)."""
-    return max(1, min(backend.streams, batch))
 
 
 class Block:
     """x + Attn(LN1(x)), then x + FFN(LN2(x))."""
 
-    def __init__(self, backend: Backend, params: ParameterViews, name: str, config: ModelConfig, rope: RopeTables):
+    def __init__(self, backend: Backend, params: ParameterViews, name: str, config: GPTConfig, rope: RopeTables):
         self.be = backend
         self.ln1 = LayerNorm(backend, params, f"{name}.ln1")
         self.attn = Attention(backend, params, f"{name}.attn", config.head_dims, rope)
@@ -78,16 +77,18 @@ class Layers:
 
     They read the weights of `views.value` and add their gradients into `views.gradient`: a GPT's own
     layers add into params.grad; when a batch is split over the backend's streams, each shard runs on a
-    Layers of its own over the same weights, adding into its row of the shard gradient buffer.
+    Layers of its own over the same weights, adding into its row of the shard gradient buffer
+    (model/shards.py). `prefix` is the one its param_specs were made with.
     """
 
-    def __init__(self, backend: Backend, config: ModelConfig, rope: RopeTables, views: ParameterViews):
+    def __init__(self, backend: Backend, config: GPTConfig, rope: RopeTables, views: ParameterViews,
+                 prefix: str = ""):
         self.be, self.config = backend, config
-        self.tok_emb = views.value["tok_emb"]
-        self.d_tok_emb = views.gradient["tok_emb"]
-        self.blocks = [Block(backend, views, f"blocks.{i}", config, rope) for i in range(config.n_layers)]
-        self.final_norm = LayerNorm(backend, views, "final_norm")
-        self.head = Linear(backend, views, "head")
+        self.tok_emb = views.value[f"{prefix}tok_emb"]
+        self.d_tok_emb = views.gradient[f"{prefix}tok_emb"]
+        self.blocks = [Block(backend, views, f"{prefix}blocks.{i}", config, rope) for i in range(config.n_layers)]
+        self.final_norm = LayerNorm(backend, views, f"{prefix}final_norm")
+        self.head = Linear(backend, views, f"{prefix}head")
 
     def blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0):
         """The last block's output (B*T, d) for device ids (B*T,), and what each block saved.
@@ -107,7 +108,16 @@ class Layers:
         x, block_saved = self.blocks_forward(ids, batch, seq_len)  # (B*T, d)
         h, norm_saved = self.final_norm.forward(x)  # (B*T, d)
         logits = self.head.forward(h)  # (B*T, vocab)
-        return logits, (h, norm_saved, block_saved)
+        return logits, (ids, batch, seq_len, h, norm_saved, block_saved)
+
+    def backward(self, dlogits, saved) -> None:
+        """Every parameter gradient from dlogits (B*T, vocab), the gradient of forward's logits, added into
+        this Layers' buffers."""
+        ids, batch, seq_len, h, norm_saved, block_saved = saved
+        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
+        for block, block_state in zip(reversed(self.blocks), reversed(block_saved)):
+            dx = block.backward(dx, block_state, batch, seq_len)  # (B*T, d)
+        self.be.embedding_scatter_add(dx, ids, self.d_tok_emb, batch * seq_len, self.config.d_model)
 
     def check_ids(self, ids: np.ndarray) -> tuple[int, int]:
         if ids.ndim != 2:
@@ -134,36 +144,36 @@ class Layers:
     def loss_and_backward(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1), in one pass; adds every gradient into this Layers' buffers."""
         batch, seq_len, inputs, targets = self.upload_windows(windows)
-        logits, (h, norm_saved, block_saved) = self.forward(inputs, batch, seq_len)  # logits (B*T, vocab)
+        logits, saved = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
         loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
-        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
-        for block, saved in zip(reversed(self.blocks), reversed(block_saved)):
-            dx = block.backward(dx, saved, batch, seq_len)  # (B*T, d)
-        self.be.embedding_scatter_add(dx, inputs, self.d_tok_emb, batch * seq_len, self.config.d_model)
+        self.backward(dlogits, saved)
         return loss
 
 
 class GPT:
     """The whole model: its parameters, its layers, and the passes over them."""
 
-    def __init__(self, config: ModelConfig, backend: Backend, seed: int = 42):
+    def __init__(self, config: GPTConfig, backend: Backend, seed: int = 42):
         self.config = config
         self.be = backend
         self.params = Parameters(backend, param_specs(config))
         self.params.initialize(seed)
         self.rope = RopeTables(backend, config.seq_len)
-        self.layers = Layers(backend, config, self.rope, ParameterViews(self.params.value, self.params.gradient))
-        self._shard_grads = None  # (shards, total): each shard's gradient when a batch is split, made on first use
-        self._shard_layers: list[Layers] = []  # the layers that run the shards, adding into rows of _shard_grads
+        self.passes = Sharded(self.params, lambda views: Layers(backend, config, self.rope, views))
+        self.layers = self.passes.own  # the layers adding into params.grad
 
     @property
     def n_params(self) -> int:
         return self.params.total
 
+    def decoder(self) -> Decoder:
+        """A KV-cached decoder for one sequence (decode.py)."""
+        return Decoder(self)
+
     def next_token_logits(self, token_ids: np.ndarray, caches, start: int):
         """Backend logits (1, vocab) for the token after host token_ids (n,), the tokens at positions
         start .. start + n - 1 of one sequence whose earlier keys and values `caches` holds (one list of
-        KV rings per layer, `microgpt.model.decode`); their own keys and values are added to it.
+        KV rings per layer, decode.py); their own keys and values are added to it.
 
         Either start is 0 (a prompt of at most seq_len tokens) or n is 1 (one new token).
         """
@@ -181,53 +191,14 @@ class GPT:
         logits, _ = self.layers.forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
         return logits
 
-    def _shards(self, windows: np.ndarray) -> list[np.ndarray]:
-        """windows (B, T+1) as contiguous shards of sequences, one per backend stream (at most B)."""
-        count = shard_count(self.be, len(windows))
-        return np.array_split(windows, count) if count > 1 else [windows]
-
-    def _layers_for_shards(self, count: int) -> list[Layers]:
-        """Layers for count shards, each adding into its row of _shard_grads (made for count rows when another
-        count is asked for), zeroed here."""
-        if self._shard_grads is None or self._shard_grads.shape[0] != count:
-            self._shard_grads = self.be.zeros((count, self.params.total))  # (shards, total)
-            self._shard_layers = [
-                Layers(self.be, self.config, self.rope,
-                       ParameterViews(self.params.value, self.params.gradient_views(self._shard_grads[i : i + 1])))
-                for i in range(count)
-            ]
-        else:
-            self.be.zero_(self._shard_grads)
-        return self._shard_layers
-
     def loss(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
-        windows = np.asarray(windows)
-        shards = self._shards(windows)
-        if len(shards) == 1:
-            return self.layers.loss(windows)
-        losses = self.be.run_streams([partial(self.layers.loss, shard) for shard in shards])
-        return _weighted_mean(losses, shards)
+        return self.passes.loss(windows)
 
     def loss_and_backward(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad.
-
-        On a backend with several streams (the cpu backend: one per thread) the batch is split into a shard
-        of sequences per stream, and the shards run at once, each through layers that add its gradient into
-        a buffer of its own. Their mean losses and gradients are then combined, weighted by their shares of
-        the sequences, in shard order: the batch's mean, summed in another order than one pass would sum it
-        (so the same seed and thread count give the same bits, another thread count agrees to rounding).
-        """
-        windows = np.asarray(windows)
-        shards = self._shards(windows)
-        if len(shards) == 1:
-            return self.layers.loss_and_backward(windows)
-        layers = self._layers_for_shards(len(shards))
-        losses = self.be.run_streams([partial(shard_layers.loss_and_backward, shard)
-                                      for shard_layers, shard in zip(layers, shards)])
-        weights = [len(shard) / len(windows) for shard in shards]
-        self.be.add_weighted_(self.params.grad, self._shard_grads, weights)
-        return _weighted_mean(losses, shards)
+        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad (over a
+        shard of the sequences per backend stream, model/shards.py)."""
+        return self.passes.loss_and_backward(windows)
 
     def gradients(self, windows: np.ndarray) -> float:
         """Zero the gradients and take one forward/backward into params.grad; returns the loss.
@@ -241,19 +212,7 @@ class GPT:
         return loss
 
     def train_step(self, windows: np.ndarray, lr: float) -> float:
-        """`gradients`, then one Adam step at lr; returns the loss (before the step)."""
+        """`gradients`, then one Adam step at lr (the reference's optimiser); returns the loss (before the step)."""
         loss = self.gradients(windows)
         self.params.adam_step(lr)
         return loss
-
-
-def _weighted_mean(losses: list[float], shards: list[np.ndarray]) -> float:
-    """The batch's mean loss from its shards' means, each weighted by its share of the sequences, in order."""
-    total = sum(len(shard) for shard in shards)
-    return sum(loss * (len(shard) / total) for loss, shard in zip(losses, shards))
-
-
-class NonFiniteLoss(ArithmeticError):
-    def __init__(self, loss: float, step: int):
-        super().__init__(f"the loss became {loss} at step {step}; the weights are kept as they were before it")
-        self.loss, self.step = loss, step

@@ -5,9 +5,9 @@ Grammar (SPEC_GRAMMAR): the heads, then the layers, then an optional FFN width.
 - `d<count>x<width>`: equal heads (d4x16: four heads of 16, d_model 64);
 - `d<w1>+<w2>+...`: heads of those widths (d1+2+4+8+16+32: d_model 63);
 - `n<layers>`: the number of transformer blocks (required);
-- `ff<d_ff>`: the feed-forward width; without it, d_ff is 4 x d_model (256 for
-  d_model 64, the built-in default), so wider models get wider FFNs.
-d_model is always the total width of the heads.
+- `ff<d_ff>`: the feed-forward width; without it, d_ff is 4 x d_model (256 for d_model 64),
+  so wider models get wider FFNs.
+d_model is always the total width of the heads. These are the gpt family's `--compare` specs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from microgpt.config import ModelConfig
 from microgpt.errors import ConfigError
 
 SPEC_GRAMMAR = ("d<width>, d<count>x<width> or d<w1>+<w2>+..., then n<layers>, then optionally ff<d_ff>; "
@@ -35,11 +34,11 @@ class ModelSpec:
     def d_model(self) -> int:
         return sum(self.head_dims)
 
-    def model_config(self, vocab_size: int, seq_len: int, d_ff: int | None = None) -> ModelConfig:
-        """The shape; d_ff is the spec's, else the given default, else 4 x d_model."""
-        return ModelConfig(vocab_size=vocab_size, d_model=self.d_model, head_dims=self.head_dims,
-                           n_layers=self.n_layers, d_ff=self.d_ff or d_ff or FF_PER_D_MODEL * self.d_model,
-                           seq_len=seq_len)
+    def settings(self, d_ff: int | None = None) -> dict:
+        """The settings the spec fixes: its heads (and so d_model) and layers, and d_ff: the spec's, else the
+        given one, else 4 x d_model."""
+        return {"heads": self.head_dims, "n_layers": self.n_layers,
+                "d_ff": self.d_ff or d_ff or FF_PER_D_MODEL * self.d_model}
 
 
 def parse_spec(text: str) -> ModelSpec:

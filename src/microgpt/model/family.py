@@ -1,0 +1,52 @@
+"""The family protocol, and the families by name (registry.FAMILIES), imported when first asked for.
+
+A family is a module (a folder under `model/`) that gives:
+- `Config`: a dataclass of the family's shape. Its first field is `vocab_size` (set from the tokenizer, not a
+  user setting); every other field made with `config.setting(...)` is a setting, so its flag, YAML key, help
+  and README line follow from it, and one of them is `seq_len`, the context length in tokens. Families that
+  share a setting (`seq_len`, `d_model`) declare it alike;
+- `config_from(settings, vocab_size) -> Config` (optional): the config from a run's settings where it is more
+  than one field per setting (GPT's --heads fixes d_model); without it each field takes its setting's value;
+- `param_specs(config, prefix="") -> list[ParamSpec]`: every parameter in checkpoint order (name, shape,
+  init, whether it decays and whether it trains), each name after `prefix`, so that several sub-models can
+  share one flat parameter store;
+- `build(config, backend, tokenizer, seed) -> Model`;
+- `memory_parts(config, batch, backend) -> {"activations": bytes, "workspace": bytes}`: what one training
+  step over `batch` sequences holds beyond the parameter state (memory.py adds that), with the backend
+  reporting its own attention footprint (`Backend.attention_memory`);
+- `describe(config) -> str`: one line for the CLI, the results line and plot titles;
+- `parse_spec(text) -> dict` and `SPEC_GRAMMAR` (optional): short shape strings for `--compare`.
+
+A built `Model` gives `config`, `be` (its backend), `params` (`model.params.Parameters`), `n_params`,
+`loss(windows)` and `loss_and_backward(windows)` over windows (B, T+1) (the latter adding every gradient
+into params.grad, and returning the mean loss, or (the loss, a small dict of per-step metrics) that the
+trainer writes into the metrics log), `logits(ids)` (backend (B*T, vocab) for host ids (B, T): row t
+scores the token after ids[:, : t + 1]) and `decoder()` (prefill/step; `model.decode.Rerun` for a family
+without a cache).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from types import ModuleType
+
+from microgpt.errors import ConfigError
+from microgpt.registry import FAMILIES
+
+
+def family(name: str) -> ModuleType:
+    """The family module called `name`, imported on first use."""
+    if name not in FAMILIES:
+        raise ConfigError(f"unknown model family {name!r}; the families are: {', '.join(FAMILIES)}")
+    return importlib.import_module(FAMILIES[name])
+
+
+def config_dict(config) -> dict:
+    """A family config as JSON-ready values (tuples as lists), for config.json and results.jsonl."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items()}
+
+
+def n_params(family_module: ModuleType, config) -> int:
+    """The number of parameters a config's model has, from its specs alone (nothing is allocated)."""
+    return sum(spec.size for spec in family_module.param_specs(config))

@@ -1,0 +1,45 @@
+"""What one GPT training step holds besides the parameter state, counted before anything is allocated.
+
+In elements of the backend's dtype (N = batch x seq_len rows, d = d_model, V = vocabulary):
+
+- per layer, what forward saves for backward: the LayerNorm outputs and
+  normalised inputs of both norms, the per-head q, k and v copies, the mixed
+  attention output and the FFN input (8 x N x d), the FFN's ReLU output and
+  mask (2 x N x d_ff), what the backend's attention keeps for each head group
+  (`Backend.attention_memory`: the probabilities, batch x heads x seq_len^2,
+  or with flash attention each head's output and row log-sum-exps), and the
+  two norms' 1/std columns (2 x N); the residual stream itself is not kept;
+- after the blocks: the final norm's output and normalised input (2 x N x d + N),
+  and the logits and their gradient (2 x N x V), alive through all of backward;
+- the largest short-lived workspace on top of that: the attention backward's
+  temporaries of the widest head group (as the backend reports them) plus a
+  few N x d, the loss's temporaries (2 x N x V), or the FFN backward's
+  (2 x N x d_ff).
+
+memory.py adds the parameter state and the optimiser step's temporaries;
+tests/test_memory.py holds the sum to the measured peak.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from microgpt.model.attention import head_groups
+from microgpt.model.gpt.config import GPTConfig
+
+
+def memory_parts(config: GPTConfig, batch: int, backend) -> dict[str, int]:
+    """{"activations": bytes kept from forward to backward, "workspace": bytes of backward's largest
+    temporaries} for one training step over `batch` sequences on `backend`."""
+    T, d, d_ff, vocab = config.seq_len, config.d_model, config.d_ff, config.vocab_size
+    rows = batch * T
+    attention_kept, attention_temporary = 0, 0
+    for group in head_groups(config.head_dims):
+        kept, temporary = backend.attention_memory(batch * group.count, T, group.width)
+        attention_kept += kept
+        attention_temporary = max(attention_temporary, temporary)
+    per_layer = 8 * rows * d + 2 * rows * d_ff + attention_kept + 2 * rows
+    activations = config.n_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
+    workspace = max(attention_temporary + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
+    element = np.dtype(backend.dtype).itemsize
+    return {"activations": activations * element, "workspace": workspace * element}

@@ -1,0 +1,21 @@
+"""The names a setting can choose from, each mapped to the module that implements it.
+
+Plain strings at the ground, so that a setting's check can list the choices
+without importing anything above it; the module behind a name is imported only
+when it is chosen (`microgpt.model.family` for the model families,
+`microgpt.backends` for the backends). A new family is a folder under `model/`
+and one line here; a new backend, a module under `backends/` and one line here.
+"""
+
+from __future__ import annotations
+
+BACKENDS: dict[str, tuple[str, str]] = {  # --backend NAME -> (module, class); "auto" picks among them
+    "numpy": ("microgpt.backends.numpy_backend", "NumpyBackend"),
+    "cpu": ("microgpt.backends.cpu_backend", "CpuBackend"),
+    "cuda": ("microgpt.backends.cuda", "CuBLASBackend"),
+    "cublas": ("microgpt.backends.cuda", "CuBLASBackend"),
+}
+
+FAMILIES: dict[str, str] = {  # --family NAME -> the module that is the family (model/family.py says what it gives)
+    "gpt": "microgpt.model.gpt",
+}
