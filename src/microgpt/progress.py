@@ -5,7 +5,7 @@ loss, tokens/s and the ETA. When output is not a terminal (a log file, CI), a
 plain line is printed after the first step (so a log shows at once that the
 run is going) and then about every tenth of the run, so logs stay readable.
 `Counter` is the same for any other long job that counts items (eval's
-characters).
+tokens).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     from microgpt.cli import eval, plot, sample, train
 
     parser = argparse.ArgumentParser(
-        prog="microgpt", description="Train and study small character-level GPT models from scratch."
+        prog="microgpt", description="Train and study small GPT language models from scratch."
     )
     parser.add_argument("--version", action="version", version=f"microgpt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

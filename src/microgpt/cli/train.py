@@ -34,7 +34,7 @@ INVOCATION_FLAGS = [
                      "help": "continue a checkpoint: weights, Adam moments, step, data position and random state"}),
     (("--init-from",), {"type": Path, "metavar": "DIR",
                         "help": "fine-tune: start a new run from a checkpoint's weights, with a fresh optimiser, "
-                        "schedule and step 0, written to its own --model; characters the checkpoint lacks get new "
+                        "schedule and step 0, written to its own --model; characters a char checkpoint lacks get new "
                         "embedding and output rows"}),
     (("--config",), {"type": Path, "metavar": "FILE", "help": "a YAML file of named runs (see examples/configs.yaml)"}),
     (("--run",), {"dest": "run_id", "metavar": "ID", "help": "the run of --config to train; flags override its settings"}),
