@@ -26,8 +26,9 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.model.attention import Attention
+from microgpt.model.block import Block
 from microgpt.model.gpt import GPTConfig
-from microgpt.model.gpt.model import GPT, Block
+from microgpt.model.gpt.model import GPT
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters
 from microgpt.model.rope import RopeTables, rope_tables
@@ -285,7 +286,7 @@ def test_block_backward(be, head_dims):
     config = GPTConfig(vocab_size=7, d_model=8, n_layers=1, head_dims=head_dims, d_ff=5, seq_len=6)
     batch, seq_len = 2, 4  # shorter than config.seq_len: the RoPE tables are sliced
     params = make_params(be, block_specs("blk", config), seed=22)
-    block = Block(be, params, "blk", config, RopeTables(be, config.seq_len))
+    block = Block(be, params, "blk", config.head_dims, RopeTables(be, config.seq_len))
     x = np.random.default_rng(23).normal(size=(batch * seq_len, 8))
     check_layer(
         params,

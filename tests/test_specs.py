@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from microgpt.errors import ConfigError
-from microgpt.model.gpt.specs import format_spec, parse_spec, parse_spec_list
+from microgpt.model.specs import format_spec, parse_spec, parse_spec_list
 
 
 @pytest.mark.parametrize("text, head_dims, n_layers", [

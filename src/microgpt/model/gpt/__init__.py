@@ -1,16 +1,16 @@
 """The gpt family: a decoder-only transformer with RoPE and heads of equal or unequal widths.
 
 The family's face (model/family.py says what a family gives): its settings (`Config`, config.py), its
-parameters (`param_specs`, model.py), `build`, `memory_parts` (memory.py), `describe` and the `--compare`
-specs (specs.py).
+parameters (`param_specs`, model.py), `build`, `memory_parts` (model/transformer_memory.py), `describe` and the `--compare`
+specs (model/specs.py, shared with the ensemble's experts).
 """
 
 from __future__ import annotations
 
 from microgpt.model.gpt.config import GPTConfig, config_from
-from microgpt.model.gpt.memory import memory_parts
 from microgpt.model.gpt.model import GPT, param_specs
-from microgpt.model.gpt.specs import SPEC_GRAMMAR, format_spec, parse_spec_list
+from microgpt.model.specs import SPEC_GRAMMAR, format_spec, parse_spec_list
+from microgpt.model.transformer_memory import stack_parts
 
 Config = GPTConfig
 SPEC_KEYS = ("d_model", "heads", "n_layers")  # the settings a --compare spec fixes (d_ff only where it says)
@@ -19,6 +19,12 @@ SPEC_KEYS = ("d_model", "heads", "n_layers")  # the settings a --compare spec fi
 def build(config: GPTConfig, backend, tokenizer, seed: int) -> GPT:
     """A new model with weights drawn from `seed` (the tokenizer is only its vocabulary size here)."""
     return GPT(config, backend, seed=seed)
+
+
+def memory_parts(config: GPTConfig, batch: int, backend) -> dict[str, int]:
+    """What a training step holds beyond the parameter state (model/transformer_memory.py)."""
+    return stack_parts(config.head_dims, config.n_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
+                       backend)
 
 
 def describe(config: GPTConfig) -> str:

@@ -19,10 +19,10 @@ import numpy as np
 
 from microgpt.backends.base import Backend
 from microgpt.errors import NonFiniteLoss
-from microgpt.model.attention import Attention
+from microgpt.model.block import Block, block_specs
 from microgpt.model.gpt.config import GPTConfig
 from microgpt.model.gpt.decode import Decoder
-from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
+from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 from microgpt.model.shards import Sharded
@@ -33,43 +33,10 @@ def param_specs(config: GPTConfig, prefix: str = "") -> list[ParamSpec]:
     d = config.d_model
     specs = [ParamSpec(f"{prefix}tok_emb", (config.vocab_size, d), math.sqrt(1.0 / d))]
     for i in range(config.n_layers):
-        specs += layer_norm_specs(f"{prefix}blocks.{i}.ln1", d)
-        specs += Attention.specs(f"{prefix}blocks.{i}.attn", d)
-        specs += layer_norm_specs(f"{prefix}blocks.{i}.ln2", d)
-        specs += FeedForward.specs(f"{prefix}blocks.{i}.ff", d, config.d_ff)
+        specs += block_specs(f"{prefix}blocks.{i}", d, config.d_ff)
     specs += layer_norm_specs(f"{prefix}final_norm", d)
     specs += linear_specs(f"{prefix}head", d, config.vocab_size)
     return specs
-
-
-class Block:
-    """x + Attn(LN1(x)), then x + FFN(LN2(x))."""
-
-    def __init__(self, backend: Backend, params: ParameterViews, name: str, config: GPTConfig, rope: RopeTables):
-        self.be = backend
-        self.ln1 = LayerNorm(backend, params, f"{name}.ln1")
-        self.attn = Attention(backend, params, f"{name}.attn", config.head_dims, rope)
-        self.ln2 = LayerNorm(backend, params, f"{name}.ln2")
-        self.ff = FeedForward(backend, params, f"{name}.ff")
-
-    def forward(self, x, batch: int, seq_len: int, cache=None, start: int = 0):
-        """(output (B*T, d), saved) for x (B*T, d); cache and start as in Attention.forward."""
-        attn_input, ln1_saved = self.ln1.forward(x)  # (B*T, d)
-        attn_output, attn_saved = self.attn.forward(attn_input, batch, seq_len, cache, start)  # (B*T, d)
-        after_attn = self.be.add(x, attn_output)  # (B*T, d): the residual stream between the two halves
-        ffn_input, ln2_saved = self.ln2.forward(after_attn)  # (B*T, d)
-        ffn_output, ff_saved = self.ff.forward(ffn_input)  # (B*T, d)
-        out = self.be.add(after_attn, ffn_output)  # (B*T, d)
-        return out, (ln1_saved, attn_saved, ln2_saved, ff_saved)
-
-    def backward(self, dout, saved, batch: int, seq_len: int):
-        ln1_saved, attn_saved, ln2_saved, ff_saved = saved
-        d_after_attn = self.ln2.backward(self.ff.backward(dout, ff_saved), ln2_saved)  # (B*T, d)
-        self.be.add_(d_after_attn, dout)
-        d_attn_input = self.attn.backward(d_after_attn, attn_saved, batch, seq_len)  # (B*T, d)
-        dx = self.ln1.backward(d_attn_input, ln1_saved)  # (B*T, d)
-        self.be.add_(dx, d_after_attn)
-        return dx
 
 
 class Layers:
@@ -86,7 +53,8 @@ class Layers:
         self.be, self.config = backend, config
         self.tok_emb = views.value[f"{prefix}tok_emb"]
         self.d_tok_emb = views.gradient[f"{prefix}tok_emb"]
-        self.blocks = [Block(backend, views, f"{prefix}blocks.{i}", config, rope) for i in range(config.n_layers)]
+        self.blocks = [Block(backend, views, f"{prefix}blocks.{i}", config.head_dims, rope)
+                       for i in range(config.n_layers)]
         self.final_norm = LayerNorm(backend, views, f"{prefix}final_norm")
         self.head = Linear(backend, views, f"{prefix}head")
 

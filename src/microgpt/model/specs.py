@@ -7,7 +7,7 @@ Grammar (SPEC_GRAMMAR): the heads, then the layers, then an optional FFN width.
 - `n<layers>`: the number of transformer blocks (required);
 - `ff<d_ff>`: the feed-forward width; without it, d_ff is 4 x d_model (256 for d_model 64),
   so wider models get wider FFNs.
-d_model is always the total width of the heads. These are the gpt family's `--compare` specs.
+d_model is always the total width of the heads. The gpt family's `--compare` specs and the ensemble's experts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What one GPT training step holds besides the parameter state, counted before anything is allocated.
+"""What a stack of transformer blocks with an output head holds in one training step, besides the parameter
+state, counted before anything is allocated (gpt's estimate, and each of the ensemble's experts').
 
 In elements of the backend's dtype (N = batch x seq_len rows, d = d_model, V = vocabulary):
 
@@ -25,21 +26,21 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.model.attention import head_groups
-from microgpt.model.gpt.config import GPTConfig
 
 
-def memory_parts(config: GPTConfig, batch: int, backend) -> dict[str, int]:
+def stack_parts(head_dims: tuple[int, ...], n_layers: int, d_ff: int, vocab: int, seq_len: int, batch: int,
+                backend) -> dict[str, int]:
     """{"activations": bytes kept from forward to backward, "workspace": bytes of backward's largest
     temporaries} for one training step over `batch` sequences on `backend`."""
-    T, d, d_ff, vocab = config.seq_len, config.d_model, config.d_ff, config.vocab_size
+    T, d = seq_len, sum(head_dims)
     rows = batch * T
     attention_kept, attention_temporary = 0, 0
-    for group in head_groups(config.head_dims):
+    for group in head_groups(head_dims):
         kept, temporary = backend.attention_memory(batch * group.count, T, group.width)
         attention_kept += kept
         attention_temporary = max(attention_temporary, temporary)
     per_layer = 8 * rows * d + 2 * rows * d_ff + attention_kept + 2 * rows
-    activations = config.n_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
+    activations = n_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
     workspace = max(attention_temporary + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
     element = np.dtype(backend.dtype).itemsize
     return {"activations": activations * element, "workspace": workspace * element}
