@@ -49,8 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.threads import available_cores, set_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
@@ -73,12 +72,12 @@ except ImportError as exc:
 @dataclass(frozen=True)
 class Case:
     name: str
-    config: ModelConfig
+    config: GPTConfig
     batch: int
 
 
-def _config(d: int, layers: int, heads: int, d_ff: int, seq_len: int) -> ModelConfig:
-    return ModelConfig(VOCAB_SIZE, d, layers, (d // heads,) * heads, d_ff, seq_len)
+def _config(d: int, layers: int, heads: int, d_ff: int, seq_len: int) -> GPTConfig:
+    return GPTConfig(VOCAB_SIZE, d, layers, (d // heads,) * heads, d_ff, seq_len)
 
 
 REFERENCE = _config(64, 2, 4, 256, 128)
@@ -100,7 +99,7 @@ def sample_windows(tokens: np.ndarray, case: Case, count: int, round_index: int)
 
 
 class OursTrainer:
-    def __init__(self, backend: str, config: ModelConfig, threads: int, one_pass: bool = False):
+    def __init__(self, backend: str, config: GPTConfig, threads: int, one_pass: bool = False):
         self.name = f"microgpt {backend}" + (" 1 pass" if one_pass else "")
         options = {"threads": threads} if backend == "cpu" else {}
         self.model = GPT(config, get_backend(backend, **options), seed=SEED)
@@ -114,7 +113,7 @@ class OursTrainer:
 class TorchTrainer:
     name = "torch eager"
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: GPTConfig):
         c = config
         self.model = TorchGPT(c.vocab_size, c.d_model, c.n_layers, c.head_dims, c.d_ff, c.seq_len)
         load_from_microgpt(self.model, GPT(c, get_backend("numpy"), seed=SEED).params.to_host())
@@ -253,13 +252,13 @@ MEMORY_SCRIPT = """
 import sys
 import numpy as np
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig
+from microgpt.model.gpt import GPTConfig
 from microgpt.model.gpt import GPT
 def peak_kib():  # VmHWM: this process's peak resident set (ru_maxrss would include the parent's, kept over exec)
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
 backend = get_backend(sys.argv[1])  # numba and its compiled kernels are loaded here, before `before`
 before = peak_kib()
-model = GPT(ModelConfig(65, 64, 2, (16,) * 4, 256, 1024), backend, seed=0)
+model = GPT(GPTConfig(65, 64, 2, (16,) * 4, 256, 1024), backend, seed=0)
 windows = np.random.default_rng(0).integers(0, 65, size=(1, 1025))  # (B, T+1)
 for _ in range(2):
     model.train_step(windows, 3e-4)
@@ -283,9 +282,9 @@ import time
 start = time.perf_counter()
 import numpy as np
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig
+from microgpt.model.gpt import GPTConfig
 from microgpt.model.gpt import GPT
-model = GPT(ModelConfig(65, 64, 2, (16,) * 4, 256, 128), get_backend("cpu"), seed=0)
+model = GPT(GPTConfig(65, 64, 2, (16,) * 4, 256, 128), get_backend("cpu"), seed=0)
 model.train_step(np.zeros((1, 129), dtype=np.int64), 3e-4)
 print(time.perf_counter() - start)
 """

@@ -67,17 +67,16 @@ def worker(shape: str, steps: int, warmup: int, backend: str) -> None:
     """One rank of one round: prints {"tokens_per_s", "collective_share"} from rank 0."""
     from corpus import load_tokens
     from microgpt.backends import get_backend
-    from microgpt.config import ModelConfig
     from microgpt.data import SequentialBatches
     from microgpt.data_parallel import RankShare, train_step
     from microgpt.distributed import communicator
-    from microgpt.model import GPT
+    from microgpt.model.gpt import GPT, GPTConfig
     from microgpt.optim import Optimizer
 
     dims, batch = SHAPES[shape]
     comm = TimedComm(communicator())
     tokens, _ = load_tokens(VOCAB_SIZE, seed=0, n_random=400_000)
-    model = GPT(ModelConfig(vocab_size=VOCAB_SIZE, **dims), get_backend(backend), seed=0)  # threads: the env's
+    model = GPT(GPTConfig(vocab_size=VOCAB_SIZE, **dims), get_backend(backend), seed=0)  # threads: the env's
     batches = RankShare(SequentialBatches(tokens.astype("int32"), dims["seq_len"], batch), comm.rank, comm.size)
     adam = Optimizer.reference(model.params, LR)
     for _ in range(warmup):

@@ -34,8 +34,7 @@ import numpy as np
 from microgpt.backends import BackendUnavailable
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
-from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from corpus import load_tokens
@@ -64,9 +63,9 @@ class Case:
     seq_len: int
     batch: int
 
-    def config(self) -> ModelConfig:
+    def config(self) -> GPTConfig:
         width = self.d_model // self.n_heads
-        return ModelConfig(
+        return GPTConfig(
             vocab_size=VOCAB_SIZE, d_model=self.d_model, n_layers=self.n_layers,
             head_dims=(width,) * self.n_heads, d_ff=self.d_ff, seq_len=self.seq_len,
         )  # fmt: skip
@@ -93,7 +92,7 @@ def sample_windows(tokens: np.ndarray, case: Case, count: int) -> list[np.ndarra
 
 
 class OursTrainer:
-    def __init__(self, config: ModelConfig, initial: dict[str, np.ndarray], attention: str = "flash"):
+    def __init__(self, config: GPTConfig, initial: dict[str, np.ndarray], attention: str = "flash"):
         self.backend = CuBLASBackend(attention=attention)
         self.model = GPT(config, self.backend, seed=SEED)
         self.model.params.from_host(initial)
@@ -117,7 +116,7 @@ class OursTrainer:
 class TorchTrainer:
     name = "torch cuda eager"
 
-    def __init__(self, config: ModelConfig, initial: dict[str, np.ndarray]):
+    def __init__(self, config: GPTConfig, initial: dict[str, np.ndarray]):
         self.device = torch.device("cuda")
         self.model = TorchGPT(
             config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff, config.seq_len

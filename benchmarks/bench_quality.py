@@ -31,10 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig, TrainConfig
-from microgpt.data import CharTokenizer, RandomBatches
-from microgpt.model.gpt import GPT
+from microgpt.config import TrainConfig
+from microgpt.data import RandomBatches
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.optim import Optimizer, learning_rate
+from microgpt.tokenizer import CharTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from corpus import CANDIDATES
@@ -79,7 +80,7 @@ def val_windows(tokens: np.ndarray, seq_len: int, count: int) -> np.ndarray:
 
 
 class Ours:
-    def __init__(self, config: ModelConfig, train: TrainConfig, backend: str, seed: int):
+    def __init__(self, config: GPTConfig, train: TrainConfig, backend: str, seed: int):
         self.model = GPT(config, get_backend(backend), seed=seed)
         self.optimizer = Optimizer(self.model.params, train)
 
@@ -96,7 +97,7 @@ class Ours:
 
 
 class Torch:
-    def __init__(self, config: ModelConfig, train: TrainConfig, start: dict):
+    def __init__(self, config: GPTConfig, train: TrainConfig, start: dict):
         import torch
 
         from torch_gpt import TorchGPT, load_from_microgpt, make_adamw
@@ -182,7 +183,7 @@ def main() -> int:
     tokens = tok.encode(text, source=str(args.corpus))
     cut = int(len(tokens) * 0.9)
     train_tokens, val = tokens[:cut], val_windows(tokens[cut:], RECIPE["seq_len"], args.val_windows)
-    config = ModelConfig(vocab_size=tok.size, d_model=RECIPE["d_model"], n_layers=RECIPE["n_layers"],
+    config = GPTConfig(vocab_size=tok.size, d_model=RECIPE["d_model"], n_layers=RECIPE["n_layers"],
                          d_ff=4 * RECIPE["d_model"], seq_len=RECIPE["seq_len"],
                          head_dims=(RECIPE["d_model"] // RECIPE["heads"],) * RECIPE["heads"])
     train = TrainConfig(steps=args.steps, lr=RECIPE["lr"], warmup=min(RECIPE["warmup"], args.steps),

@@ -22,10 +22,9 @@ import argparse
 import time
 
 from microgpt.backends import CHOICES, get_backend
-from microgpt.config import ModelConfig
-from microgpt.data import CharTokenizer
-from microgpt.model import GPT
+from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.sample import generate
+from microgpt.tokenizer import CharTokenizer
 
 VOCAB = "".join(chr(c) for c in range(ord(" "), ord(" ") + 64)) + "\n"  # 65 characters
 SEQ_LEN = 256
@@ -48,7 +47,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per case; the best counts (default: 3)")
     args = parser.parse_args()
     backend = get_backend(args.backend)
-    model = GPT(ModelConfig(vocab_size=len(VOCAB), seq_len=SEQ_LEN), backend, seed=0)
+    model = GPT(GPTConfig(vocab_size=len(VOCAB), seq_len=SEQ_LEN), backend, seed=0)
     tokenizer = CharTokenizer(VOCAB)
     print(f"backend {backend.name}, {model.n_params:,} parameters, seq_len {SEQ_LEN}, vocab {len(VOCAB)}, "
           f"greedy, best of {args.rounds}")

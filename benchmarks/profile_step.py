@@ -36,14 +36,14 @@ from collections import defaultdict
 import numpy as np
 
 from microgpt.backends import get_backend
-from microgpt.config import ModelConfig
-from microgpt.model.gpt import GPT, shard_count
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.shards import shard_count
 from microgpt.threads import available_cores, set_threads
 
 SHAPES = {  # the shapes of bench_cpu.py
-    "reference": ModelConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128),
-    "d128": ModelConfig(vocab_size=65, d_model=128, n_layers=4, head_dims=(32,) * 4, d_ff=512, seq_len=64),
-    "d384": ModelConfig(vocab_size=65, d_model=384, n_layers=6, head_dims=(64,) * 6, d_ff=1536, seq_len=256),
+    "reference": GPTConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128),
+    "d128": GPTConfig(vocab_size=65, d_model=128, n_layers=4, head_dims=(32,) * 4, d_ff=512, seq_len=64),
+    "d384": GPTConfig(vocab_size=65, d_model=384, n_layers=6, head_dims=(64,) * 6, d_ff=1536, seq_len=256),
 }
 LR = 3e-4
 BLOCK_LAYERS = ("ln1", "attn", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "ln2", "ff", "ff.l1", "ff.l2")
@@ -103,7 +103,7 @@ def wrap_layers(model: GPT, timer: ExclusiveTimer) -> None:
     model.params.adam_step = timer.wrap("params.adam_step", model.params.adam_step)
 
 
-def random_batches(config: ModelConfig, batch: int, count: int) -> list[np.ndarray]:
+def random_batches(config: GPTConfig, batch: int, count: int) -> list[np.ndarray]:
     rng = np.random.default_rng(batch)
     return [
         rng.integers(0, config.vocab_size, size=(batch, config.seq_len + 1)) for _ in range(count)
@@ -153,7 +153,7 @@ def make_backend(name: str, threads: int):
     return get_backend(name, threads=threads) if name == "cpu" else get_backend(name)
 
 
-def profile_batch(config: ModelConfig, backend: str, batch: int, steps: int, top: int, threads: int) -> None:
+def profile_batch(config: GPTConfig, backend: str, batch: int, steps: int, top: int, threads: int) -> None:
     warmup = random_batches(config, batch, 3)
     batches = random_batches(config, batch, steps)
     plain = GPT(config, make_backend(backend, threads), seed=0)

@@ -59,7 +59,8 @@ def test_a_char_model_names_the_character_it_never_saw(workdir, capsys):
 
 def test_vocab_size_goes_with_bpe_only(workdir, capsys):
     assert main(["train", "text.txt", "--vocab-size", "300", "--steps", "5", "--no-save", *TINY]) == 2
-    assert "--vocab-size is for bpe; a char tokenizer's vocabulary is the text's characters" in capsys.readouterr().err
+    assert ("--vocab-size 300 does nothing here: the char tokenizer takes no vocabulary size; add --tokenizer bpe"
+            in capsys.readouterr().err)
     with pytest.raises(SystemExit):
         main(["train", "text.txt", "--tokenizer", "bpe", "--vocab-size", "256", "--no-save", *TINY])
     assert "--vocab-size: must be a whole number of at least 257, got '256'" in capsys.readouterr().err
@@ -117,3 +118,25 @@ def test_the_char_decoder_is_one_character_per_token():
     pieces: list[str] = []
     assert generate(Scripted([2, 0, 1], 3), char, "a", 3, temperature=0, on_text=pieces.append) == "cab"
     assert pieces == ["c", "a", "b"]
+
+
+def test_a_bpe_run_short_of_its_vocabulary_resumes_with_the_same_command(workdir, capsys):
+    flags = ["text.txt", "--tokenizer", "bpe", "--vocab-size", "5000", "--model", "b", *TINY]
+    assert main(["train", *flags, "--steps", "5"]) == 0
+    size = json.loads((workdir / "b" / "config.json").read_text())["model"]["vocab_size"]
+    assert size < 5000 and f"its bpe tokenizer has {size} tokens, not the 5000 asked for" in capsys.readouterr().out
+    assert main(["train", *flags, "--steps", "8", "--resume", "b"]) == 0  # what it asked for still agrees
+    assert main(["train", *flags[:4], "4000", *flags[5:], "--steps", "9", "--resume", "b"]) == 2
+    assert "--vocab-size 4000 does not match the checkpoint b" in capsys.readouterr().err
+
+
+def test_bits_per_character_of_tokens_that_start_no_character_is_said_plainly(workdir, capsys):
+    assert main(["train", "text.txt", "--tokenizer", "bpe", "--vocab-size", "300", "--steps", "2", "--model", "b",
+                 *TINY]) == 0
+    (workdir / "cjk.txt").write_text("a" * 15 + "日本語", encoding="utf-8")  # the first scored tokens: inside 日
+    capsys.readouterr()
+    assert main(["eval", "b", "cjk.txt", "--max-positions", "1", "--json", "--backend", "numpy"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["characters"] == 0 and result["bits_per_char"] is None
+    assert main(["eval", "b", "cjk.txt", "--max-positions", "1", "--backend", "numpy"]) == 0
+    assert "bits per char:   none: the scored tokens start no character" in capsys.readouterr().out

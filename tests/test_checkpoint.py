@@ -189,11 +189,21 @@ def test_a_checkpoint_from_before_the_single_step_counter_still_resumes(tmp_path
     (lambda c: {**c, "tokenizer": {"kind": "words"}}, "the tokenizer cannot be read"),
     (lambda c: {**c, "tokenizer": {"kind": "char", "vocab": "aab"}}, "the tokenizer cannot be read"),
     (lambda c: {**c, "model": [8, 2]}, "has no model"),
+    (lambda c: {**c, "tokenizer": {"kind": ["char"]}}, "the tokenizer cannot be read"),
+    (lambda c: {**c, "model": {**c["model"], "head_dims": None}}, "head_dims is None, which reads as [2, 2, 2, 2]"),
     (lambda c: {k: v for k, v in c.items() if k != "tokenizer"}, "has no tokenizer"),
 ])
 def test_a_format_2_config_that_is_wrong_is_one_clear_line(tmp_path, edit, expected):
+    # tiny_model's heads are (3, 5); a null head_dims must not quietly read as four equal heads
     save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
     config = tmp_path / "ck" / "config.json"
     config.write_text(json.dumps(edit(json.loads(config.read_text()))))
     with pytest.raises(CheckpointError, match=re.escape(expected)):
         load_checkpoint(tmp_path / "ck", get_backend("numpy"))
+
+
+def test_a_hand_edited_save_id_of_another_type_reads_as_a_hand_edit(tmp_path):
+    save_checkpoint(tmp_path / "ck", tiny_model(), CharTokenizer(VOCAB), family_name="gpt")
+    config = tmp_path / "ck" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "save_id": [1]}))
+    assert load_checkpoint(tmp_path / "ck", get_backend("numpy"))[1].vocab == VOCAB  # the same mix twice: taken

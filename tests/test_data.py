@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from microgpt.data import (
-    DataError,
     RandomBatches,
     SequentialBatches,
     default_corpus,
     read_corpus,
     split_validation,
 )
+from microgpt.errors import DataError
 from microgpt.tokenizer import CharTokenizer
 
 CAP = 1024**2  # a corpus cap far above these tests' files

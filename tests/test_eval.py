@@ -11,7 +11,7 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.data import DataError
+from microgpt.errors import DataError
 from microgpt.evaluate import evaluate
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.tokenizer import CharTokenizer

@@ -8,8 +8,7 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.data import DataError
-from microgpt.errors import ConfigError
+from microgpt.errors import ConfigError, DataError
 from microgpt.model.decode import Rerun
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.gpt.decode import Decoder

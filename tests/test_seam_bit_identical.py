@@ -35,6 +35,15 @@ val = [r["val_loss"] for r in map(json.loads, (out.parent / (out.name + ".metric
 print(json.dumps({"losses": [repr(x) for x in summary.losses], "val": [repr(x) for x in val]}))
 """
 
+RESUME_FIXTURE = """
+import json, shutil, sys
+import microgpt
+target = sys.argv[1]
+shutil.copytree(sys.argv[2], target)
+run, summary = microgpt.train(sys.argv[3], resume=target, steps=170, backend="numpy", threads=1, gen=0)
+print(json.dumps({"losses": [repr(x) for x in summary.losses]}))
+"""
+
 READ_FIXTURE = """
 import json, sys
 import microgpt
@@ -84,3 +93,10 @@ def test_sixty_steps_are_bit_identical_to_the_code_before_the_seam(before_seam, 
 def test_the_format_1_fixture_reads_as_the_code_before_the_seam_read_it(before_seam):
     args = (str(FIXTURES / "format1"), str(FIXTURES / "format1-corpus.txt"))
     assert run_with(REPO / "src", READ_FIXTURE, *args) == run_with(before_seam, READ_FIXTURE, *args)
+
+
+def test_resuming_the_format_1_fixture_is_bit_identical_to_the_code_before_the_seam(before_seam, tmp_path):
+    corpus = str(FIXTURES / "format1-corpus.txt")
+    before = run_with(before_seam, RESUME_FIXTURE, str(tmp_path / "before"), str(FIXTURES / "format1"), corpus)
+    now = run_with(REPO / "src", RESUME_FIXTURE, str(tmp_path / "now"), str(FIXTURES / "format1"), corpus)
+    assert len(now["losses"]) == 20 and now == before

@@ -14,8 +14,7 @@ import pytest
 from tokenizers import Tokenizer as LibraryTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from microgpt.data import DataError
-from microgpt.errors import ConfigError
+from microgpt.errors import ConfigError, DataError
 from microgpt.tokenizer import KINDS, from_json, train_tokenizer
 from microgpt.tokenizer import bpe as bpe_module
 from microgpt.tokenizer.bpe import MIN_VOCAB, PIECE_CHARS, BPETokenizer, byte_alphabet, pieces, untrained
@@ -370,8 +369,10 @@ def test_the_registry_trains_each_kind_and_names_the_kinds():
         train_tokenizer("word", "abc", None)
     with pytest.raises(ConfigError, match="--vocab-size is for bpe"):
         train_tokenizer("char", "abc", 300)
+    default = train_tokenizer("bpe", TRAINING_TEXT, None)  # the kind's default size, 512
+    assert default.to_json() == train_tokenizer("bpe", TRAINING_TEXT, BPETokenizer.default_vocab_size).to_json()
     with pytest.raises(ConfigError, match="--vocab-size must be a whole number of at least 257"):
-        train_tokenizer("bpe", TRAINING_TEXT, None)
+        train_tokenizer("bpe", TRAINING_TEXT, 256)
 
 
 def test_from_json_reads_back_each_kind(bpe):

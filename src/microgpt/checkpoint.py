@@ -56,8 +56,7 @@ from microgpt import __version__
 from microgpt.backends.base import Backend
 from microgpt.checks import format_bytes
 from microgpt.config import RunConfig
-from microgpt.data import DataError
-from microgpt.errors import ConfigError
+from microgpt.errors import ConfigError, DataError
 from microgpt.memory import estimate_training_bytes
 from microgpt.model.family import config_dict, family
 from microgpt.tokenizer import Tokenizer, from_json
@@ -282,10 +281,10 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
           accept: tuple | None = None) -> tuple[object, Tokenizer, dict]:
     """One read of every file; Mixed when they carry different save ids, unless exactly the mix `accept`."""
     directory = _existing(directory)
-    config_dict = read_config(directory)
+    saved_config = read_config(directory)
     shapes, header = _header(directory / WEIGHTS)
-    ids = [config_dict.get("save_id"), header.get("save_id")]  # None in checkpoints from before save ids
-    kind, tokenizer, config = _model_config(directory, config_dict)
+    ids = [_save_id(saved_config), header.get("save_id")]  # None in checkpoints from before save ids
+    kind, tokenizer, config = _model_config(directory, saved_config)
     cap = RunConfig().max_memory if max_memory is None else max_memory
     # the family's own count first: it is a formula, where listing the parameters of an absurd config (10^12
     # layers) would never end
@@ -302,7 +301,7 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
         raise UnsoundWeights(f"{directory / WEIGHTS}: {problem}; the checkpoint is unusable, retrain it "
                              "(with a lower --lr if it diverged)")
     model.params.from_host(tensors)
-    info = dict(config_dict)
+    info = dict(saved_config)
     if with_optimizer and (directory / TRAIN_STATE).exists():
         state = _read_json(directory / TRAIN_STATE)
         step = state.get("step", state.get("adam_step")) if isinstance(state, dict) else None  # adam_step: before 0.2
@@ -310,7 +309,7 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
             raise CheckpointError(f"{directory / TRAIN_STATE} lacks its 'step'; the training state is damaged, so "
                                   "the run cannot resume (its weights still load)")
         moments, header = _read_tensors(directory / OPTIMIZER)
-        ids += [state.get("save_id"), header.get("save_id")]
+        ids += [_save_id(state), header.get("save_id")]
         shapes = {f"{p}.{name}": spec.shape for p in ("m", "v") for name, spec in model.params.specs.items()}
         _check_tensors(directory / OPTIMIZER, moments, shapes)
         model.params.from_host({k[2:]: v for k, v in moments.items() if k.startswith("m.")}, model.params.m)
@@ -320,6 +319,12 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
     if len(set(ids)) > 1 and tuple(ids) != accept:
         raise Mixed(tuple(ids))
     return model, tokenizer, info
+
+
+def _save_id(data: dict):
+    """A JSON file's save_id, as text (a hand-edited one of another type compares as its repr)."""
+    found = data.get("save_id")
+    return found if found is None or isinstance(found, str) else repr(found)
 
 
 def _check_cap(directory: Path, kind, config, needed: int, cap: int) -> None:
@@ -375,6 +380,11 @@ def _model_config(directory: Path, config: dict):
         built = kind.Config(**model)
     except (ConfigError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{where} does not describe a {config['family']} model ({exc})") from None
+    changed = sorted(key for key, value in config_dict(built).items() if value != model[key])
+    if changed:  # a saved config is whole: a null head_dims would read as the default heads, another model
+        raise CheckpointError(f"{where}: {changed[0]} is {model[changed[0]]!r}, which reads as "
+                              f"{config_dict(built)[changed[0]]!r}; a saved config holds every value as it was "
+                              "trained, so the file was edited or damaged")
     if built.vocab_size != tokenizer.size:
         raise CheckpointError(f"{where}: vocab_size is {built.vocab_size}, but its tokenizer has {tokenizer.size} "
                               "tokens; the file was edited or damaged")

@@ -255,6 +255,17 @@ class Text(Check):
         return repr(value)
 
 
+class SpecList(Check):
+    """Comma-separated model specs as text (model/specs.py reads them)."""
+
+    kind = "a comma-separated list of model specs such as d64n3,d64n3"
+
+    def validate(self, value):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(self.kind)
+        return value
+
+
 class Heads(Check):
     """A head layout as --heads text: a count, widths ("8,8,16,32" or a YAML list) or a named set.
 
@@ -313,6 +324,7 @@ NUMBER_OR_OFF = NumberOrOff()
 NON_NEGATIVE_NUMBER = NonNegativeNumber()
 PROBABILITY = Probability()
 TEXT = Text()
+SPEC_LIST = SpecList()
 SCHEDULE = Choice(lambda: ("constant", "cosine"))
 PRESET = Choice(_preset_choices)
 SWITCH = Switch()

@@ -33,12 +33,12 @@ from microgpt.checks import (
     whole,
 )
 from microgpt.errors import ConfigError
+from microgpt.tokenizer.bpe import BPETokenizer
 
 DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule
 # Without --val-tokens, this share of the text is held out (1/10, as nanoGPT does), up to a number of tokens
 # that keeps a validation pass near ten training steps of the default run; a text too short for it holds out none.
 DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_MAX = 10, 20_000
-DEFAULT_BPE_VOCAB = 512  # --tokenizer bpe without --vocab-size
 VALIDATIONS_PER_RUN = 20  # without --eval-every, validate this many times over the run (and at its end)
 
 __all__ = ["ModelChoice", "RunConfig", "TrainConfig", "check_fields", "setting", "settings_fields"]
@@ -119,7 +119,7 @@ class ModelChoice:
     tokenizer: str = setting("char", "how text becomes tokens: char (one per character of the text), or bpe "
                              "(byte-level BPE trained on the text: any Unicode encodes)", TOKENIZER, metavar="KIND")
     vocab_size: int | None = setting(None, "the BPE vocabulary: 256 bytes and the merges learnt on top of them",
-                                     whole(257), shown_default=f"{DEFAULT_BPE_VOCAB} with --tokenizer bpe")
+                                     whole(257), shown_default=f"{BPETokenizer.default_vocab_size} with --tokenizer bpe")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -139,8 +139,9 @@ class TrainConfig:
     min_lr: float | None = setting(None, "where cosine decay ends", NUMBER, shown_default="lr/10", metavar="X")
     decay_steps: int | None = setting(None, "the step at which cosine reaches --min-lr (min-lr after it)", whole(1),
                                       shown_default="--steps")
-    weight_decay: float = setting(0.1, "decoupled (AdamW) weight decay of the weight matrices: attention, "
-                                  "feed-forward and output head; not embeddings, LayerNorm gains or biases",
+    weight_decay: float = setting(0.1, "decoupled (AdamW) weight decay of the parameters their family marks to "
+                                  "decay (gpt: the weight matrices of attention, feed-forward and the output head; "
+                                  "not embeddings, LayerNorm gains or biases)",
                                   NUMBER, metavar="W")
     beta1: float = setting(0.9, "Adam's first-moment decay", NUMBER, metavar="X")
     beta2: float = setting(0.99, "Adam's second-moment decay", NUMBER, metavar="X")

@@ -18,10 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.config import DEFAULT_HELD_OUT_MAX, DEFAULT_HELD_OUT_SHARE
-
-
-class DataError(ValueError):
-    """Unusable training or evaluation text; the message names the problem and the fix."""
+from microgpt.errors import DataError
 
 
 def read_corpus(path: str | Path, max_bytes: int) -> str:

@@ -11,6 +11,10 @@ class ConfigError(ValueError):
     """An invalid configuration value; the message names it and says how to fix it."""
 
 
+class DataError(ValueError):
+    """Unusable training or evaluation text; the message names the problem and the fix."""
+
+
 class DistributedError(ConfigError):
     """Several processes were started but cannot train together; the message says why and what to do."""
 

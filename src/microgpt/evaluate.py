@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from microgpt.data import DataError
+from microgpt.errors import DataError
 from microgpt.sample import UnsoundOutputs
 
 
@@ -40,7 +40,10 @@ class Evaluation:
 
     @property
     def bits_per_char(self) -> float:
-        """The total NLL in bits over the characters scored: what compares across tokenizers."""
+        """The total NLL in bits over the characters scored: what compares across tokenizers. NaN where the
+        scored tokens start no character (a few BPE tokens inside one multi-byte character)."""
+        if self.characters == 0:
+            return math.nan
         return self.nll * self.positions / self.characters / math.log(2)
 
 

@@ -67,7 +67,8 @@ class LoadedModel:
     def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
                top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
                on_text: Callable[[str], None] | None = None) -> str:
-        """n_tokens tokens of text continuing `prompt` (a newline when empty), as `microgpt sample` makes them."""
+        """n_tokens tokens of text continuing `prompt` (the tokenizer's start text when empty, a newline where it
+        has one), as `microgpt sample` makes them."""
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
                         on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache)
 

@@ -1,9 +1,10 @@
 """The names a setting can choose from, each mapped to the module that implements it.
 
 Plain strings at the ground, so that a setting's check can list the choices
-without importing anything above it; the module behind a name is imported only
-when it is chosen (`microgpt.model.family` for the model families,
-`microgpt.backends` for the backends). A new family is a folder under `model/`
+without importing anything above it. A backend's module is imported only when it
+is chosen (`microgpt.backends`); a family's when it is chosen
+(`microgpt.model.family`), and when the train command lists every setting
+there is, since each family declares its own (all_settings.py). A new family is a folder under `model/`
 and one line here; a new backend, a module under `backends/` and one line here.
 """
 

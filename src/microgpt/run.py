@@ -33,7 +33,7 @@ from microgpt import machine
 from microgpt.all_settings import known_settings
 from microgpt.backends import Backend, backend_class, resolve_auto
 from microgpt.checkpoint import CONFIG, CheckpointError, load_checkpoint
-from microgpt.config import DEFAULT_BPE_VOCAB, TrainConfig
+from microgpt.config import TrainConfig
 from microgpt.data import (
     RandomBatches,
     SequentialBatches,
@@ -54,7 +54,7 @@ from microgpt.run_dir import WriterLock, check_plain_file, check_run_files, chec
 from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths, open_own
 from microgpt.sample import generate
 from microgpt.settings import Settings
-from microgpt.tokenizer import Tokenizer, train_tokenizer
+from microgpt.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
 from microgpt.trainer import RunSummary, Trainer, step_on_disk
 
 DEFAULT_CORPUS_NAME = "python-docs"
@@ -233,7 +233,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     family_name = settings.value("family")
     if resume is not None:
         settings.check_shape_against(family_name, model.config, resume)
-        check_tokenizer_against(settings, tokenizer, resume)
+        check_tokenizer_against(settings, tokenizer, resume, resume_state.get("vocab_size_asked"))
         check_memory(settings.family, model.config, micro_batch, backend, cap)
         if train_config.steps <= model.params.step:
             raise ConfigError(f"{resume} is already at step {model.params.step}; "
@@ -243,7 +243,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         family_name = info["family"]
         fix = "drop it to fine-tune this checkpoint"
         settings.check_shape_against(family_name, source.config, init_from, fix=fix)
-        check_tokenizer_against(settings, source_tokenizer, init_from, fix=fix)
+        check_tokenizer_against(settings, source_tokenizer, init_from, None, fix=fix)
         tokenizer = source_tokenizer.extended_for(corpus.text)  # the old ids keep their meaning
         config = dataclasses.replace(source.config, vocab_size=tokenizer.size)
         kind = family(family_name)
@@ -258,10 +258,10 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
                                                if added else ""))
     else:
         tokenizer = new_tokenizer(settings, corpus)
-        asked = settings.value("vocab_size") or DEFAULT_BPE_VOCAB
-        if tokenizer.kind == "bpe" and tokenizer.size < asked:
-            notes.append(f"the text ran out of pairs to merge: its BPE has {tokenizer.size} tokens, not the {asked} "
-                         "asked for (--vocab-size)")
+        asked = settings.value("vocab_size") or tokenizer.default_vocab_size
+        if asked is not None and tokenizer.size < asked:
+            notes.append(f"the text ran out of pairs to merge: its {tokenizer.kind} tokenizer has {tokenizer.size} "
+                         f"tokens, not the {asked} asked for (--vocab-size)")
         config = settings.model_config(tokenizer.size)
         check_memory(settings.family, config, micro_batch, backend, cap)
         model = settings.family.build(config, backend, tokenizer, train_config.seed)
@@ -282,6 +282,9 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         run_info["init_from"] = str(init_from.resolve())
     elif resume_state.get("init_from"):
         run_info["init_from"] = resume_state["init_from"]
+    asked = resume_state.get("vocab_size_asked") if resume is not None else settings.value("vocab_size")
+    if asked is not None:
+        run_info["vocab_size_asked"] = asked  # what --vocab-size said, where the tokenizer may have fewer
     if not comm.is_writer:  # rank 0 alone validates
         val_tokens = None
     return Run(model, family_name, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info,
@@ -289,22 +292,22 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
 
 
 def new_tokenizer(settings: Settings, corpus: Corpus) -> Tokenizer:
-    """The --tokenizer a new run asks for, made from its text (bpe: trained on it, --vocab-size tokens)."""
+    """The --tokenizer a new run asks for, learnt from its text (with --vocab-size for a kind that takes one; a
+    --vocab-size given to one that does not is refused by Settings.check_all_used, naming where it came from)."""
     kind = settings.value("tokenizer")
-    vocab_size = settings.value("vocab_size")
-    if kind == "bpe" and vocab_size is None:
-        vocab_size = DEFAULT_BPE_VOCAB
-    return train_tokenizer(kind, corpus.text, vocab_size)
+    takes_size = tokenizer_kind(kind).default_vocab_size is not None
+    return train_tokenizer(kind, corpus.text, settings.value("vocab_size") if takes_size else None)
 
 
-def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint: Path,
+def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint: Path, asked: int | None,
                             fix: str = "drop it to resume, or train a new model with --model") -> None:
-    """On resume (or fine-tuning) the tokenizer is the checkpoint's: a --tokenizer or --vocab-size given that
-    disagrees is an error."""
+    """On resume (or fine-tuning) the tokenizer is the checkpoint's: a --tokenizer given that disagrees is an
+    error, and so is a --vocab-size that is neither what the checkpoint's run asked for (`asked`) nor what its
+    tokenizer has (fewer, where the text ran out of pairs to merge)."""
     if settings.given("tokenizer") and settings.value("tokenizer") != tokenizer.kind:
         raise ConfigError(f"{settings.describe('tokenizer')} does not match the checkpoint {checkpoint}, whose "
                           f"tokenizer is {tokenizer.kind}; {fix}")
-    if settings.given("vocab_size") and settings.value("vocab_size") != tokenizer.size:
+    if settings.given("vocab_size") and settings.value("vocab_size") not in (asked, tokenizer.size):
         raise ConfigError(f"{settings.describe('vocab_size')} does not match the checkpoint {checkpoint}, whose "
                           f"tokenizer has {tokenizer.size} tokens; {fix}")
 
@@ -312,7 +315,7 @@ def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint
 def carry_weights(source: dict[str, np.ndarray], fresh: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A new model's weights (`fresh`, as initialised) with each of `source`'s tensors copied into the leading
     corner of the tensor of the same name: all of it where the shapes agree, and the rows or columns of the old
-    vocabulary where the new one is larger (its new characters keep their fresh initialisation)."""
+    vocabulary where the new one is larger (its new tokens keep their fresh initialisation)."""
     carried = {}
     for name, tensor in fresh.items():
         old = source[name]

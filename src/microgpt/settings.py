@@ -23,6 +23,7 @@ from microgpt.model.family import family
 from microgpt.named_runs import NamedRun, load_all_runs
 from microgpt.presets import PRESETS
 from microgpt.registry import FAMILIES
+from microgpt.tokenizer import tokenizer_kind
 
 
 class Settings:
@@ -54,6 +55,8 @@ class Settings:
         return key in self.explicit or (self.named is not None and key in self.named.values)
 
     def value(self, key: str):
+        if key == "family" and not self._set_anywhere(key):
+            return self._selected_family()
         if key in self.explicit:
             return self.explicit[key]
         if key in self.saved:
@@ -63,6 +66,18 @@ class Settings:
         if key in self.preset:
             return self.preset[key]
         return self.fields[key].default
+
+    def _set_anywhere(self, key: str) -> bool:
+        return key in self.explicit or key in self.saved or (self.named is not None and key in self.named.values)
+
+    def _selected_family(self) -> str:
+        """Without --family: the family whose choosing setting is given (--cooperative: ensemble), else the
+        preset's or the declared default."""
+        for name in FAMILIES:
+            chooser = getattr(family(name), "SELECTED_BY", None)
+            if chooser is not None and self.given(chooser):
+                return name
+        return self.preset.get("family", self.fields["family"].default)
 
     def origin(self, key: str) -> str:
         """Where a given setting came from, for messages: "--d-model" or "d_model (run ID in FILE)"."""
@@ -121,18 +136,24 @@ class Settings:
               "add --no-random-batches or drop it")),
             ("min_lr", config.lr_schedule == "constant", "lr_schedule", no_decay),
             ("decay_steps", config.lr_schedule == "constant", "lr_schedule", no_decay),
-            ("vocab_size", self.value("tokenizer") != "bpe", "tokenizer",
-             "the char tokenizer's vocabulary is the text's characters; add --tokenizer bpe or drop it"),
+            ("vocab_size", tokenizer_kind(self.value("tokenizer")).default_vocab_size is None, "tokenizer",
+             f"the {self.value('tokenizer')} tokenizer takes no vocabulary size; add --tokenizer bpe or drop it"),
             ("save_every", not save, flag, "nothing is saved with --no-save"),
             ("model", not save, flag, "nothing is saved with --no-save"),
             ("gen", compare and self.value("gen") > 0, flag, "--compare prints no sample"),
         ]
-        unused += [(key, True, "family", f"the {chosen} family has no {key}")
+        unused += [(key, True, "family", f"the {chosen} family has no {key}{self._owner_hint(name)}")
                    for name in FAMILIES for key in family_keys(family(name)) if key not in own]
         for key, useless, cause, why in unused:
             overridden = key not in self.explicit and (cause is flag or cause in self.explicit)
             if useless and self.given(key) and not overridden:
                 raise ConfigError(f"{self.describe(key)} does nothing here: {why}")
+
+    def _owner_hint(self, name: str) -> str:
+        """How to choose the family `name` that a setting belongs to, for a message."""
+        chooser = getattr(family(name), "SELECTED_BY", None)
+        way = f"{self.fields[chooser].flag} ..." if chooser else f"--family {name}"
+        return f" (it is the {name} family's: add {way})"
 
     def check_shape_against(self, family_name: str, config, checkpoint: Path,
                             fix: str = "drop it to resume, or train a new model with --model") -> None:

@@ -15,8 +15,7 @@ from microgpt import __version__
 from microgpt.backends import BackendUnavailable
 from microgpt.checkpoint import CheckpointError
 from microgpt.cli.output import OutputLost, guard_output
-from microgpt.data import DataError
-from microgpt.errors import ConfigError, TrainingStopped
+from microgpt.errors import ConfigError, DataError, TrainingStopped
 from microgpt.sample import UnsoundOutputs
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped, UnsoundOutputs)

@@ -56,7 +56,8 @@ def run(args) -> int:
     if chosen.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions,
                           "characters": result.characters, "stride": chosen.stride, "nll": result.nll,
-                          "perplexity": result.perplexity if math.isfinite(result.perplexity) else "inf", "bits_per_char": result.bits_per_char,
+                          "perplexity": result.perplexity if math.isfinite(result.perplexity) else "inf",
+                          "bits_per_char": None if math.isnan(result.bits_per_char) else result.bits_per_char,
                           "seconds": round(result.seconds, 3)}))
         return 0
     seq_len = model.config.seq_len
@@ -68,6 +69,7 @@ def run(args) -> int:
           "as context")
     print(f"  NLL:             {result.nll:.4f} nats per token")
     print(f"  perplexity:      {result.perplexity:.4f} (per token)")
-    print(f"  bits per char:   {result.bits_per_char:.4f} (compares across tokenizers)")
+    print(f"  bits per char:   {result.bits_per_char:.4f} (compares across tokenizers)" if result.characters else
+          "  bits per char:   none: the scored tokens start no character; score more of the text")
     print(f"  time:            {result.seconds:.2f} s ({rate:,.0f} tokens/s)")
     return 0

@@ -15,14 +15,19 @@ A family is a module (a folder under `model/`) that gives:
   step over `batch` sequences holds beyond the parameter state (memory.py adds that), with the backend
   reporting its own attention footprint (`Backend.attention_memory`);
 - `describe(config) -> str`: one line for the CLI, the results line and plot titles;
-- `parse_spec(text) -> dict` and `SPEC_GRAMMAR` (optional): short shape strings for `--compare`.
+- `parse_specs(text, settings) -> [(spec, settings it fixes)]` and `SPEC_KEYS` (optional): short shape
+  strings for `--compare`, and the settings they fix;
+- `SELECTED_BY` (optional): a setting of the family whose use chooses it where --family is not given
+  (the ensemble's --cooperative).
 
 A built `Model` gives `config`, `be` (its backend), `params` (`model.params.Parameters`), `n_params`,
 `loss(windows)` and `loss_and_backward(windows)` over windows (B, T+1) (the latter adding every gradient
 into params.grad, and returning the mean loss, or (the loss, a small dict of per-step metrics) that the
 trainer writes into the metrics log), `logits(ids)` (backend (B*T, vocab) for host ids (B, T): row t
-scores the token after ids[:, : t + 1]) and `decoder()` (prefill/step; `model.decode.Rerun` for a family
-without a cache).
+scores the token after ids[:, : t + 1]) and `decoder()` (an object with `model`, `consumed`, `prefill(ids)`
+and `step(id)`, each giving the next token's logits (1, vocab); `model.decode.Rerun` for a family without a
+cache). Optionally `learn_from(train_tokens)`: what a new model counts from its training tokens before it
+trains (the ensemble's n-gram tables).
 """
 
 from __future__ import annotations

@@ -56,15 +56,16 @@ def parse_spec(text: str) -> ModelSpec:
     return ModelSpec(text.strip(), head_dims, n_layers, d_ff)
 
 
-def parse_spec_list(text: str) -> list[ModelSpec]:
-    """Comma-separated specs, each valid and none repeated (each run writes to a directory named after it)."""
+def parse_spec_list(text: str, flag: str = "--compare") -> list[ModelSpec]:
+    """Comma-separated specs, each valid; for --compare none repeated (each run writes to a directory named
+    after it), where an ensemble's experts (--cooperative) may share a shape."""
     items = [item.strip() for item in text.split(",")]
     if not all(items):
-        raise ConfigError(f"--compare {text!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
+        raise ConfigError(f"{flag} {text!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
     specs = [parse_spec(item) for item in items]
     seen: set[str] = set()
     for spec in specs:
-        if spec.text in seen:
+        if flag == "--compare" and spec.text in seen:
             raise ConfigError(f"--compare lists {spec.text} twice; list each spec once")
         seen.add(spec.text)
     return specs

@@ -2,8 +2,7 @@
 ways to get one: `train_tokenizer` on a training text, `from_json` from a checkpoint's saved form.
 
 The kinds: "char" (char.py: one id per character of the training text) and "bpe" (bpe.py: byte-level BPE
-learnt from it, which encodes any text). Part of the ground: of microgpt it imports only the errors
-(errors.py, and data.py's DataError).
+learnt from it, which encodes any text). Part of the ground: of microgpt it imports only errors.py.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from microgpt.data import DataError
-from microgpt.errors import ConfigError
+from microgpt.errors import ConfigError, DataError
 from microgpt.tokenizer.bpe import BPETokenizer
 from microgpt.tokenizer.char import CharTokenizer
 
@@ -30,6 +28,11 @@ class IncrementalDecoder(Protocol):
 
 class Tokenizer(Protocol):
     kind: str  # the registry's name for the class: "char", "bpe"
+    default_vocab_size: int | None  # the size `train` takes without --vocab-size; None: the kind takes none
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int | None) -> Tokenizer:
+        """The tokenizer learnt from a training text."""
 
     @property
     def size(self) -> int:
@@ -67,17 +70,22 @@ KINDS: dict[str, type[Tokenizer]] = {"char": CharTokenizer, "bpe": BPETokenizer}
 def from_json(data: dict) -> Tokenizer:
     """The tokenizer that `to_json` saved as data; a DataError naming the problem when it is not one."""
     kind = data.get("kind") if isinstance(data, dict) else None
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise DataError(f"the saved tokenizer has kind {kind!r}; the kinds are {', '.join(KINDS)}")
     return KINDS[kind].from_json(data)
 
 
-def train_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
-    """A tokenizer of this kind for the training text; vocab_size is bpe's (None for char)."""
+def tokenizer_kind(kind: str) -> type[Tokenizer]:
+    """The tokenizer class of a kind's name; a ConfigError naming the kinds for another."""
     if kind not in KINDS:
         raise ConfigError(f"unknown tokenizer kind {kind!r}; the kinds are {', '.join(KINDS)}")
-    if kind == "char":
-        if vocab_size is not None:
-            raise ConfigError("--vocab-size is for bpe; a char tokenizer's vocabulary is the text's characters")
-        return CharTokenizer.from_text(text)
-    return BPETokenizer.train(text, vocab_size)
+    return KINDS[kind]
+
+
+def train_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
+    """A tokenizer of this kind for the training text, of vocab_size tokens for a kind that takes one (its
+    default_vocab_size when None); a ConfigError for vocab_size with a kind that takes none."""
+    chosen = tokenizer_kind(kind)
+    if vocab_size is None:
+        vocab_size = chosen.default_vocab_size
+    return chosen.train(text, vocab_size)

@@ -24,10 +24,10 @@ import numpy as np
 from tokenizers import Tokenizer as LibraryTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from microgpt.data import DataError
-from microgpt.errors import ConfigError
+from microgpt.errors import ConfigError, DataError
 
 MIN_VOCAB = 257  # the 256 bytes and at least one merge
+DEFAULT_VOCAB = 512  # --tokenizer bpe without --vocab-size
 PIECE_CHARS = 1 << 16  # about how long a piece of a long text is (the unit of the library's parallel work)
 BATCH_PIECES = 64  # pieces encoded per library call: bounds the memory its per-token records take at once
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -88,6 +88,7 @@ class BPETokenizer:
     """
 
     kind = "bpe"
+    default_vocab_size = DEFAULT_VOCAB  # takes --vocab-size
 
     def __init__(self, library_tokenizer: LibraryTokenizer):
         if settings_of(library_tokenizer) != settings_of(untrained()):

@@ -1,25 +1,33 @@
 """The character tokenizer: one id per character, the vocabulary being a string of distinct characters.
 
 `CharTokenizer.from_text` takes a text's sorted unique characters; an id is a character's index in `vocab`.
-It behaves as `microgpt.data.CharTokenizer` does (the same ids and the same DataError messages), and adds
-what every tokenizer has (see microgpt/tokenizer/__init__.py).
+The ids and messages are those microgpt's characters always had (checkpoints of format 1 read with it),
+with what every tokenizer has (see microgpt/tokenizer/__init__.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from microgpt.data import DataError
+from microgpt.errors import ConfigError, DataError
 
 
 class CharTokenizer:
     kind = "char"
+    default_vocab_size = None  # the vocabulary is the text's characters: --vocab-size does not apply
 
     def __init__(self, vocab: str):
         if len(set(vocab)) != len(vocab):
             raise DataError("the vocabulary repeats a character")
         self.vocab = vocab
         self._ids = {ch: i for i, ch in enumerate(vocab)}
+
+    @classmethod
+    def train(cls, text: str, vocab_size: None = None) -> CharTokenizer:
+        """The tokenizer of a training text (`train_tokenizer`'s face); a vocabulary size does not apply."""
+        if vocab_size is not None:
+            raise ConfigError("--vocab-size is for bpe; a char tokenizer's vocabulary is the text's characters")
+        return cls.from_text(text)
 
     @classmethod
     def from_text(cls, text: str) -> CharTokenizer:
