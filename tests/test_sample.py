@@ -45,6 +45,46 @@ def test_sampling_is_reproducible_with_a_seed_and_varies_without_one():
     assert first != generate(model, TOKENIZER, "a", 40, temperature=1.0, seed=8)
 
 
+class Counted:
+    """30 tokens sampled from a tiny model at temperature 1 with a fixed seed (`full`), then again with `stop`:
+    its `text`, the tokens `made`, and for each on_text call (tokens made by then, all the text shown by then)."""
+
+    def __init__(self, monkeypatch, stop: str):
+        import microgpt.sample
+
+        model = tiny_model()
+        self.full = generate(model, TOKENIZER, "ab", 30, seed=4)
+        self.made, self.shown = 0, []
+        real = microgpt.sample.next_logits
+
+        def counting(*args):
+            self.made += 1
+            return real(*args)
+
+        monkeypatch.setattr(microgpt.sample, "next_logits", counting)
+        self.text = generate(model, TOKENIZER, "ab", 30, seed=4, stop=stop(self.full), on_text=self.on_text)
+
+    def on_text(self, piece: str) -> None:
+        self.shown.append((self.made, (self.shown[-1][1] if self.shown else "") + piece))
+
+
+def test_stop_ends_the_text_before_stop_and_generation_with_the_token_that_completes_it(monkeypatch):
+    run = Counted(monkeypatch, lambda full: full[12:14])
+    assert len(set(run.full)) > 4  # varied, so that stop comes up part-way
+    first = run.full.index(run.full[12:14])
+    assert run.text == run.full[:first] == run.shown[-1][1]
+    assert run.made == first + 2  # none after the token that completed stop
+
+
+def test_text_that_might_begin_stop_waits_and_comes_out_when_stop_does_not_follow(monkeypatch):
+    run = Counted(monkeypatch, lambda full: full[0] + "\t")  # "\t" is not in the vocabulary: it never completes
+    begins = run.full[0]
+    assert run.full.count(begins * 2) > 0 and run.full.count(begins) > 3
+    assert run.text == run.full == run.shown[-1][1] and run.made == 30
+    for made, so_far in run.shown[:-1]:  # after k tokens, the first k characters, less a last one that begins stop
+        assert so_far == (run.full[: made - 1] if run.full[made - 1] == begins else run.full[:made])
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_top_k_1_and_a_tiny_top_p_are_greedy(seed):
     model = tiny_model()

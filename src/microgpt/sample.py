@@ -12,7 +12,8 @@ and values already computed, O(T) per token, and past seq_len the cache slides
 (sliding-window attention over the last seq_len positions at every layer).
 Without it, each token re-runs the model on the last seq_len tokens
 (model/decode.py's `Rerun`). The two agree while the context fits in seq_len,
-and for one-layer models always.
+and for one-layer models always. With a `stop` text, generation ends as soon as
+the text made contains it, and the text returned (and streamed) ends before it.
 """
 
 from __future__ import annotations
@@ -67,29 +68,44 @@ class UnsoundOutputs(ValueError):
 
 def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperature: float = 1.0, seed: int = 0,
              on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
-             use_cache: bool = True) -> str:
-    """The prompt's continuation of n_tokens tokens, as text; on_text receives the text as it is made (a piece
-    per token, or none while a character is incomplete, and at the end what an incomplete tail decodes to)."""
+             use_cache: bool = True, stop: str = "") -> str:
+    """The prompt's continuation as text: n_tokens tokens of it, or, with `stop`, what comes before stop's first
+    appearance, generation ending with the token that completes stop. on_text receives the same text as it is
+    made: a piece per token (none while a character is incomplete, or while the end could begin stop), and at
+    the end what an incomplete tail decodes to."""
     check_sampling(temperature, top_k, top_p)
     rng = np.random.default_rng(seed)
     context = list(tokenizer.encode(prompt or tokenizer.start_text(), source="the prompt"))
     decoder = model.decoder() if use_cache else Rerun(model)
     text = tokenizer.decoder()
-    out = []
-    for made in range(n_tokens):
+    made, shown = "", 0  # the text so far, and how much of it on_text has had
+    for count in range(n_tokens):
         logits = next_logits(context, decoder)  # (vocab,)
         if not np.all(np.isfinite(logits)):
-            raise UnsoundOutputs(f"the model's outputs are not finite (after {made} tokens); its weights "
+            raise UnsoundOutputs(f"the model's outputs are not finite (after {count} tokens); its weights "
                                  "are unusable, retrain it (with a lower --lr if it diverged)")
         token = choose_token(logits, temperature, rng, top_k, top_p)
         context.append(token)
-        out.append(text.add(token))
-        if on_text and out[-1]:
-            on_text(out[-1])
-    out.append(text.flush())
-    if on_text and out[-1]:
-        on_text(out[-1])
-    return "".join(out)
+        piece = text.add(token)
+        made += piece
+        if stop and stop in made[max(0, len(made) - len(piece) - len(stop) + 1):]:
+            break
+        ready = len(made) - held_back(made, stop)
+        if on_text and ready > shown:
+            on_text(made[shown:ready])
+            shown = ready
+    else:
+        made += text.flush()
+    if stop and stop in made:
+        made = made[: made.index(stop)]
+    if on_text and len(made) > shown:
+        on_text(made[shown:])
+    return made
+
+
+def held_back(text: str, stop: str) -> int:
+    """How many characters at the end of `text` begin `stop` without being all of it (wait before showing them)."""
+    return next((n for n in range(min(len(stop) - 1, len(text)), 0, -1) if text.endswith(stop[:n])), 0)
 
 
 def next_logits(context: list[int], decoder) -> np.ndarray:
