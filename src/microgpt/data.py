@@ -21,8 +21,10 @@ from microgpt.config import DEFAULT_HELD_OUT_MAX, DEFAULT_HELD_OUT_SHARE
 from microgpt.errors import DataError
 
 
-def read_corpus(path: str | Path, max_bytes: int) -> str:
-    """The text of a regular UTF-8 file of at most max_bytes; a DataError naming the problem otherwise.
+def read_corpus(path: str | Path, max_bytes: int, wanted: str = "a text file with at least seq_len + 1 characters"
+                ) -> str:
+    """The text of a regular UTF-8 file of at most max_bytes; a DataError naming the problem otherwise (an empty
+    one's says to give `wanted`).
 
     Only a regular file is read: a FIFO would block forever, and /dev/zero or /dev/urandom never end.
     """
@@ -49,7 +51,7 @@ def read_corpus(path: str | Path, max_bytes: int) -> str:
     if len(raw) > max_bytes:
         raise DataError(f"{path} is over the {max_bytes:,}-byte corpus cap; raise --max-corpus if you mean it")
     if not raw:
-        raise DataError(f"{path} is empty; give a text file with at least seq_len + 1 characters")
+        raise DataError(f"{path} is empty; give {wanted}")
     if b"\x00" in raw:
         raise DataError(f"{path} looks binary (it holds NUL bytes); give a UTF-8 text file")
     try:

@@ -3,6 +3,7 @@
     import microgpt
     model = microgpt.load("checkpoints/python-docs")
     print(model.sample(200, prompt="def ", temperature=0.8))
+    print(model.complete("12 + 34 ="))  # greedy, up to the first newline
     print(model.evaluate(open("held_out.txt").read()).bits_per_char)
     logits = model.logits("def f")  # (tokens, vocab): the next-token logits after each prefix
 
@@ -71,6 +72,12 @@ class LoadedModel:
         has one), as `microgpt sample` makes them."""
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
                         on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache)
+
+    def complete(self, prompt: str, stop: str = "\n", max_tokens: int | None = None) -> str:
+        """The greedy continuation of `prompt` up to the first `stop` (left out), at most max_tokens tokens (seq_len
+        by default, a context's worth)."""
+        return generate(self.model, self.tokenizer, prompt, self.seq_len if max_tokens is None else max_tokens,
+                        temperature=0, stop=stop)
 
     def evaluate(self, text: str, stride: int = 1, batch_size: int = 32, max_positions: int | None = None,
                  what: str = "the text") -> Evaluation:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from microgpt.checks import NON_NEGATIVE_NUMBER, PATH, PROBABILITY, SWITCH, TEXT, whole
-from microgpt.config import check_fields, setting
+from microgpt.config import check_fields, setting, settings_fields
+from microgpt.errors import ConfigError
 
 
 @dataclass
@@ -37,6 +38,10 @@ class SampleSettings:
 
 @dataclass
 class EvalSettings:
+    prompts: str | None = setting(None, "instead of scoring a FILE, complete each prompt of this file of lines "
+                                  "prompt<TAB>answer greedily, up to a newline or seq_len tokens, and count the "
+                                  "completions that are the answer (surrounding whitespace ignored)", PATH,
+                                  shown_default="score FILE", metavar="FILE")
     max_positions: int | None = setting(None, "score only the first N positions", whole(1),
                                         shown_default="every position from seq_len on")
     stride: int = setting(1, "score the last S tokens of each window (strided perplexity: about S times faster, an "
@@ -44,7 +49,13 @@ class EvalSettings:
                           whole(1), metavar="S")
     batch_size: int = setting(32, "windows per forward pass", whole(1), metavar="B")
     json: bool = setting(False, "print one JSON line: model, file, positions (tokens scored), characters, stride, "
-                         "nll (nats per token), perplexity, bits_per_char, seconds", SWITCH)
+                         "nll (nats per token), perplexity, bits_per_char, seconds; with --prompts: model, file, "
+                         "correct, total, accuracy, results (line, prompt, answer, completion, correct for each)",
+                         SWITCH)
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.prompts is not None:
+            for f in settings_fields(EvalSettings):
+                if f.field not in ("prompts", "json") and getattr(self, f.field) != f.default:
+                    raise ConfigError(f"{f.flag} is for scoring a FILE, not for --prompts; drop it")

@@ -1,4 +1,5 @@
-"""`microgpt eval MODEL FILE`: a checkpoint's negative log-likelihood per token, perplexity and bits per character on a text."""
+"""`microgpt eval MODEL FILE`: a checkpoint's negative log-likelihood per token, perplexity and bits per character on a
+text; or, with --prompts, its greedy answers to prompts and how many are right."""
 
 from __future__ import annotations
 
@@ -9,21 +10,23 @@ import sys
 from microgpt.cli.common import add_flags_with_defaults, train_settings
 from microgpt.config import settings_fields
 from microgpt.data import read_corpus
+from microgpt.errors import ConfigError
 from microgpt.evaluate import evaluate
-from microgpt.loaded import load
+from microgpt.loaded import LoadedModel, load
 from microgpt.progress import Counter
+from microgpt.prompts import Prompt, answer_prompts, read_prompts
 from microgpt.use_settings import EvalSettings
 
 
 def add_parser(commands) -> None:
-    p = commands.add_parser("eval", help="score a held-out text: NLL, perplexity and bits per character",
-                            description=__doc__.split(":", 1)[1].strip()
+    p = commands.add_parser("eval", help="score a held-out text (NLL, perplexity, bits per character) or answer "
+                            "prompts", description=__doc__.split(":", 1)[1].strip()
                             + " Every token from offset seq_len on is scored once, with the seq_len "
                             "tokens before it as context (or, with --stride S, between seq_len - S + 1 and "
                             "seq_len of them: faster, an approximation). Bits per character compares models "
                             "whatever their tokenizers; NLL and perplexity are per token.")
     p.add_argument("model", metavar="MODEL", help="checkpoint directory (written by microgpt train)")
-    p.add_argument("file", metavar="FILE", help="UTF-8 text to score (held out from training)")
+    p.add_argument("file", metavar="FILE", nargs="?", help="UTF-8 text to score (held out from training)")
     add_flags_with_defaults(p, settings_fields(EvalSettings)
                             + train_settings("backend", "threads", "max_memory", "max_corpus"))
     p.set_defaults(run=run)
@@ -31,9 +34,43 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     chosen = EvalSettings(**{f.field: getattr(args, f.key) for f in settings_fields(EvalSettings)})
+    if args.file is not None and chosen.prompts is not None:
+        raise ConfigError("give a FILE to score or --prompts FILE to answer, not both")
+    if args.file is None and chosen.prompts is None:
+        raise ConfigError("give a FILE to score, or --prompts FILE of prompt<TAB>answer lines to answer")
+    prompts = None if chosen.prompts is None else read_prompts(chosen.prompts, args.max_corpus)
     loaded = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory)
     if loaded.backend_note:
         print(loaded.backend_note, file=sys.stderr)
+    if prompts is not None:
+        return answer(args.model, chosen, loaded, prompts)
+    return score(args, chosen, loaded)
+
+
+def answer(model: str, chosen: EvalSettings, loaded: LoadedModel, prompts: list[Prompt]) -> int:
+    """Print each prompt's greedy completion and whether it is the answer, then the count right."""
+    answered = answer_prompts(loaded, prompts, chosen.prompts)
+    if chosen.json:
+        results = list(answered)
+        correct = sum(a.correct for a in results)
+        print(json.dumps({"model": model, "file": chosen.prompts, "correct": correct, "total": len(results),
+                          "accuracy": correct / len(results),
+                          "results": [{"line": a.prompt.line, "prompt": a.prompt.prompt, "answer": a.prompt.answer,
+                                       "completion": a.completion, "correct": a.correct} for a in results]}))
+        return 0
+    print(f"{model} on {chosen.prompts}: greedy completions, each up to a newline or {loaded.seq_len} tokens")
+    correct = 0
+    for a in answered:
+        correct += a.correct
+        verdict = "right" if a.correct else "wrong"
+        tail = "" if a.correct else f" (the answer: {a.prompt.answer.strip()!r})"
+        print(f"  {verdict}  {a.prompt.prompt!r} -> {a.completion!r}{tail}", flush=True)
+    print(f"{correct} of {len(prompts)} correct")
+    return 0
+
+
+def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
+    """Score FILE: NLL per token, perplexity and bits per character."""
     model = loaded.model
     tokens = loaded.tokenizer.encode(read_corpus(args.file, args.max_corpus), source=args.file)
     counter = None
