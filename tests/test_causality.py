@@ -18,6 +18,7 @@ from microgpt.tokenizer import CharTokenizer
 VOCAB = 11
 TINY = {  # family -> its shape settings for a model of a few hundred parameters
     "gpt": {"d_model": 6, "n_layers": 2, "head_dims": (2, 4), "d_ff": 8, "seq_len": 9},
+    "ensemble": {"cooperative": "d4n1,d2+2n1", "stream_dim": 5, "prior": "counter", "router": "gated", "seq_len": 9},
 }
 
 

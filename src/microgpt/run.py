@@ -270,6 +270,11 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     train_config = with_held_out(train_config, len(tokens), seq_len)
     settings.check_all_used(train_config, save=asked_to_save)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
+    kind = family(family_name)
+    if hasattr(kind, "check_training"):
+        kind.check_training(model.config, train_config)
+    if resume is None and hasattr(model, "learn_from"):
+        model.learn_from(train_tokens)  # what the model counts from its training tokens (never the held-out)
     batches = make_batches(train_tokens, seq_len, train_config, comm)
     if resume_state:
         if resume_state.get("corpus_sha256") not in (None, corpus.sha256):

@@ -18,7 +18,9 @@ A family is a module (a folder under `model/`) that gives:
 - `parse_specs(text, settings) -> [(spec, settings it fixes)]` and `SPEC_KEYS` (optional): short shape
   strings for `--compare`, and the settings they fix;
 - `SELECTED_BY` (optional): a setting of the family whose use chooses it where --family is not given
-  (the ensemble's --cooperative).
+  (the ensemble's --cooperative);
+- `check_training(config, train_config)` (optional): a ConfigError for a config that the training settings
+  make unusable (the ensemble's --prior-off-at past --steps).
 
 A built `Model` gives `config`, `be` (its backend), `params` (`model.params.Parameters`), `n_params`,
 `loss(windows)` and `loss_and_backward(windows)` over windows (B, T+1) (the latter adding every gradient

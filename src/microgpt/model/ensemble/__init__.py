@@ -1,0 +1,55 @@
+"""The ensemble family: small transformer experts that cooperate through a narrow shared stream, a router
+that mixes their next-token logits, and an optional algorithmic prior (model/family.py says what a family
+gives; model.py the model, priors.py the priors, router.py the router, expert.py an expert)."""
+
+from __future__ import annotations
+
+from microgpt.errors import ConfigError
+from microgpt.model.ensemble.config import EnsembleConfig
+from microgpt.model.ensemble.model import Ensemble, param_specs
+from microgpt.model.transformer_memory import stack_parts
+
+Config = EnsembleConfig
+SELECTED_BY = "cooperative"  # --cooperative SPECS chooses this family without --family
+
+
+def build(config: EnsembleConfig, backend, tokenizer, seed: int) -> Ensemble:
+    return Ensemble(config, backend, tokenizer, seed)
+
+
+def memory_parts(config: EnsembleConfig, batch: int, backend) -> dict[str, int]:
+    """Each expert's blocks and logits (model/transformer_memory.py, with the stream in place of nothing),
+    plus the streams kept between experts, the prior's features and the mixed logits and their gradient."""
+    parts = {"activations": 0, "workspace": 0}
+    for spec in config.experts:
+        expert = stack_parts(spec.head_dims, spec.n_layers, config.d_ff(spec), config.vocab_size, config.seq_len,
+                             batch, backend)
+        parts["activations"] += expert["activations"]
+        parts["workspace"] = max(parts["workspace"], expert["workspace"])
+    rows = batch * config.seq_len
+    element = backend.dtype.itemsize if hasattr(backend.dtype, "itemsize") else 4
+    streams = (len(config.experts) + 2) * rows * config.stream_dim  # one per expert, the prior's, its gradient
+    parts["activations"] += (streams + rows * config.vocab_size * 3) * element  # prior features, mixed, dmixed
+    return parts
+
+
+def check_training(config: EnsembleConfig, train_config) -> None:
+    if config.prior_off_at is not None and config.prior_off_at > train_config.steps:
+        raise ConfigError(f"--prior-off-at {config.prior_off_at} is past the end of the run (--steps "
+                          f"{train_config.steps}), so the prior would never be switched off; give a step up to "
+                          f"{train_config.steps}, or drop it")
+    if config.prior == "none" and config.prior_off_at is not None:
+        raise ConfigError("--prior-off-at switches off the prior's write, and there is no prior (--prior none); add "
+                          "--prior KIND or drop it")
+
+
+def describe(config: EnsembleConfig) -> str:
+    """'ensemble of 4 experts d64n3,d64n3,d64n3,d64n3, stream 64 (32 active), prior bigram, router global, ...'."""
+    active = "" if config.active == config.stream_dim else f" ({config.active} active)"
+    off = "" if config.prior_off_at is None else f" until step {config.prior_off_at}"
+    return (f"ensemble of {len(config.experts)} experts {config.cooperative}: stream {config.stream_dim}{active}, "
+            f"prior {config.prior}{off}, router {config.router} (epsilon {config.router_epsilon:g}), "
+            f"expert grad {config.expert_grad}, seq_len {config.seq_len}")
+
+
+__all__ = ["SELECTED_BY", "Config", "build", "check_training", "describe", "memory_parts", "param_specs"]

@@ -1,0 +1,75 @@
+"""The cooperative ensemble's settings, each declared once (config.setting), and its experts' shapes.
+
+`--cooperative d64n3,d64n3,...` chooses this family (registry.FAMILIES "ensemble"), one transformer expert
+per spec (model/specs.py). The other settings keep the original µGPT's names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from microgpt.checks import NUMBER, SPEC_LIST, Choice, whole
+from microgpt.config import check_fields, setting
+from microgpt.errors import ConfigError
+from microgpt.model.specs import ModelSpec, parse_spec_list
+
+PRIORS = ("none", "counter", "bigram", "trigram", "calculator")
+ROUTERS = ("global", "context", "gated")
+EXPERT_GRADS = ("equal", "routed")
+FF_PER_D_MODEL = 4  # an expert's d_ff without ff<d_ff> in its spec
+
+
+@dataclass
+class EnsembleConfig:
+    vocab_size: int
+    cooperative: str | None = setting(
+        None, "train a cooperative ensemble: one transformer expert per spec, in order (the --compare syntax, e.g. "
+        "d64n3,d64n3,d64n3,d64n3), sharing a narrow stream; chooses --family ensemble", SPEC_LIST,
+        shown_default="none (no ensemble)", metavar="SPECS")
+    stream_dim: int = setting(64, "the width B of the stream the ensemble's experts read and write", whole(1),
+                              metavar="B")
+    active_dims: int | None = setting(None, "zero the stream beyond its first A columns after every expert (a "
+                                      "narrower channel at the same shapes)", whole(1), shown_default="--stream-dim",
+                                      metavar="A")
+    prior: str = setting("none", "a stream-only expert 0 before the transformer experts: counter (a learned "
+                         "positional signal), bigram or trigram (next-token tables counted from the training text, "
+                         "never trained), calculator (the next digit of X + Y = ...), or none", Choice(lambda: PRIORS),
+                         metavar="KIND")
+    prior_off_at: int | None = setting(None, "from this step on, the prior no longer writes into the stream",
+                                       whole(1), shown_default="never", metavar="STEP")
+    router: str = setting("global", "how the experts' next-token logits are mixed per position: global (a map of "
+                          "the mean of the stream so far), context (of a running sum of embeddings), gated (of a "
+                          "running sum with a learned reset)", Choice(lambda: ROUTERS), metavar="KIND")
+    router_epsilon: float = setting(0.2, "the router's floor: weights (1 - e) softmax + e / experts", NUMBER,
+                                    metavar="E")
+    expert_grad: str = setting("equal", "what each expert's logits get of the mixed logits' gradient: equal (a "
+                               "share of 1/experts, the original's rule against collapse) or routed (its router "
+                               "weight: the true gradient)", Choice(lambda: EXPERT_GRADS), metavar="RULE")
+    seq_len: int = setting(64, "context length in tokens (characters with the char tokenizer)", whole(1),
+                           metavar="T")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
+            raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
+        if self.cooperative is None:
+            raise ConfigError("an ensemble needs its experts: --cooperative SPECS, e.g. d64n3,d64n3")
+        self.cooperative = ",".join(spec.text for spec in self.experts)  # as written, checked once here
+        if self.active_dims is not None and self.active_dims > self.stream_dim:
+            raise ConfigError(f"--active-dims {self.active_dims} is wider than the stream (--stream-dim "
+                              f"{self.stream_dim}); give at most {self.stream_dim}")
+        if not 0 <= self.router_epsilon <= 1:
+            raise ConfigError(f"--router-epsilon must be between 0 and 1, got {self.router_epsilon}")
+
+    @property
+    def experts(self) -> list[ModelSpec]:
+        return parse_spec_list(self.cooperative, flag="--cooperative")
+
+    @property
+    def active(self) -> int:
+        """The stream's columns in use."""
+        return self.stream_dim if self.active_dims is None else self.active_dims
+
+    @staticmethod
+    def d_ff(spec: ModelSpec) -> int:
+        return spec.d_ff or FF_PER_D_MODEL * spec.d_model

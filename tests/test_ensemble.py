@@ -1,0 +1,211 @@
+"""The cooperative ensemble: every part gradient-checked in float64, causal under every router and prior, the
+cpu backend's shard-per-thread path against numpy, and the family through the CLI with its clear errors.
+
+Gradient checks compare the backward against central differences of the loss, (L(x + h) - L(x - h)) / 2h
+with h = 1e-6 in float64: the difference is then near 1e-9 relative for these smooth functions, so 1e-6 is a
+bound a wrong term (off by a factor, a sign or a missing path) cannot meet. With --expert-grad equal the
+experts' gradients are by design not the loss's: each expert gets the mixed logits' gradient over n. They are
+checked against central differences of the surrogate sum_k <dmixed / n, logits_k>, with dmixed held at its
+value, plus the loss with the experts' logits held (the path through the router, which a `global` router
+opens from the stream to everything before it); the router's own gradient is the loss's under both rules.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.cli import main
+from microgpt.model.family import family
+from microgpt.tokenizer import CharTokenizer
+
+TOKENIZER = CharTokenizer("0123456789+= \nab")
+V = TOKENIZER.size
+H, RTOL = 1e-6, 1e-6  # see the module docstring
+
+
+def tiny(**settings):
+    kind = family("ensemble")
+    config = kind.Config(vocab_size=V, **{"cooperative": "d4n1,d2+2n1", "stream_dim": 5, "seq_len": 7, **settings})
+    model = kind.build(config, get_backend("numpy", dtype=np.float64), TOKENIZER, 3)
+    rng = np.random.default_rng(0)
+    if config.prior in ("bigram", "trigram"):
+        model.learn_from(rng.integers(0, V, 300))
+    model.params.from_host({name: value + rng.normal(0, 0.3, value.shape) * spec.trainable  # off the zero init
+                            for (name, value), spec in zip(model.params.to_host().items(),
+                                                           model.params.specs.values())})
+    return model
+
+
+def windows_of(seed: int = 1) -> np.ndarray:
+    text = "12 + 34 = 46\n5 + 5 = 10\n7 + 1"  # sums, so the calculator has something to say
+    ids = TOKENIZER.encode(text)
+    starts = np.random.default_rng(seed).integers(0, len(ids) - 8, 3)
+    return np.stack([ids[s : s + 8] for s in starts])  # (3, T+1)
+
+
+def sampled_entries(model, rng, per_tensor: int = 3):
+    """A few (name, flat index) per trainable tensor: every tensor is checked, at a few places."""
+    for name, spec in model.params.specs.items():
+        if spec.trainable:
+            for index in rng.choice(spec.size, size=min(per_tensor, spec.size), replace=False):
+                yield name, int(index)
+
+
+def numeric(model, function, name: str, index: int) -> float:
+    values = model.params.to_host()
+    original = values[name].reshape(-1)[index]
+    out = []
+    for step in (H, -H):
+        values[name].reshape(-1)[index] = original + step
+        model.params.from_host(values)
+        out.append(function())
+    values[name].reshape(-1)[index] = original
+    model.params.from_host(values)
+    return (out[0] - out[1]) / (2 * H)
+
+
+def check(model, windows, function, names) -> None:
+    model.params.zero_grad()
+    model.loss_and_backward(windows)
+    analytic = model.params.to_host(model.params.grad)
+    for name, index in sampled_entries(model, np.random.default_rng(7)):
+        if not names(name):
+            continue
+        expected = numeric(model, function, name, index)
+        got = analytic[name].reshape(-1)[index]
+        assert got == pytest.approx(expected, rel=RTOL, abs=1e-9), (name, index)
+
+
+@pytest.mark.parametrize("settings", [
+    {"router": "global"}, {"router": "context"}, {"router": "gated"},
+    {"prior": "counter"}, {"prior": "bigram"}, {"prior": "trigram"}, {"prior": "calculator"},
+    {"active_dims": 3, "prior": "counter", "router": "gated"},
+], ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+def test_the_routed_gradient_is_the_losss(settings):
+    model = tiny(expert_grad="routed", **settings)
+    windows = windows_of()
+    check(model, windows, lambda: model.loss(windows), lambda name: True)
+
+
+@pytest.mark.parametrize("router", ["global", "gated"])
+def test_the_equal_rule_gives_each_expert_the_mixed_gradient_over_n(router):
+    model = tiny(expert_grad="equal", router=router, prior="bigram")
+    windows = windows_of()
+    passes, be = model.passes.own, model.be
+    mixed, _ = passes.forward(windows[:, :-1])
+    _, dmixed = be.fused_softmax_ce_grad(mixed, be.ids(windows[:, 1:].reshape(-1)))
+    held = be.to_host(dmixed).copy()  # (B*T, V): the mixed gradient, held at its value
+    _, (_, _, held_logits, *_rest) = passes.forward(windows[:, :-1])
+    held_logits = [be.to_host(logits).copy() for logits in held_logits]  # each (B*T, V)
+    targets = windows[:, 1:].reshape(-1)
+
+    def surrogate() -> float:
+        _, (ids, streams, expert_logits, *_rest) = passes.forward(windows[:, :-1])
+        through_experts = sum(float((held * be.to_host(logits)).sum()) for logits in expert_logits) / 2
+        weights, _ = passes.router.forward(ids, streams[-1])  # (B*T, 2): the router's path, logits held
+        mixed = sum(weights[:, k : k + 1] * logits for k, logits in enumerate(held_logits))
+        top = mixed.max(axis=1)
+        through_router = np.mean(top + np.log(np.exp(mixed - top[:, None]).sum(axis=1)) - mixed[np.arange(len(targets)), targets])
+        return through_experts + through_router
+
+    check(model, windows, surrogate, lambda name: not name.startswith("router."))
+    check(model, windows, lambda: model.loss(windows), lambda name: name.startswith("router."))
+
+
+@pytest.mark.parametrize("prior", ["none", "counter", "trigram", "calculator"])
+@pytest.mark.parametrize("router", ["global", "context", "gated"])
+def test_later_tokens_never_change_earlier_logits(prior, router):
+    model = tiny(prior=prior, router=router)
+    ids = windows_of(2)[:, :-1]  # (3, 7)
+    t = 3
+    changed = ids.copy()
+    changed[:, t + 1 :] = (changed[:, t + 1 :] + 1) % V
+    before = model.be.to_host(model.logits(ids)).reshape(3, 7, V)
+    after = model.be.to_host(model.logits(changed)).reshape(3, 7, V)
+    np.testing.assert_allclose(after[:, : t + 1], before[:, : t + 1], rtol=0, atol=1e-12)
+    assert not np.allclose(after[:, t + 1 :], before[:, t + 1 :])
+
+
+def test_the_shards_of_the_cpu_backend_agree_with_numpy():
+    kind = family("ensemble")
+    config = kind.Config(vocab_size=V, cooperative="d8n1,d4+4n1", stream_dim=8, seq_len=12, prior="bigram",
+                         router="gated")
+    tokens = TOKENIZER.encode("12 + 34 = 46\n5 + 5 = 10\n" * 20)
+    windows = np.stack([tokens[s : s + 13] for s in range(0, 200, 25)])  # (8, 13)
+    runs = []
+    for backend in (get_backend("numpy"), get_backend("cpu", threads=2)):
+        model = kind.build(config, backend, TOKENIZER, 5)
+        model.learn_from(tokens)
+        model.params.zero_grad()
+        loss, metrics = model.loss_and_backward(windows)
+        runs.append((loss, metrics, model.params.to_host(model.params.grad)))
+    (loss, metrics, grads), (cpu_loss, cpu_metrics, cpu_grads) = runs
+    # float32 on both, summed in another order across the two shards: rounding apart, ~1e-6 relative
+    assert cpu_loss == pytest.approx(loss, rel=1e-5) and cpu_metrics == pytest.approx(metrics, rel=1e-4, abs=1e-6)
+    for name, grad in grads.items():
+        np.testing.assert_allclose(cpu_grads[name], grad, rtol=1e-3, atol=1e-6, err_msg=name)
+
+
+TEXT = "".join(f"{x} + {y} = {x + y}\n" for x in range(0, 40, 3) for y in range(0, 40, 7))
+TINY = ["--cooperative", "d8n1,d4+4n1", "--stream-dim", "8", "--seq-len", "16", "--batch-size", "4",
+        "--backend", "numpy", "--threads", "1", "--val-tokens", "200", "--eval-every", "5", "--gen", "0"]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sums.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "words.txt").write_text("the cat sat on the mat\n" * 40, encoding="utf-8")
+    return tmp_path
+
+
+def test_an_ensemble_trains_resumes_bit_identically_samples_and_scores(workdir, capsys):
+    flags = ["sums.txt", *TINY, "--prior", "calculator", "--router", "context", "--quiet", "--decay-steps", "10"]
+    assert main(["train", *flags, "--steps", "10", "--model", "whole"]) == 0
+    assert main(["train", *flags, "--steps", "5", "--model", "parts"]) == 0
+    assert main(["train", "--resume", "parts", "--steps", "10", "--quiet", "--gen", "0", "--backend", "numpy",
+                 "--threads", "1"]) == 0  # the backend is the run's choice, not the checkpoint's
+    whole, parts = (json.loads((workdir / f"{d}.metrics.jsonl").read_text().splitlines()[-1]) for d in ("whole", "parts"))
+    assert whole["loss"] == parts["loss"] and whole["step"] == parts["step"] == 10
+    assert {"expert0_write_norm", "expert1_stream_cos", "expert1_router_weight", "prior_final_cos"} <= set(whole)
+    config = json.loads((workdir / "whole" / "config.json").read_text())
+    assert config["family"] == "ensemble" and config["model"]["prior"] == "calculator"
+    capsys.readouterr()
+    assert main(["sample", "whole", "--prompt", "1 + 2 =", "--tokens", "5", "--backend", "numpy"]) == 0
+    assert capsys.readouterr().out.startswith("1 + 2 =")
+    assert main(["eval", "whole", "sums.txt", "--json", "--backend", "numpy", "--max-positions", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["positions"] == 50
+
+
+def test_the_n_gram_tables_are_counted_from_the_training_text_and_never_trained(workdir):
+    assert main(["train", "words.txt", *TINY, "--prior", "bigram", "--steps", "6", "--model", "b", "--quiet"]) == 0
+    from safetensors.numpy import load_file
+
+    table = load_file(str(workdir / "b" / "model.safetensors"))["prior.table"]
+    tokenizer = CharTokenizer.from_text("the cat sat on the mat\n")
+    t, h = tokenizer.encode("t")[0], tokenizer.encode("h")[0]
+    assert table[t].argmax() == h and np.allclose(table.sum(axis=1), 1.0, atol=1e-6)  # after t comes h
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--active-dims", "9"], "--active-dims 9 is wider than the stream (--stream-dim 8)"),
+    (["--prior", "calculator", "--model", "w"], "--prior calculator needs the digits"),
+    (["--prior", "bigram", "--prior-off-at", "50"], "--prior-off-at 50 is past the end of the run (--steps 6)"),
+    (["--cooperative", "d8n1,,d8n1"], "--cooperative 'd8n1,,d8n1' has an empty entry"),
+    (["--cooperative", "d8"], "model spec 'd8' is not valid"),
+    (["--d-model", "32"], "--d-model 32 does nothing here: the ensemble family has no d_model"),
+])
+def test_bad_ensemble_settings_are_one_clear_line(workdir, capsys, flags, words):
+    assert main(["train", "words.txt", *TINY, "--steps", "6", "--no-save", *flags]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_ensemble_settings_without_cooperative_say_how_to_get_one(workdir, capsys):
+    assert main(["train", "words.txt", "--router", "gated", "--steps", "2", "--no-save", "--backend", "numpy"]) == 2
+    assert ("--router gated does nothing here: the gpt family has no router (it is the ensemble family's: add "
+            "--cooperative ...)") in capsys.readouterr().err
