@@ -304,8 +304,8 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
     info = dict(saved_config)
     if with_optimizer and (directory / TRAIN_STATE).exists():
         state = _read_json(directory / TRAIN_STATE)
-        step = state.get("step", state.get("adam_step")) if isinstance(state, dict) else None  # adam_step: before 0.2
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        step = state_step(state)
+        if step is None:
             raise CheckpointError(f"{directory / TRAIN_STATE} lacks its 'step'; the training state is damaged, so "
                                   "the run cannot resume (its weights still load)")
         moments, header = _read_tensors(directory / OPTIMIZER)
@@ -325,6 +325,12 @@ def _save_id(data: dict):
     """A JSON file's save_id, as text (a hand-edited one of another type compares as its repr)."""
     found = data.get("save_id")
     return found if found is None or isinstance(found, str) else repr(found)
+
+
+def state_step(state) -> int | None:
+    """The step a train_state.json holds (`adam_step` before 0.2), or None when it holds no sound one."""
+    step = state.get("step", state.get("adam_step")) if isinstance(state, dict) else None
+    return None if isinstance(step, bool) or not isinstance(step, int) or step < 0 else step
 
 
 def _check_cap(directory: Path, kind, config, needed: int, cap: int) -> None:

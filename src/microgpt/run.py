@@ -50,7 +50,14 @@ from microgpt.model.family import config_dict, family, n_params
 from microgpt.plot import plot_available, write_loss_plot
 from microgpt.presets import REFERENCE_OPTIMIZER
 from microgpt.progress import Progress
-from microgpt.run_dir import WriterLock, check_plain_file, check_run_files, check_target, check_writable
+from microgpt.run_dir import (
+    WriterLock,
+    check_plain_file,
+    check_replaceable,
+    check_run_files,
+    check_target,
+    check_writable,
+)
 from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths, open_own
 from microgpt.sample import generate
 from microgpt.settings import Settings
@@ -193,19 +200,21 @@ def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, co
 
 
 def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True, comm=None,
-            init_from: Path | None = None) -> Run:
+            init_from: Path | None = None, overwrite: bool = False) -> Run:
     """A run ready to train: a new model from the settings, the checkpoint `resume` continued, or a new run
     that starts from the weights of the checkpoint `init_from` (fine-tuning: a fresh optimiser and schedule,
     step 0). `comm` (default: as launched, microgpt/distributed.py) says how many processes share the global
     batch.
 
-    With `save`, the checkpoint directory is checked (run_dir.check_target), locked for this run and found
+    With `save`, the checkpoint directory is checked (run_dir.check_target; for a new run, check_replaceable,
+    which refuses to start over an unfinished checkpoint unless `overwrite`), locked for this run and found
     writable before anything trains (by the writing process alone); use the Run as a context manager (or
     call `close`) to release it.
     """
     if resume is not None and init_from is not None:
         raise ConfigError("--init-from starts a new run from a checkpoint's weights and --resume continues one; "
                           "give one of them")
+    check_overwrite(overwrite, save, resume)
     comm = (comm or communicator()).for_backend(backend)
     asked_to_save, save = save, save and comm.is_writer  # rank 0 alone writes
     cap = settings.value("max_memory")
@@ -230,6 +239,9 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         if init_from is not None and init_from.resolve() in (target.resolve(), RunPaths(target).best.resolve()):
             raise ConfigError(f"--init-from {init_from} would be replaced by this run's checkpoint (--model "
                               f"{target}, or its -best); give the fine-tuned model its own --model")
+        replacing = check_replaceable(target, overwrite) if resume is None else None
+        if replacing:
+            notes.append(replacing)
     family_name = settings.value("family")
     if resume is not None:
         settings.check_shape_against(family_name, model.config, resume)
@@ -294,6 +306,15 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         val_tokens = None
     return Run(model, family_name, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info,
                label, resumed=resume is not None, comm=comm, lock=lock, notes=notes)
+
+
+def check_overwrite(overwrite: bool, save: bool, resume) -> None:
+    """--overwrite starts a new run that saves over the checkpoint in its place; refused where it means nothing."""
+    if overwrite and resume is not None:
+        raise ConfigError("--overwrite starts a new run over the checkpoint in --model and --resume continues one; "
+                          "give one of them")
+    if overwrite and not save:
+        raise ConfigError("--overwrite does nothing with --no-save: nothing is saved; drop one of them")
 
 
 def new_tokenizer(settings: Settings, corpus: Corpus) -> Tokenizer:
@@ -380,6 +401,7 @@ class Comparison:
     backend: Backend
     base: Path | None  # the directory holding one checkpoint per spec; None without saving
     locks: list[WriterLock | None]  # each spec's checkpoint directory, claimed before the first spec trains
+    notes: list[str]  # the finished checkpoints (or with --overwrite, unfinished ones) that the specs replace
 
     def runs(self) -> Iterator[Run]:
         """Each spec's run, made when it is reached (so only one model is in memory at a time); close each run
@@ -399,9 +421,12 @@ class Comparison:
                 lock.release()
 
 
-def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True) -> Comparison:
+def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True,
+                    overwrite: bool = False) -> Comparison:
     """Every spec of `specs_text` (the family's shape strings, `parse_specs`) checked (shape, memory, and where
-    it saves: each directory locked for this comparison) before any training."""
+    it saves: each directory locked for this comparison, and none an unfinished checkpoint unless `overwrite`)
+    before any training."""
+    check_overwrite(overwrite, save, None)
     kind, family_name = settings.family, settings.value("family")
     if not hasattr(kind, "parse_specs"):
         raise ConfigError(f"--compare takes model specs, and the {family_name} family has none; compare its runs "
@@ -419,7 +444,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     for (text, _), config in zip(specs, configs):
         check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
     names = [text for text, _ in specs]
-    base = None
+    base, notes = None, []
     if save:
         label = settings.named.id if settings.named else corpus.name
         base = settings.path("model") or DEFAULT_ROOT / f"{label}-compare"
@@ -428,6 +453,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
                               "--model DIR, so pick a directory that is neither")
         for name in names:  # every spec's place and files, before the first spec trains
             check_target(base / name)
+            notes.append(check_replaceable(base / name, overwrite))
             check_run_files(base / name)
         check_plain_file(base / COMPARE_PLOT)
     seq_len = configs[0].seq_len
@@ -438,21 +464,21 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     locks = ([_claim(base / name, n_params(kind, config)) for name, config in zip(names, configs)]
              if base is not None else [None] * len(specs))
     return Comparison(names, configs, family_name, corpus, tokenizer, train_tokens, val_tokens, train_config, backend,
-                      base, locks)
+                      base, locks, [note for note in notes if note])
 
 
 def train(file: str | None = None, *, resume: str | Path | None = None, init_from: str | Path | None = None,
-          save: bool = True, progress: bool = False, **settings) -> tuple[Run, RunSummary]:
+          save: bool = True, progress: bool = False, overwrite: bool = False, **settings) -> tuple[Run, RunSummary]:
     """Train from Python: `file` (default: the bundled Python docs) and any settings by their keys
-    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...); `resume` or
-    `init_from` a checkpoint as the flags do; `progress` shows the progress bar (or lines) on stderr.
+    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...); `resume`,
+    `init_from` and `overwrite` as the flags do; `progress` shows the progress bar (or lines) on stderr.
     Returns the run (its model, tokenizer and `sample`) and its summary; writes what the CLI writes."""
     if file is not None:
         settings["file"] = str(file)
     chosen = Settings(settings)
     backend, _ = start_backend(chosen.value("backend"), communicator(), chosen.value("threads"))
-    with prepare(chosen, backend, None if resume is None else Path(resume), save,
-                 init_from=None if init_from is None else Path(init_from)) as run:
+    with prepare(chosen, backend, None if resume is None else Path(resume), save, init_from=None if init_from is None else Path(init_from),
+                 overwrite=overwrite) as run:
         summary = run.train(Progress(quiet=not progress))
         run.finish(summary)
     return run, summary

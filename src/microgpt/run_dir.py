@@ -2,26 +2,30 @@
 
 `check_target` refuses a `--model` that is a file, the current directory (or
 one above it), a symlink loop, or a non-empty directory that is not a microgpt
-checkpoint, since saving replaces the whole directory. `check_writable` makes
-sure the checkpoint's parent directory takes new files and has room for a
-checkpoint, so a long run does not fail at its end. `WriterLock` holds an
-advisory lock (`fcntl.flock`) on `.<name>.lock` beside the checkpoint for the
-run's lifetime: a second run on the same directory is refused, naming the
-process that holds it. The kernel releases the lock when its process dies, so
-a lock left by a killed run never blocks.
+checkpoint, since saving replaces the whole directory. `check_replaceable`
+refuses a new run over an unfinished checkpoint (its step short of the steps
+its run aimed at) unless told to overwrite it, and says when a new run
+replaces a finished one. `check_writable` makes sure the checkpoint's parent
+directory takes new files and has room for a checkpoint, so a long run does
+not fail at its end. `WriterLock` holds an advisory lock (`fcntl.flock`) on
+`.<name>.lock` beside the checkpoint for the run's lifetime: a second run on
+the same directory is refused, naming the process that holds it. The kernel
+releases the lock when its process dies, so a lock left by a killed run never
+blocks.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import shutil
 import stat
 import tempfile
 from pathlib import Path
 
-from microgpt.checkpoint import is_checkpoint
+from microgpt.checkpoint import TRAIN_STATE, is_checkpoint, state_step
 from microgpt.errors import ConfigError
 from microgpt.run_files import RunPaths, open_own
 
@@ -58,6 +62,44 @@ def check_target(directory: Path) -> None:
         if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
             raise RunDirError(f"{path} is not writable, and a save replaces it; make it writable (chmod u+w) or "
                               "pick another --model")
+
+
+def check_replaceable(directory: Path, overwrite: bool) -> str | None:
+    """Before a new run saves over `directory`: None when it holds no checkpoint, a note when the run will replace
+    one that finished (or holds weights only, or with `overwrite`, one that did not), and a RunDirError naming the
+    step, the target and both ways out when it holds an unfinished run. Where `directory` holds no checkpoint, its
+    -best is read instead: all that is left of a run killed before its first save, which the new run would remove."""
+    best = RunPaths(directory).best
+    place = directory if is_checkpoint(directory) else best if is_checkpoint(best) else None
+    if place is None:
+        return None
+    path = place / TRAIN_STATE
+    if not path.exists():
+        return f"replacing the checkpoint {place} (weights only, no training state to resume)"
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = None
+    step = state_step(state)
+    if step is None:
+        if overwrite:
+            return f"replacing the checkpoint {place}, whose training state cannot be read (--overwrite)"
+        raise RunDirError(f"{path} cannot be read, so whether its run finished is unknown; start again with "
+                          "--overwrite, or pick another --model")
+    config = state.get("train_config")
+    steps = config.get("steps") if isinstance(config, dict) else None
+    if not isinstance(steps, int):
+        return f"replacing the checkpoint {place} (step {step}; it records no --steps to have finished at)"
+    if step >= steps:
+        return f"replacing the finished checkpoint {place} (step {step})"
+    if overwrite:
+        return f"replacing the unfinished checkpoint {place} (step {step} of {steps}; --overwrite)"
+    if place == directory:
+        what, resume = f"an unfinished run (step {step} of {steps})", f"--resume {place}"
+    else:
+        what = f"the best checkpoint (step {step} of {steps}) of a run that never saved {directory}"
+        resume = f"--resume {place} --model {directory}"
+    raise RunDirError(f"{place} holds {what}; continue it with {resume}, or start again with --overwrite")
 
 
 def checkpoint_bytes(n_params: int) -> int:

@@ -32,6 +32,9 @@ INVOCATION_FLAGS = [
     (("--no-save",), {"action": "store_true", "help": "do not write a checkpoint or logs"}),
     (("--resume",), {"type": Path, "metavar": "DIR",
                      "help": "continue a checkpoint: weights, Adam moments, step, data position and random state"}),
+    (("--overwrite",), {"action": "store_true",
+                        "help": "start a new run over an unfinished checkpoint in --model, which is refused without "
+                        "it (a finished one is replaced with a note)"}),
     (("--init-from",), {"type": Path, "metavar": "DIR",
                         "help": "fine-tune: start a new run from a checkpoint's weights, with a fresh optimiser, "
                         "schedule and step 0, written to its own --model; characters a char checkpoint lacks get new "
@@ -97,7 +100,8 @@ def train_command(args, comm) -> int:
             if comm.size > 1:
                 raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
         else:
-            run = prepare(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from)
+            run = prepare(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from,
+                          overwrite=args.overwrite)
     if args.compare is not None:
         return run_compare(args, settings, backend)
     return run_single(args, settings, run, comm)
@@ -157,10 +161,12 @@ def print_parallel_layout(run: Run) -> None:
 
 def run_compare(args, settings: Settings, backend) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
-    comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save)
+    comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save, overwrite=args.overwrite)
     if not args.quiet:
         print(f"corpus: {comparison.corpus.description}; tokenizer {comparison.tokenizer.describe()}; "
               f"{describe_backend(backend)}")
+    for note in comparison.notes:
+        print(f"note: {note}")
     rows, logs, any_saved = [], {}, False
     try:
         for i, run in enumerate(comparison.runs(), 1):

@@ -1,0 +1,225 @@
+"""A run never starts over an unfinished checkpoint in silence (issue 21, item 1).
+
+An unfinished checkpoint is made the way a scheduler makes one: a --steps 20 run gets a real SIGTERM (raised in
+the test process just after step 10, from the progress update), finishes the step, saves and exits 143.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import microgpt
+from microgpt.cli import main
+from microgpt.errors import ConfigError
+from microgpt.progress import Progress
+
+TEXT = "It was the best of times, it was the worst of times.\n" * 30
+SHAPE = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16"]
+TINY = ["text.txt", *SHAPE, "--backend", "numpy", "--threads", "1", "--gen", "0", "--quiet"]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    (tmp_path / "text.txt").write_text(TEXT)
+    return tmp_path
+
+
+@contextlib.contextmanager
+def sigterm_after(monkeypatch, step: int):
+    """Within: a real SIGTERM to this process just after each run's `step` (from its progress update)."""
+    update = Progress.update
+
+    def update_then_stop(self, at: int, *rest) -> None:
+        update(self, at, *rest)
+        if at == step:
+            signal.raise_signal(signal.SIGTERM)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Progress, "update", update_then_stop)
+        yield
+
+
+def stopped_at(monkeypatch, step: int, *args: str) -> None:
+    """Train `args` (a --steps 20 run) and SIGTERM it just after `step`: it saves there and exits 143."""
+    with sigterm_after(monkeypatch, step):
+        assert main(["train", *TINY, "--steps", "20", *args]) == 128 + signal.SIGTERM
+    checkpoint = Path(args[args.index("--model") + 1]) if "--model" in args else Path("checkpoints/text")
+    assert json.loads((checkpoint / "train_state.json").read_text())["step"] == step
+
+
+def files(root: Path) -> dict[str, bytes]:
+    """Every file under `root`, by path, with its bytes: what a refused run must leave as it was."""
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0].removeprefix("microgpt train: error: ")
+
+
+def out_lines(capsys) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+def tensors(checkpoint: Path) -> dict[str, np.ndarray]:
+    """The weights and Adam moments (the files' bytes differ by each save's random id)."""
+    return {**load_file(checkpoint / "model.safetensors"), **load_file(checkpoint / "optimizer.safetensors")}
+
+
+def same_tensors(a: Path, b: Path) -> bool:
+    first, second = tensors(a), tensors(b)
+    return first.keys() == second.keys() and all(np.array_equal(first[name], second[name]) for name in first)
+
+
+def logged_losses(checkpoint: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in Path(f"{checkpoint}.metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("where, checkpoint", [(["--model", "ck"], "ck"), ([], "checkpoints/text")])
+def test_a_new_run_over_an_unfinished_checkpoint_is_refused_and_writes_nothing(workdir, monkeypatch, capsys, where,
+                                                                               checkpoint):
+    stopped_at(monkeypatch, 10, *where)
+    before = files(workdir)
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "20", *where]) == 2
+    assert one_error_line(capsys) == (f"{checkpoint} holds an unfinished run (step 10 of 20); continue it with "
+                                      f"--resume {checkpoint}, or start again with --overwrite")
+    assert files(workdir) == before
+
+
+def test_overwrite_starts_the_unfinished_run_again_and_says_so(workdir, monkeypatch, capsys):
+    stopped_at(monkeypatch, 10, "--model", "ck")
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "20", "--model", "ck", "--overwrite"]) == 0
+    assert "note: replacing the unfinished checkpoint ck (step 10 of 20; --overwrite)" in out_lines(capsys)
+    assert main(["train", *TINY, "--steps", "20", "--model", "fresh"]) == 0
+    assert same_tensors(Path("ck"), Path("fresh"))  # trained from step 0, as a run in a new place is
+    assert logged_losses(Path("ck")) == logged_losses(Path("fresh"))
+
+
+def test_a_fine_tuning_run_over_an_unfinished_one_is_refused_too(workdir, monkeypatch, capsys):
+    assert main(["train", *TINY, "--steps", "10", "--model", "base"]) == 0
+    stopped_at(monkeypatch, 10, "--init-from", "base", "--model", "tuned")
+    before = files(workdir)
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "20", "--init-from", "base", "--model", "tuned"]) == 2
+    assert one_error_line(capsys).startswith("tuned holds an unfinished run (step 10 of 20)")
+    assert files(workdir) == before
+
+
+def test_a_finished_checkpoint_is_replaced_with_a_note_before_training(workdir, capsys):
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck", "--seed", "7"]) == 0
+    lines = out_lines(capsys)
+    assert lines[0] == "note: replacing the finished checkpoint ck (step 10)" and lines[1].startswith("finished step 10")
+
+
+def test_a_weights_only_checkpoint_counts_as_finished(workdir, capsys):
+    """Without train_state.json nothing records an unfinished run, and nothing could continue one."""
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    (workdir / "ck" / "train_state.json").unlink()
+    (workdir / "ck" / "optimizer.safetensors").unlink()
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    assert "note: replacing the checkpoint ck (weights only, no training state to resume)" in out_lines(capsys)
+
+
+def test_a_damaged_training_state_is_not_guessed_finished(workdir, capsys):
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    (workdir / "ck" / "train_state.json").write_text("{not json")
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 2
+    assert one_error_line(capsys) == ("ck/train_state.json cannot be read, so whether its run finished is unknown; "
+                                      "start again with --overwrite, or pick another --model")
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck", "--overwrite"]) == 0
+
+
+def test_a_best_checkpoint_left_alone_by_a_killed_run_is_not_removed_in_silence(workdir, monkeypatch, capsys):
+    """A run killed (SIGKILL: no save) before its first save leaves only its -best, which a new run would remove;
+    the way out the message gives works as written."""
+    stopped_at(monkeypatch, 10, "--model", "ck")
+    shutil.rmtree(workdir / "ck")
+    best_step = json.loads((workdir / "ck-best" / "train_state.json").read_text())["step"]
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "20", "--model", "ck"]) == 2
+    assert one_error_line(capsys) == (f"ck-best holds the best checkpoint (step {best_step} of 20) of a run that never "
+                                      "saved ck; continue it with --resume ck-best --model ck, or start again with "
+                                      "--overwrite")
+    assert main(["train", *TINY, "--resume", "ck-best", "--model", "ck"]) == 0
+    assert json.loads((workdir / "ck" / "train_state.json").read_text())["step"] == 20
+
+
+def test_compare_checks_every_spec_directory_before_the_first_trains(workdir, monkeypatch, capsys):
+    compare = ["text.txt", "--compare", "d8n1,d12n1", "--seq-len", "16", "--backend", "numpy", "--threads", "1",
+               "--gen", "0", "--quiet", "--model", "cmp", "--steps", "20"]
+    with sigterm_after(monkeypatch, 10):  # the first spec stops at step 10; the second never starts
+        assert main(["train", *compare]) == 128 + signal.SIGTERM
+    before = files(workdir)
+    capsys.readouterr()
+    assert main(["train", *compare]) == 2
+    assert one_error_line(capsys) == ("cmp/d8n1 holds an unfinished run (step 10 of 20); continue it with --resume "
+                                      "cmp/d8n1, or start again with --overwrite")
+    assert files(workdir) == before
+    assert main(["train", *compare, "--overwrite"]) == 0
+    assert out_lines(capsys)[0] == "note: replacing the unfinished checkpoint cmp/d8n1 (step 10 of 20; --overwrite)"
+    assert main(["train", *compare]) == 0
+    assert out_lines(capsys)[:2] == ["note: replacing the finished checkpoint cmp/d8n1 (step 20)",
+                                     "note: replacing the finished checkpoint cmp/d12n1 (step 20)"]
+
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--resume", "ck", "--overwrite"], ("--overwrite starts a new run over the checkpoint in --model and --resume "
+                                        "continues one; give one of them")),
+    (["--no-save", "--overwrite"], "--overwrite does nothing with --no-save: nothing is saved; drop one of them"),
+])
+def test_bad_input_is_one_line(workdir, capsys, flags, expected):
+    assert main(["train", *TINY, "--steps", "10", *flags]) == 2
+    assert one_error_line(capsys) == expected
+    assert sorted(path.name for path in workdir.iterdir()) == ["text.txt"]
+
+
+def test_the_python_api_takes_overwrite(workdir, monkeypatch):
+    stopped_at(monkeypatch, 10, "--model", "ck")
+    settings = {"d_model": 12, "heads": 3, "n_layers": 1, "d_ff": 24, "seq_len": 16, "backend": "numpy",
+                "threads": 1, "model": "ck", "steps": 20}
+    with pytest.raises(ConfigError, match=r"^ck holds an unfinished run \(step 10 of 20\)"):
+        microgpt.train("text.txt", **settings)
+    run, summary = microgpt.train("text.txt", overwrite=True, **settings)
+    assert summary.steps_run == 20 and run.notes == ["replacing the unfinished checkpoint ck (step 10 of 20; --overwrite)"]
+
+
+def test_under_procs_every_rank_is_refused_with_one_line(workdir, monkeypatch):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
+    from microgpt.launch import child_environment, find_mpiexec
+
+    try:
+        find_mpiexec()
+    except Exception as exc:  # noqa: BLE001 - the reason is shown in the skip
+        pytest.skip(str(exc))
+    stopped_at(monkeypatch, 10, "--model", "ck")
+    before = files(workdir)
+    command = [sys.executable, "-m", "microgpt", "train", *TINY, "--steps", "20", "--model", "ck"]
+    result = subprocess.run([*command, "--procs", "2"], check=False, env=child_environment(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        ("microgpt train: error: ck holds an unfinished run (step 10 of 20); continue it with --resume ck, or start "
+        "again with --overwrite")]
+    assert files(workdir) == before
