@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ import numpy as np
 from microgpt import machine
 from microgpt.all_settings import known_settings
 from microgpt.backends import Backend, backend_class, resolve_auto
-from microgpt.checkpoint import CONFIG, CheckpointError, load_checkpoint
+from microgpt.checkpoint import CONFIG, CheckpointError, is_checkpoint, load_checkpoint
 from microgpt.config import TrainConfig
 from microgpt.data import (
     RandomBatches,
@@ -65,6 +66,7 @@ from microgpt.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
 from microgpt.trainer import RunSummary, Trainer, step_on_disk
 
 DEFAULT_CORPUS_NAME = "python-docs"
+RESUME_AUTO = "auto"  # --resume auto: the checkpoint in --model if there is one, else a new run there
 
 
 @dataclass
@@ -111,6 +113,7 @@ class Run:
     comm: object = SingleProcess()  # the processes training this model (microgpt/distributed.py)
     lock: WriterLock | None = None  # held on the checkpoint directory while the run lives
     notes: list[str] = field(default_factory=list)  # settings of a resume that override the checkpoint's
+    done: bool = False  # --resume auto of a checkpoint already at its --steps: nothing to train or write
 
     def __enter__(self) -> Run:  # noqa: PYI034 - typing.Self needs Python 3.11
         return self
@@ -124,6 +127,10 @@ class Run:
             self.lock.release()
 
     def train(self, progress: Progress | None = None) -> RunSummary:
+        if self.done:
+            return RunSummary(steps=self.model.params.step, steps_run=0, final_loss=math.nan, val_loss=None,
+                              best_val_loss=self.run_info.get("best_val_loss"), seconds=0.0, tokens_per_sec=0.0,
+                              checkpoint=self.paths.checkpoint)
         progress = progress or Progress(quiet=True)
         trainer = Trainer(self.model, self.family_name, self.tokenizer, self.batches, self.val_tokens,
                           self.train_config, self.paths, progress, self.run_info, self.comm)
@@ -199,12 +206,13 @@ def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, co
     return batches if comm is None or comm.size == 1 else RankShare(batches, comm.rank, comm.size)
 
 
-def prepare(settings: Settings, backend: Backend, resume: Path | None = None, save: bool = True, comm=None,
+def prepare(settings: Settings, backend: Backend, resume: Path | str | None = None, save: bool = True, comm=None,
             init_from: Path | None = None, overwrite: bool = False) -> Run:
     """A run ready to train: a new model from the settings, the checkpoint `resume` continued, or a new run
     that starts from the weights of the checkpoint `init_from` (fine-tuning: a fresh optimiser and schedule,
-    step 0). `comm` (default: as launched, microgpt/distributed.py) says how many processes share the global
-    batch.
+    step 0). `resume` RESUME_AUTO continues the checkpoint in --model if there is one (a Run that is `done`
+    when it is at its steps already) and is a new run there otherwise. `comm` (default: as launched,
+    microgpt/distributed.py) says how many processes share the global batch.
 
     With `save`, the checkpoint directory is checked (run_dir.check_target; for a new run, check_replaceable,
     which refuses to start over an unfinished checkpoint unless `overwrite`), locked for this run and found
@@ -217,6 +225,9 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     check_overwrite(overwrite, save, resume)
     comm = (comm or communicator()).for_backend(backend)
     asked_to_save, save = save, save and comm.is_writer  # rank 0 alone writes
+    auto = resume == RESUME_AUTO
+    if auto:
+        resume = auto_resume(settings, asked_to_save)  # every rank finds the same
     cap = settings.value("max_memory")
     resume_state: dict = {}
     if resume is not None:
@@ -247,7 +258,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
         settings.check_shape_against(family_name, model.config, resume)
         check_tokenizer_against(settings, tokenizer, resume, resume_state.get("vocab_size_asked"))
         check_memory(settings.family, model.config, micro_batch, backend, cap)
-        if train_config.steps <= model.params.step:
+        if train_config.steps <= model.params.step and not auto:
             raise ConfigError(f"{resume} is already at step {model.params.step}; "
                               f"ask for more with --steps (a total, e.g. --steps {model.params.step + 1000})")
     elif init_from is not None:
@@ -293,7 +304,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
             print(f"note: {corpus.description} differs from the text this checkpoint was trained on", file=sys.stderr)
         if resume_state["data"]["kind"] == batches.state()["kind"]:
             batches.restore(resume_state["data"])
-    lock = None if target is None else _claim(target, model.n_params)  # last, so a refused run leaves nothing
+    done = resume is not None and model.params.step >= train_config.steps
+    lock = None if target is None or done else _claim(target, model.n_params)  # last: a refused run leaves nothing
     run_info = corpus.run_info(train_config, resume_state.get("best_val_loss"))
     if init_from is not None:
         run_info["init_from"] = str(init_from.resolve())
@@ -305,7 +317,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | None = None, sa
     if not comm.is_writer:  # rank 0 alone validates
         val_tokens = None
     return Run(model, family_name, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info,
-               label, resumed=resume is not None, comm=comm, lock=lock, notes=notes)
+               label, resumed=resume is not None, comm=comm, lock=lock, notes=notes, done=done)
 
 
 def check_overwrite(overwrite: bool, save: bool, resume) -> None:
@@ -315,6 +327,19 @@ def check_overwrite(overwrite: bool, save: bool, resume) -> None:
                           "give one of them")
     if overwrite and not save:
         raise ConfigError("--overwrite does nothing with --no-save: nothing is saved; drop one of them")
+
+
+def auto_resume(settings: Settings, save: bool) -> Path | None:
+    """--resume auto: the checkpoint in --model to continue, or None when there is none (a new run there)."""
+    if not save:
+        raise ConfigError("--resume auto continues or starts the checkpoint in --model DIR, and --no-save saves "
+                          "nothing; drop --no-save, or continue a checkpoint unsaved with --resume DIR")
+    place = settings.path("model")
+    if place is None:
+        also = f" (or model: in {settings.named.origin})" if settings.named else ""
+        raise ConfigError(f"--resume auto needs --model DIR{also}: the checkpoint to continue, or the place to "
+                          "start a new run when there is none yet")
+    return place if is_checkpoint(place) else None
 
 
 def new_tokenizer(settings: Settings, corpus: Corpus) -> Tokenizer:
@@ -378,7 +403,9 @@ def _train_state(checkpoint: Path, info: dict) -> dict:
     """The training state a resume needs, or one clear line about what is missing."""
     state = info.get("train_state")
     if state is None:
-        raise ConfigError(f"{checkpoint} holds weights only (no optimizer state), so it cannot be resumed")
+        raise ConfigError(f"{checkpoint} holds weights only (no optimizer state), so it cannot be resumed; "
+                          f"fine-tune it with --init-from {checkpoint} --model NEW, or train a new model in its "
+                          "place without --resume")
     data = state.get("data")
     if not isinstance(state.get("step"), int) or not isinstance(data, dict) or not isinstance(data.get("kind"), str):
         raise CheckpointError(f"{checkpoint}/train_state.json lacks its step or data position; the training state "
@@ -470,14 +497,16 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
 def train(file: str | None = None, *, resume: str | Path | None = None, init_from: str | Path | None = None,
           save: bool = True, progress: bool = False, overwrite: bool = False, **settings) -> tuple[Run, RunSummary]:
     """Train from Python: `file` (default: the bundled Python docs) and any settings by their keys
-    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...); `resume`,
-    `init_from` and `overwrite` as the flags do; `progress` shows the progress bar (or lines) on stderr.
-    Returns the run (its model, tokenizer and `sample`) and its summary; writes what the CLI writes."""
+    (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...); `resume`
+    (a checkpoint, or "auto"), `init_from` and `overwrite` as the flags do; `progress` shows the progress bar
+    (or lines) on stderr. Returns the run (its model, tokenizer and `sample`) and its summary (no steps run
+    where resume="auto" found its checkpoint finished); writes what the CLI writes."""
     if file is not None:
         settings["file"] = str(file)
     chosen = Settings(settings)
     backend, _ = start_backend(chosen.value("backend"), communicator(), chosen.value("threads"))
-    with prepare(chosen, backend, None if resume is None else Path(resume), save, init_from=None if init_from is None else Path(init_from),
+    place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
+    with prepare(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
                  overwrite=overwrite) as run:
         summary = run.train(Progress(quiet=not progress))
         run.finish(summary)

@@ -22,7 +22,7 @@ from microgpt.launch import relaunch, watch_launcher
 from microgpt.named_runs import load_all_runs, load_run
 from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
-from microgpt.run import Run, prepare, prepare_compare, start_backend
+from microgpt.run import RESUME_AUTO, Run, prepare, prepare_compare, start_backend
 from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
 from microgpt.settings import Settings, check_named_runs, known_settings
 from microgpt.trainer import RunSummary
@@ -30,8 +30,10 @@ from microgpt.trainer import RunSummary
 # The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
 INVOCATION_FLAGS = [
     (("--no-save",), {"action": "store_true", "help": "do not write a checkpoint or logs"}),
-    (("--resume",), {"type": Path, "metavar": "DIR",
-                     "help": "continue a checkpoint: weights, Adam moments, step, data position and random state"}),
+    (("--resume",), {"type": lambda text: text if text == RESUME_AUTO else Path(text), "metavar": "DIR",
+                     "help": "continue a checkpoint: weights, Adam moments, step, data position and random state. "
+                     "--resume auto continues the one in --model if there is one (a finished one: says so and exits "
+                     "0) and starts a new run there if not (./auto names a directory called auto)"}),
     (("--overwrite",), {"action": "store_true",
                         "help": "start a new run over an unfinished checkpoint in --model, which is refused without "
                         "it (a finished one is replaced with a note)"}),
@@ -109,6 +111,10 @@ def train_command(args, comm) -> int:
 
 def run_single(args, settings: Settings, run: Run, comm) -> int:
     with run:
+        if args.resume == RESUME_AUTO:
+            print(describe_auto(run), flush=True)
+            if run.done:
+                return 0
         if not args.quiet:
             print(f"corpus: {run.corpus.description}; tokenizer {run.tokenizer.describe()}")
             print(f"model: {run.description}; {run.model.n_params:,} parameters; {describe_backend(run.model.be)}"
@@ -131,6 +137,21 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
         run.sample(gen, on_text=lambda ch: print(ch, end="", flush=True))
         print()
     return exit_status(summary)
+
+
+def describe_auto(run: Run) -> str:
+    """What --resume auto found in --model, in one line; under Slurm, with the job id and its restart count:
+    'slurm job 812, restart 2: resuming runs/shk from step 1519'."""
+    place, step = run.paths.checkpoint, run.model.params.step
+    if run.done:
+        found = f"{place} is finished at step {step} (--steps {run.train_config.steps}); nothing to train"
+    elif run.resumed:
+        found = f"resuming {place} from step {step}"
+    else:
+        found = f"no checkpoint in {place} yet; starting a new run there"
+    job = os.environ.get("SLURM_JOB_ID")
+    where = f"slurm job {job}, restart {os.environ.get('SLURM_RESTART_COUNT', '0')}" if job else "--resume auto"
+    return f"{where}: {found}"
 
 
 def describe_validation(run: Run) -> str:
