@@ -13,10 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from microgpt.cli import main
 from microgpt.plot import (
     PLOT_HINT,
     loss_limits,
     moving_average,
+    part_figures,
     plot_available,
     read_metrics,
     short_labels,
@@ -148,3 +150,32 @@ def wait_for(condition, timeout_s: float = 30.0):
             return value
         time.sleep(0.05)
     raise AssertionError("timed out waiting")
+
+
+def test_a_familys_per_part_figures_get_panels_of_their_own(tmp_path, capsys):
+    records = [{"step": s, "loss": 4.0 / s, "expert0_write_norm": 1.0 + s, "expert1_write_norm": 2.0,
+                "expert0_router_weight": 0.5, "expert1_router_weight": 0.5, "prior_final_cos": 0.1}
+               for s in range(1, 51)]
+    figures = part_figures(records)
+    assert set(figures) == {"write_norm", "router_weight"} and set(figures["write_norm"]) == {"expert 0", "expert 1"}
+    assert figures["write_norm"]["expert 0"][:2] == [2.0, 3.0]
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    log = write_metrics(tmp_path / "e.metrics.jsonl", records)
+    plain = write_loss_plot(write_metrics(tmp_path / "g.jsonl", [{"step": s, "loss": 4.0 / s} for s in range(1, 51)]),
+                            tmp_path / "g.png", "t")
+    assert main(["plot", str(log), "--detail", "--out", str(tmp_path / "e.png")]) == 0
+    from matplotlib import image
+
+    assert image.imread(tmp_path / "e.png").shape[0] > image.imread(plain).shape[0]  # the panels under the loss
+    assert main(["plot", str(log), str(log), "--detail"]) == 2
+    assert "--detail draws one run, and 2 were given" in capsys.readouterr().err
+
+
+def test_the_summary_tables_the_parts_figures():
+    from microgpt.cli.train import metrics_table
+
+    lines = metrics_table({"expert0_write_norm": 1.5, "expert0_router_weight": 0.25, "expert1_write_norm": 2.5,
+                           "expert1_router_weight": 0.75, "prior_final_cos": 0.125})
+    assert lines[0].split() == ["write", "norm", "router", "weight"]
+    assert lines[1].split() == ["expert", "0", "1.5", "0.25"] and lines[2].split() == ["expert", "1", "2.5", "0.75"]
+    assert lines[3] == "prior final cos: 0.125" and metrics_table({}) == []

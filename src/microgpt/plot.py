@@ -4,7 +4,9 @@ matplotlib is the optional `plot` extra; `plot_available` says whether it
 imports. Both plots draw headless (the Agg backend) into a PNG, SVG or PDF (by
 the file's suffix), written whole and then renamed into place, so a viewer
 never reads half a plot: `write_loss_plot` one run's raw training loss, its
-moving average and its validation points; `write_runs_plot` several runs in one
+moving average and its validation points, and under them the model's own
+per-part figures where its family logs some (an ensemble's experts: one panel
+per figure, one line per part); `write_runs_plot` several runs in one
 figure, each as its validation curve (its smoothed training loss where it has
 none), against step or seconds. The loss axis spans the lowest point to the
 highest after each curve's first steps, whose loss (about ln(vocabulary))
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +29,8 @@ from microgpt.run_files import open_own
 PLOT_HINT = 'note: no loss plot; pip install -e ".[plot]" in the microgpt checkout for loss plots'
 SMOOTH_STEPS = 50  # moving-average window, shortened for short runs
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+PART_METRIC = re.compile(r"([a-z]+)(\d+)_(.+)")  # "expert2_write_norm": part "expert 2", figure "write_norm"
+TITLE_WIDTH = 90  # characters per line of a plot's title (a family's description can be long)
 EARLY_SHARE = 0.05  # the share of each curve's first points left out when choosing the top of the loss axis
 
 
@@ -105,7 +111,23 @@ def write_loss_plot(metrics: Path, out: Path, title: str) -> Path | None:
     losses = np.array([r["loss"] for r in records], dtype=float)
     window = max(1, min(SMOOTH_STEPS, len(losses) // 10))
     val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    figures = part_figures(records)  # figure -> part -> values per step
+    if figures:
+        fig, grid = plt.subplots(2, len(figures), figsize=(max(8, 4 * len(figures)), 8), dpi=100, squeeze=False,
+                                 gridspec_kw={"height_ratios": [3, 2]})
+        gs = grid[0, 0].get_gridspec()
+        for cell in grid[0]:
+            cell.remove()
+        ax = fig.add_subplot(gs[0, :])
+        for cell, (name, parts) in zip(grid[1], figures.items()):
+            for part, values in parts.items():
+                cell.plot(steps, moving_average(np.array(values, dtype=float), window), label=part)
+            cell.set_title(name.replace("_", " "), fontsize=10)
+            cell.set_xlabel("step")
+            cell.grid(True, alpha=0.3)
+            cell.legend(fontsize=8)
+    else:
+        fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     try:
         smoothed = moving_average(losses, window)
         ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="training loss")
@@ -118,7 +140,7 @@ def write_loss_plot(metrics: Path, out: Path, title: str) -> Path | None:
         ax.set_ylim(*loss_limits(curves))
         ax.set_xlabel("step")
         ax.set_ylabel("loss (nats per token)")
-        ax.set_title(title)
+        ax.set_title("\n".join(textwrap.wrap(title, TITLE_WIDTH)), fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend()
         fig.tight_layout()
@@ -126,6 +148,17 @@ def write_loss_plot(metrics: Path, out: Path, title: str) -> Path | None:
     finally:
         plt.close(fig)
     return out
+
+
+def part_figures(records: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """The per-part figures a family logs at every step ("expert0_write_norm"...): figure -> part -> values."""
+    figures: dict[str, dict[str, list[float]]] = {}
+    for key in records[0]:
+        match = PART_METRIC.fullmatch(key)
+        if match and all(key in r for r in records):
+            part = f"{match.group(1)} {match.group(2)}"
+            figures.setdefault(match.group(3), {})[part] = [r[key] for r in records]
+    return figures
 
 
 def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step") -> Path | None:

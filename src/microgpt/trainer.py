@@ -67,6 +67,7 @@ class RunSummary:
     checkpoint: Path | None
     stop_signal: int | None = None  # SIGINT or SIGTERM when a signal stopped the run
     losses: list[float] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)  # the model's own figures at the last step
 
     @property
     def interrupted(self) -> bool:
@@ -132,6 +133,7 @@ class Trainer:
         first_step = params.step
         tokens_per_step = cfg.batch_size * self.model.config.seq_len
         losses: list[float] = []
+        last_metrics: dict[str, float] = {}
         val_loss = None
         start = last_val = time.perf_counter()
         self.progress.start(total=cfg.steps, initial=first_step)
@@ -152,6 +154,7 @@ class Trainer:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
                     loss, stopping, save_now = result.loss, result.stop, result.save
                     losses.append(loss)
+                    last_metrics = result.metrics
                     step, now = params.step, time.perf_counter()
                     record = {**result.metrics, "step": step, "loss": loss,  # the trainer's own keys win
                               "time": round(self._time_offset + now - start, 4), "lr": result.update.lr}
@@ -186,7 +189,7 @@ class Trainer:
             steps=params.step, steps_run=len(losses), final_loss=losses[-1] if losses else math.nan,
             val_loss=val_loss, best_val_loss=self.best_val_loss, seconds=seconds,
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
-            checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses,
+            checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses, metrics=last_metrics,
         )
 
     def _kept(self) -> str:

@@ -4,7 +4,10 @@ A RUN is a checkpoint directory (its `<checkpoint>.metrics.jsonl` is beside it)
 or a metrics log; a run still training may be given, and `--follow` redraws
 the plot whenever a log grows, until Ctrl-C. Each run is drawn as its
 validation curve, or its smoothed training loss where it has no validation
-points. The plot is a PNG, SVG or PDF, by the suffix of `--out`.
+points. `--detail` draws one run alone: its raw and smoothed training loss, its
+validation points, and the model's own per-part figures where its family logs
+them (an ensemble's experts: write norms, stream cosines, router weights). The
+plot is a PNG, SVG or PDF, by the suffix of `--out`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from pathlib import Path
 
 from microgpt.cli.common import non_negative_float
 from microgpt.errors import ConfigError
-from microgpt.plot import PLOT_FORMATS, PLOT_HINT, plot_available, short_labels, write_runs_plot
+from microgpt.plot import (
+    PLOT_FORMATS,
+    PLOT_HINT,
+    plot_available,
+    short_labels,
+    write_loss_plot,
+    write_runs_plot,
+)
 from microgpt.run_files import metrics_log
 
 
@@ -27,6 +37,9 @@ def add_parser(commands) -> None:
     p.add_argument("--out", type=Path, default=Path("runs.png"),
                    help="the plot to write, a .png, .svg or .pdf (default: runs.png)")
     p.add_argument("--title", default="loss", help="the plot's title (default: loss)")
+    p.add_argument("--detail", action="store_true",
+                   help="draw one RUN alone: its training and validation loss, and its model's per-part figures "
+                   "(an ensemble's experts)")
     p.add_argument("--follow", action="store_true",
                    help="keep redrawing the plot as the logs grow (a run that is training), until Ctrl-C")
     p.add_argument("--interval", type=non_negative_float, default=2.0,
@@ -39,6 +52,9 @@ def run(args) -> int:
         raise ConfigError(PLOT_HINT.removeprefix("note: ").replace("no loss plot; ", "plotting needs matplotlib: "))
     if args.out.suffix.lower() not in PLOT_FORMATS:
         raise ConfigError(f"--out {args.out}: give a path ending in {', '.join(PLOT_FORMATS)} (the plot's format)")
+    if args.detail and len(args.runs) > 1:
+        raise ConfigError(f"--detail draws one run, and {len(args.runs)} were given; give one RUN, or drop --detail "
+                          "to draw them together")
     logs = [metrics_log(run_dir) for run_dir in args.runs]
     for run_dir, log in zip(args.runs, logs):
         if not log.is_file() and not args.follow:
@@ -71,6 +87,10 @@ def draw(runs: dict[str, Path], args) -> Path | None:
     written."""
     present = {label: log for label, log in runs.items() if log.is_file()}
     try:
-        return write_runs_plot(present, args.out, args.title, args.x) if present else None
+        if not present:
+            return None
+        if args.detail:
+            return write_loss_plot(next(iter(present.values())), args.out, args.title)
+        return write_runs_plot(present, args.out, args.title, args.x)
     except OSError as exc:
         raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc}); give a writable --out") from None

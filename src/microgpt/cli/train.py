@@ -20,7 +20,7 @@ from microgpt.distributed import communicator
 from microgpt.errors import ConfigError, DistributedError
 from microgpt.launch import relaunch, watch_launcher
 from microgpt.named_runs import load_all_runs, load_run
-from microgpt.plot import PLOT_HINT, plot_available, write_runs_plot
+from microgpt.plot import PART_METRIC, PLOT_HINT, plot_available, write_runs_plot
 from microgpt.progress import Progress
 from microgpt.run import RESUME_AUTO, Run, prepare, prepare_compare, start_backend
 from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
@@ -270,7 +270,28 @@ def print_summary(summary: RunSummary) -> None:
     if summary.val_loss is not None:
         lines[-1] += f", validation loss {summary.val_loss:.4f} (best {summary.best_val_loss:.4f})"
     lines.append(f"checkpoint: {summary.checkpoint}" if summary.checkpoint else "checkpoint: not saved (--no-save)")
-    print("\n".join(lines))
+    print("\n".join(lines + metrics_table(summary.metrics)))
+
+
+def metrics_table(metrics: dict[str, float]) -> list[str]:
+    """The model's own figures at the last step: those of numbered parts (an ensemble's experts) as a table of
+    one row per part, the others one per line."""
+    parts: dict[str, dict[str, float]] = {}
+    loose = []
+    for key, value in metrics.items():
+        match = PART_METRIC.fullmatch(key)
+        if match:
+            parts.setdefault(f"{match.group(1)} {match.group(2)}", {})[match.group(3)] = value
+        else:
+            loose.append(f"{key.replace('_', ' ')}: {value:.4g}")
+    if not parts:
+        return loose
+    columns = list(dict.fromkeys(name for figures in parts.values() for name in figures))
+    width = max(len(row) for row in parts)
+    lines = [f"{'':<{width}}  " + "  ".join(f"{c.replace('_', ' '):>12}" for c in columns)]
+    lines += [f"{row:<{width}}  " + "  ".join(f"{figures.get(c, float('nan')):>12.4g}" for c in columns)
+              for row, figures in parts.items()]
+    return lines + loose
 
 
 def print_table(rows: list[tuple[str, int, RunSummary]]) -> None:
