@@ -399,3 +399,17 @@ def test_a_second_stop_signal_to_the_procs_launcher_kills_the_job_at_once_and_sa
     assert errors == [("microgpt train: error: the job was killed at a second stop signal (SIGTERM); the "
                        "checkpoint on disk is the last one saved")]
     assert gone(ranks.values(), 5)
+
+
+def test_an_ensemble_trains_on_two_ranks_as_in_one_process(corpus, tmp_path):
+    """The ensemble through data_parallel like any family: its n-gram table counted from the same tokens on
+    every rank, the global batch's mean gradient, rank 0's save."""
+    ensemble = ["--preset", "reference", "--cooperative", "d8n1,d4+4n1", "--stream-dim", "8", "--prior", "bigram",
+                "--seq-len", "16", "--backend", "numpy", "--batch-size", "8", "--gen", "0", "--quiet",
+                "--steps", str(STEPS)]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run(train(str(corpus), *ensemble, "--model", str(one)), tmp_path).returncode == 0
+    result = mpiexec(2, [str(corpus), *ensemble, "--model", str(two)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(losses(two), losses(one), rtol=LOSS_RTOL)
+    np.testing.assert_allclose(weights(two), weights(one), rtol=0, atol=WEIGHT_ATOL)
