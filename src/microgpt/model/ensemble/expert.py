@@ -52,6 +52,17 @@ class Expert:
         write = be.matmul(h, self.write_w)  # (B*T, B_stream)
         return logits, write, (ids, stream, h, norm_saved, block_saved)
 
+    def step(self, ids, stream, rings, start: int):
+        """(logits (n, V), write (n, B_stream)) for n new tokens of one sequence at positions start .. start + n - 1,
+        reading and extending the expert's KV rings (one list of head-group rings per layer)."""
+        n = len(ids)
+        x = self.be.embedding_gather(self.tok_emb, ids, n, self.d)  # (n, d)
+        self.be.matmul_into(stream, self.read, x, accumulate=True)
+        for block, layer_rings in zip(self.blocks, rings):
+            x, _ = block.forward(x, 1, n, layer_rings, start)  # (n, d)
+        h, _ = self.final_norm.forward(x)  # (n, d)
+        return self.head.forward(h), self.be.matmul(h, self.write_w)  # (n, V), (n, B_stream)
+
     def backward(self, dlogits, dwrite, saved, batch: int, seq_len: int):
         """The stream's gradient (B*T, B_stream) through this expert's read, for the gradients of its logits and
         of its write; adds every parameter gradient into its buffers."""

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from microgpt.model.decode import Rerun
 from microgpt.model.ensemble.config import EnsembleConfig
+from microgpt.model.ensemble.decode import EnsembleDecoder
 from microgpt.model.ensemble.expert import Expert, expert_specs
 from microgpt.model.ensemble.priors import Prior, check_calculator_tokenizer, ngram_table, prior_specs
 from microgpt.model.ensemble.router import Router, router_specs
@@ -170,5 +170,6 @@ class Ensemble:
         mixed, _ = self.passes.own.forward(np.asarray(ids))
         return mixed
 
-    def decoder(self) -> Rerun:
-        return Rerun(self)
+    def decoder(self) -> EnsembleDecoder:
+        """A KV-cached decoder for one sequence (decode.py)."""
+        return EnsembleDecoder(self)

@@ -90,6 +90,24 @@ class Prior:
             features = be.from_host(self._calculator(ids_host))  # (B*T, V)
         return be.matmul(features, value["prior.proj.w"]), features  # (B*T, B_stream)
 
+    def write_rows(self, context: np.ndarray, start: int, ids) -> tuple[object, object]:
+        """The write for the context's last tokens, positions start .. len(context) - 1 of one sequence (host
+        context (start + n,) and the new tokens' device ids (n,)), as `write` computes them in a window."""
+        be, value = self.be, self.views.value
+        n = len(context) - start
+        if self.kind == "counter":
+            positions = be.ids(np.arange(start, start + n, dtype=np.int32))  # (n,)
+            return be.embedding_gather(value["prior.signal"], positions, n, self.stream_dim), positions
+        if self.kind == "bigram":
+            features = be.embedding_gather(value["prior.table"], ids, n, self.vocab)  # (n, V)
+        elif self.kind == "trigram":
+            previous = np.concatenate([[self.vocab], context[:-1]])[start:]  # (n,)
+            pairs = be.ids((previous * self.vocab + context[start:]).astype(np.int32))  # (n,)
+            features = be.embedding_gather(value["prior.table"], pairs, n, self.vocab)  # (n, V)
+        else:  # calculator
+            features = be.from_host(self._calculator(context[None, :])[start:])  # (n, V)
+        return be.matmul(features, value["prior.proj.w"]), features
+
     def backward(self, dwrite, saved) -> None:
         """Add the trainable parameters' gradients for dwrite (B*T, B_stream)."""
         gradient = self.views.gradient

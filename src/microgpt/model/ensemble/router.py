@@ -76,6 +76,35 @@ class Router:
         weights = (1 - self.epsilon) * p + self.epsilon / self.n
         return weights.astype(self.be.dtype), (ids_host, feature, p, gate)
 
+    def running(self, ids_new: np.ndarray, final_rows, state):
+        """(weights (n, experts), the new state) for n new tokens of one sequence, carrying the feature on from
+        `state` (None at position 0): the stream's running sum and count (`global`), or the running sum of
+        embeddings (`context`, `gated`); final_rows (n, width) is the final stream's new rows on the backend."""
+        rows = []
+        if self.kind == "global":
+            total, count = state if state is not None else (0.0, 0)
+            for row in self.be.to_host(final_rows):
+                total, count = total + row, count + 1
+                rows.append(total / count)
+            state = (total, count)
+        else:
+            embedded = self._param("router.emb")[ids_new]  # (n, width)
+            ctx = state
+            for e in embedded:
+                if ctx is None:
+                    ctx = e
+                elif self.kind == "context":
+                    ctx = ctx + e
+                else:
+                    gate = 1.0 / (1.0 + np.exp(-(e @ self._param("router.gate.w")[0]
+                                                  + self._param("router.gate.b")[0, 0])))
+                    ctx = gate * ctx + e
+                rows.append(ctx)
+            state = ctx
+        feature = np.stack(rows)  # (n, width)
+        p = _softmax(feature @ self._param("router.w") + self._param("router.b")[0])  # (n, experts)
+        return ((1 - self.epsilon) * p + self.epsilon / self.n).astype(self.be.dtype), state
+
     def backward(self, dweights: np.ndarray, saved):
         """Add the router's gradients for dweights (B*T, n); returns the final stream's gradient (B*T, width) on
         the host for `global`, else None."""
