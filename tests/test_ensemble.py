@@ -227,3 +227,13 @@ def test_the_cached_decoder_gives_the_logits_of_re_running_the_model(prior, rout
         np.testing.assert_allclose(next_logits(context, cached), expected, rtol=0, atol=1e-12)
         context.append(int(np.argmax(expected)))
     assert cached.rerun is not None  # it went past seq_len
+
+
+def test_a_named_run_of_an_ensemble(workdir):
+    (workdir / "runs.yaml").write_text("runs:\n  ens:\n    cooperative: d8n1,d4+4n1\n    stream_dim: 8\n    prior: counter\n"
+                                       "    seq_len: 16\n    batch_size: 4\n    steps: 3\n    val_tokens: 0\n",
+                                       encoding="utf-8")
+    assert main(["train", "words.txt", "--config", "runs.yaml", "--run", "ens", "--backend", "numpy", "--quiet",
+                 "--gen", "0"]) == 0
+    config = json.loads((workdir / "checkpoints" / "ens" / "config.json").read_text())
+    assert config["family"] == "ensemble" and config["model"]["prior"] == "counter"
