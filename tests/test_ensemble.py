@@ -17,6 +17,7 @@ import json
 import numpy as np
 import pytest
 
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.family import family
@@ -237,3 +238,38 @@ def test_a_named_run_of_an_ensemble(workdir):
                  "--gen", "0"]) == 0
     config = json.loads((workdir / "checkpoints" / "ens" / "config.json").read_text())
     assert config["family"] == "ensemble" and config["model"]["prior"] == "counter"
+
+
+def test_compare_trains_ensembles_side_by_side(workdir, capsys):
+    flags = [f for f in TINY if f not in ("--cooperative", "d8n1,d4+4n1")]
+    assert main(["train", "words.txt", "--family", "ensemble", "--compare", "d8n1,d8n1;d4n1,d4n1,d4n1", *flags,
+                 "--steps", "3", "--model", "cmp"]) == 0
+    out = capsys.readouterr().out
+    assert "d8n1,d8n1 " in out and "d4n1,d4n1,d4n1 " in out  # a row of the table each
+    assert (workdir / "cmp" / "d8n1,d8n1" / "config.json").is_file()
+    assert main(["train", "words.txt", "--family", "ensemble", "--compare", "d8n1;d8n1", *flags, "--steps", "3",
+                 "--no-save"]) == 2
+    assert "lists an ensemble twice" in capsys.readouterr().err
+
+
+def test_the_ensemble_runs_on_the_cuda_backend_as_on_numpy(emulated):
+    """Through the backend contract (and array slicing and broadcasting CuPy shares with NumPy) only, so the
+    CUDA backend runs it: here on the CPU emulator of tests/cuda_emulator, against numpy in float32 (the
+    emulated kernels round differently; 1e-4 relative is far below what a missing term would change)."""
+    cuda, _ = emulated
+    kind = family("ensemble")
+    config = kind.Config(vocab_size=V, cooperative="d8n1,d4+4n1", stream_dim=8, seq_len=12, prior="trigram",
+                         router="gated", active_dims=6)
+    tokens = TOKENIZER.encode("12 + 34 = 46\n5 + 5 = 10\n" * 20)
+    windows = np.stack([tokens[s : s + 13] for s in range(0, 200, 50)])  # (4, 13)
+    runs = []
+    for backend in (get_backend("numpy"), cuda):
+        model = kind.build(config, backend, TOKENIZER, 5)
+        model.learn_from(tokens)
+        model.params.zero_grad()
+        loss, _ = model.loss_and_backward(windows)
+        runs.append((loss, model.params.to_host(model.params.grad)))
+    (loss, grads), (cuda_loss, cuda_grads) = runs
+    assert cuda_loss == pytest.approx(loss, rel=1e-5)
+    for name, grad in grads.items():
+        np.testing.assert_allclose(cuda_grads[name], grad, rtol=1e-3, atol=1e-5, err_msg=name)

@@ -46,7 +46,9 @@ INVOCATION_FLAGS = [
     (("--compare",), {"metavar": "SPECS",
                       "help": "train each model spec in turn on the same data and print a table, e.g. "
                       "d64n2,d4x16n2,d1+2+4+8+16+32n2 (d<width> | d<count>x<width> | d<w1>+<w2>+..., then "
-                      "n<layers>, optional ff<d_ff>; d_ff is --d-ff if given, else 4 x d_model)"}),
+                      "n<layers>, optional ff<d_ff>; d_ff is --d-ff if given, else 4 x d_model); with --family "
+                      "ensemble, ensembles separated by ';', each its experts' specs, e.g. "
+                      "'d64n3,d64n3;d32n3,d32n3,d32n3,d32n3'"}),
     (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
     (("--procs",), {"type": positive_int, "metavar": "N",
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "

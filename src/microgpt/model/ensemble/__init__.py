@@ -7,10 +7,25 @@ from __future__ import annotations
 from microgpt.errors import ConfigError
 from microgpt.model.ensemble.config import EnsembleConfig
 from microgpt.model.ensemble.model import Ensemble, param_specs
+from microgpt.model.specs import parse_spec_list
 from microgpt.model.transformer_memory import stack_parts
 
 Config = EnsembleConfig
 SELECTED_BY = "cooperative"  # --cooperative SPECS chooses this family without --family
+SPEC_KEYS = ("cooperative",)  # what a --compare entry fixes
+
+
+def parse_specs(text: str, settings) -> list[tuple[str, dict]]:
+    """--compare with --family ensemble: ensembles separated by ';', each its experts' specs (d64n3,d64n3)."""
+    entries = [entry.strip() for entry in text.split(";")]
+    if not all(entries):
+        raise ConfigError(f"--compare {text!r} has an empty entry; separate ensembles by ';', e.g. "
+                          "d64n3,d64n3;d32n3,d32n3,d32n3,d32n3")
+    if len(set(entries)) != len(entries):
+        raise ConfigError(f"--compare {text!r} lists an ensemble twice; list each once")
+    for entry in entries:
+        parse_spec_list(entry, flag="--compare entry")  # each entry's specs checked before any training
+    return [(entry, {"cooperative": entry}) for entry in entries]
 
 
 def build(config: EnsembleConfig, backend, tokenizer, seed: int) -> Ensemble:
@@ -52,4 +67,5 @@ def describe(config: EnsembleConfig) -> str:
             f"expert grad {config.expert_grad}, seq_len {config.seq_len}")
 
 
-__all__ = ["SELECTED_BY", "Config", "build", "check_training", "describe", "memory_parts", "param_specs"]
+__all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "check_training", "describe", "memory_parts", "param_specs",
+           "parse_specs"]
