@@ -4,6 +4,8 @@ gives; model.py the model, priors.py the priors, router.py the router, expert.py
 
 from __future__ import annotations
 
+import numpy as np
+
 from microgpt.errors import ConfigError
 from microgpt.model.ensemble.config import EnsembleConfig
 from microgpt.model.ensemble.model import Ensemble, param_specs
@@ -42,7 +44,7 @@ def memory_parts(config: EnsembleConfig, batch: int, backend) -> dict[str, int]:
         parts["activations"] += expert["activations"]
         parts["workspace"] = max(parts["workspace"], expert["workspace"])
     rows = batch * config.seq_len
-    element = backend.dtype.itemsize if hasattr(backend.dtype, "itemsize") else 4
+    element = np.dtype(backend.dtype).itemsize
     streams = (len(config.experts) + 2) * rows * config.stream_dim  # one per expert, the prior's, its gradient
     parts["activations"] += (streams + rows * config.vocab_size * 3) * element  # prior features, mixed, dmixed
     return parts
