@@ -140,3 +140,10 @@ def test_bits_per_character_of_tokens_that_start_no_character_is_said_plainly(wo
     assert result["characters"] == 0 and result["bits_per_char"] is None
     assert main(["eval", "b", "cjk.txt", "--max-positions", "1", "--backend", "numpy"]) == 0
     assert "bits per char:   none: the scored tokens start no character" in capsys.readouterr().out
+
+
+def test_compare_says_when_the_text_runs_out_of_merges(workdir, capsys):
+    flags = ["--backend", "numpy", "--threads", "1", "--seq-len", "16", "--batch-size", "4", "--val-tokens", "100"]
+    assert main(["train", "text.txt", "--tokenizer", "bpe", "--vocab-size", "5000", "--compare", "d8n1,d4x2n1",
+                 *flags, "--steps", "2", "--no-save"]) == 0
+    assert "not the 5000 asked for (--vocab-size)" in capsys.readouterr().out

@@ -281,10 +281,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | str | None = No
                                                if added else ""))
     else:
         tokenizer = new_tokenizer(settings, corpus)
-        asked = settings.value("vocab_size") or tokenizer.default_vocab_size
-        if asked is not None and tokenizer.size < asked:
-            notes.append(f"the text ran out of pairs to merge: its {tokenizer.kind} tokenizer has {tokenizer.size} "
-                         f"tokens, not the {asked} asked for (--vocab-size)")
+        notes.append(short_vocabulary(settings, tokenizer))
         config = settings.model_config(tokenizer.size)
         check_memory(settings.family, config, micro_batch, backend, cap)
         model = settings.family.build(config, backend, tokenizer, train_config.seed)
@@ -317,7 +314,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | str | None = No
     if not comm.is_writer:  # rank 0 alone validates
         val_tokens = None
     return Run(model, family_name, tokenizer, corpus, batches, val_tokens, train_config, RunPaths(target), run_info,
-               label, resumed=resume is not None, comm=comm, lock=lock, notes=notes, done=done)
+               label, resumed=resume is not None, comm=comm, lock=lock, notes=[note for note in notes if note],
+               done=done)
 
 
 def check_overwrite(overwrite: bool, save: bool, resume) -> None:
@@ -348,6 +346,15 @@ def new_tokenizer(settings: Settings, corpus: Corpus) -> Tokenizer:
     kind = settings.value("tokenizer")
     takes_size = tokenizer_kind(kind).default_vocab_size is not None
     return train_tokenizer(kind, corpus.text, settings.value("vocab_size") if takes_size else None)
+
+
+def short_vocabulary(settings: Settings, tokenizer: Tokenizer) -> str | None:
+    """A note where the text ran out of pairs to merge before the vocabulary --vocab-size asked for."""
+    asked = settings.value("vocab_size") or tokenizer.default_vocab_size
+    if asked is None or tokenizer.size >= asked:
+        return None
+    return (f"the text ran out of pairs to merge: its {tokenizer.kind} tokenizer has {tokenizer.size} tokens, not "
+            f"the {asked} asked for (--vocab-size)")
 
 
 def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint: Path, asked: int | None,
@@ -471,7 +478,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     for (text, _), config in zip(specs, configs):
         check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
     names = [text for text, _ in specs]
-    base, notes = None, []
+    base, notes = None, [short_vocabulary(settings, tokenizer)]
     if save:
         label = settings.named.id if settings.named else corpus.name
         base = settings.path("model") or DEFAULT_ROOT / f"{label}-compare"
