@@ -57,7 +57,7 @@ def test_the_train_command_leaves_the_run_to_the_library():
 
 
 GROUND = ("errors.py", "checks.py", "config.py", "presets.py", "data.py", "threads.py", "machine.py", "run_files.py",
-          "registry.py", *(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "tokenizer").glob("*.py")))
+          "registry.py", "watchdog.py", *(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "tokenizer").glob("*.py")))
 
 
 def module_name(relative: str) -> str:

@@ -413,3 +413,57 @@ def test_an_ensemble_trains_on_two_ranks_as_in_one_process(corpus, tmp_path):
     assert result.returncode == 0, result.stderr
     np.testing.assert_allclose(losses(two), losses(one), rtol=LOSS_RTOL)
     np.testing.assert_allclose(weights(two), weights(one), rtol=0, atol=WEIGHT_ATOL)
+
+
+WATCHDOG_S = 5  # a short --collective-timeout, so that a hung rank ends the job within seconds
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the ranks through /proc (Linux)")
+@pytest.mark.parametrize("hung", [1, 0])
+def test_a_stopped_rank_ends_the_job_within_the_timeout_naming_it(corpus, tmp_path, hung):
+    """Issue 21, item 4: a SIGSTOPped rank left the others in the all-reduce for ever. Now the live rank gives up
+    after --collective-timeout, names the rank, saves nothing, and the job ends; the checkpoint resumes."""
+    from microgpt.mpi_comm import ROLL_CALL_S
+
+    checkpoint = tmp_path / "ck"
+    args = [MPIEXEC, "-n", "2", *train(str(corpus), *TINY, "--steps", "1000000", "--save-every", "10", "--model",
+                                       str(checkpoint), "--collective-timeout", str(WATCHDOG_S))]
+    job = subprocess.Popen(args, cwd=tmp_path, env=child_environment(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not (checkpoint / "train_state.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ranks = rank_pids(job.pid)
+        os.kill(ranks[hung], signal.SIGSTOP)
+        stopped = time.monotonic()
+        _, stderr = job.communicate(timeout=FAILURE_LIMIT_S)
+        assert time.monotonic() - stopped < WATCHDOG_S + ROLL_CALL_S + 5
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
+    errors = [line for line in stderr.splitlines() if line.startswith("microgpt train: error:")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert errors[0].startswith(f"microgpt train: error: rank {hung} of 2 did not reach the ")
+    assert f"all-reduce within {WATCHDOG_S} s (--collective-timeout): hung or stopped; " in errors[0]
+    assert errors[0].endswith("; stopping every rank")
+    assert gone(ranks.values(), 5), "a rank outlived the watchdog's abort"
+    step = load_checkpoint(checkpoint, get_backend("numpy"), with_optimizer=True)[2]["train_state"]["step"]
+    assert step % 10 == 0 and step > 0  # a periodic save, whole: nothing was saved after the hang
+    if hung == 1:  # rank 0 reported, and knows what it saved
+        assert f"the checkpoint at {checkpoint} (step {step}) was kept as it was" in errors[0]
+    result = mpiexec(2, ["--resume", str(checkpoint), "--steps", str(step + 3), "--gen", "0", "--quiet"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"finished step {step + 3}" in result.stdout
+
+
+def test_a_collective_timeout_of_0_is_one_clear_line(corpus, tmp_path):
+    result = run(train(str(corpus), *TINY, "--steps", "3", "--collective-timeout", "0", "--procs", "2"), tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == ("microgpt train: error: argument --collective-timeout: must be a "
+                                              "positive number, got '0'")
+    script = (f"import microgpt\nmicrogpt.train({str(corpus)!r}, steps=3, collective_timeout=-1, save=False)\n")
+    result = run([sys.executable, "-c", script], tmp_path)
+    assert result.stderr.splitlines()[-1] == ("microgpt.errors.ConfigError: --collective-timeout must be a positive "
+                                              "number, not -1")

@@ -34,6 +34,7 @@ from microgpt.checks import (
 )
 from microgpt.errors import ConfigError
 from microgpt.tokenizer.bpe import BPETokenizer
+from microgpt.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE
 
 DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule
 # Without --val-tokens, this share of the text is held out (1/10, as nanoGPT does), up to a number of tokens
@@ -214,6 +215,12 @@ class RunConfig:
     model: str | None = setting(None, "checkpoint directory to write (with --compare, the directory holding "
                                 "one checkpoint per spec)", PATH, shown_default="checkpoints/<run id or file name>",
                                 metavar="DIR")
+    collective_timeout: float | None = setting(
+        None, "with several processes: how long a rank waits for the others in an all-reduce before the job ends, "
+        "naming the ranks that did not arrive (hung or stopped), the checkpoint on disk left as it was",
+        POSITIVE_NUMBER, metavar="SECONDS",
+        shown_default=f"{STEP_MULTIPLE} x the slowest step so far, at least {FLOOR_S:g} s; {SETUP_S:g} s for the "
+        "set-up and the first two steps")
 
     def __post_init__(self) -> None:
         check_fields(self)

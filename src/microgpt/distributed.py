@@ -10,7 +10,8 @@ than N independent runs overwriting one checkpoint.
 The trainer sees only this interface: `rank`, `size`, `is_writer` (rank 0
 writes every file and prints), `allreduce_mean` (in place, on the flat gradient
 buffer, once per step), `agree` (the mean loss and whether any rank asked to
-stop, or to save and go on, in one small collective), `use_local_gpu` and `for_backend` (one GPU per
+stop, or to save and go on, in one small collective), `time_out_after` (the
+watchdog's limit, --collective-timeout; watchdog.py), `use_local_gpu` and `for_backend` (one GPU per
 rank, gradients over NCCL), `preparing_together` (a run's set-up, after which
 the ranks agree whether any of them failed, so that a bad flag or file ends
 every rank with one line and the user-error status), and `failing_together`
@@ -45,6 +46,9 @@ class SingleProcess:
 
     def agree(self, loss: float, stop: bool, save: bool = False) -> tuple[float, bool, bool]:
         return loss, stop, save
+
+    def time_out_after(self, seconds: float | None) -> None:
+        """One process waits for no other."""
 
     def use_local_gpu(self) -> None:
         """One process keeps CuPy's current device."""

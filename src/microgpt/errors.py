@@ -34,3 +34,16 @@ class NonFiniteLoss(ArithmeticError):
     def __init__(self, loss: float, step: int):
         super().__init__(f"the loss became {loss} at step {step}; the weights are kept as they were before it")
         self.loss, self.step = loss, step
+
+
+class HungRanks(RuntimeError):
+    """Some ranks did not reach a collective within --collective-timeout. Every live rank raises it; `reports` is
+    True in the one that prints it (the lowest live rank), so the job ends with one line."""
+
+    def __init__(self, message: str, reports: bool):
+        super().__init__(message)
+        self.reports = reports
+
+    def adding(self, what: str) -> HungRanks:
+        """The same error with more said (what the checkpoint on disk holds)."""
+        return HungRanks(f"{self}; {what}", self.reports)

@@ -1,9 +1,9 @@
 """The MPI communicator (mpi4py): several processes train one model, data-parallel.
 
 Imported only when a launcher started several processes (microgpt/distributed.py
-decides). Gradients are averaged with one in-place `Allreduce` on the flat
+decides). Gradients are averaged with one in-place all-reduce on the flat
 gradient buffer per step; the loss and the stop and save flags travel in one
-three-number `Allreduce`, so every rank sees the same mean loss, and stops
+three-number all-reduce, so every rank sees the same mean loss, and stops
 (or saves and goes on) at the same step.
 
 Failure: `failing_together` turns an exception in any rank into one line on
@@ -11,7 +11,13 @@ stderr naming the rank, then `MPI_Abort`, which makes the launcher end every
 process at once (a rank left waiting in a collective would otherwise hang the
 job). A rank killed outright (kill -9, out of memory) is noticed by the
 launcher itself, which ends the others within about a second (tests/test_mpi.py
-holds this to the 30 s limit).
+holds this to the 30 s limit). A rank that stops without dying (SIGSTOP, a stuck
+filesystem) is caught by the watchdog: every collective here is nonblocking
+(`Iallreduce`), polled until the limit of watchdog.py; past it, the waiting ranks
+call the roll on a communicator of their own (each sends the number of the
+collective it waits in to every other), and those that do not answer within
+ROLL_CALL_S are the ones that did not arrive. The lowest rank that answered
+raises `HungRanks` for `failing_together` to print, naming them, and aborts.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from collections.abc import Iterator
 import numpy as np
 from mpi4py import MPI
 
-from microgpt.errors import DistributedError, TrainingStopped, WriterStopped
+from microgpt.errors import DistributedError, HungRanks, TrainingStopped, WriterStopped
+from microgpt.watchdog import CollectiveTimeout
 
 # Ranks other than 0 wait this long before reporting their own error, so that an error every rank hits
 # (a bad flag, a missing file) is reported once, by rank 0, whose abort ends the others first.
@@ -34,6 +41,11 @@ OTHER_RANKS_REPORT_DELAY_S = 1.0
 # and exits with the CLI's user-error status.
 QUIET_EXIT_STATUS = 2
 ABORT_STATUS = 1
+# A collective is polled without a pause for SPIN_S (so a step pays no latency for the watchdog), then every POLL_S.
+SPIN_S, POLL_S = 0.05, 0.001
+ROLL_CALL_S = 2.0  # how long the roll call waits for the ranks to answer
+ROLL_CALL = 1  # the tag of its messages
+REPORTER_WAIT_S = 5.0  # how long a live rank other than the reporter waits for the reporter's abort
 
 
 class MPICommunicator:
@@ -46,17 +58,60 @@ class MPICommunicator:
         node.Free()
         self.places = self.comm.allgather((MPI.Get_processor_name(), os.getpid()))  # each rank's (host, pid)
         self._agreed: BaseException | None = None  # an error every rank agreed on, passed on without an abort
+        self.timeout = CollectiveTimeout()
+        self._roll = self.comm.Dup()  # the roll call's messages, apart from training's
+        self._collectives = 0  # watched collectives so far: the same count on every rank
+
+    def time_out_after(self, seconds: float | None) -> None:
+        """--collective-timeout: the limit of every watched collective; None derives it from the steps."""
+        self.timeout.fixed = seconds
+
+    def _sum(self, buffer: np.ndarray, what: str) -> None:
+        """Sum `buffer` over the ranks in place, waiting at most the watchdog's limit for them."""
+        self._collectives += 1
+        request = self.comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+        seconds = self.timeout.seconds()
+        start = time.monotonic()
+        while not request.Test():
+            waited = time.monotonic() - start
+            if waited > seconds or self._roll.Iprobe(source=MPI.ANY_SOURCE, tag=ROLL_CALL):
+                raise self._call_the_roll(what, seconds)
+            if waited > SPIN_S:
+                time.sleep(POLL_S)
+
+    def _call_the_roll(self, what: str, seconds: float) -> HungRanks:
+        """Which ranks wait in this collective too: each live rank sends its count to every other and listens
+        for theirs for ROLL_CALL_S. The error names the others."""
+        for peer in range(self.size):
+            if peer != self.rank:
+                self._roll.isend(self._collectives, dest=peer, tag=ROLL_CALL)
+        here, status = {self.rank}, MPI.Status()
+        end = time.monotonic() + ROLL_CALL_S
+        while len(here) < self.size and time.monotonic() < end:
+            if self._roll.Iprobe(source=MPI.ANY_SOURCE, tag=ROLL_CALL, status=status):
+                if self._roll.recv(source=status.Get_source(), tag=ROLL_CALL) == self._collectives:
+                    here.add(status.Get_source())
+            else:
+                time.sleep(POLL_S)
+        missing = [rank for rank in range(self.size) if rank not in here]
+        limit = f"within {seconds:g} s (--collective-timeout)"
+        if not missing:
+            return HungRanks(f"the {what} did not complete {limit} although every rank reached it (a network "
+                             "fault?)", self.rank == 0)
+        who = f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {self.size}"
+        return HungRanks(f"{who} did not reach the {what} {limit}: hung or stopped", self.rank == min(here))
 
     def allreduce_mean(self, buffer: np.ndarray) -> None:
         """Replace `buffer` (a contiguous host array) by its mean over the ranks, in place."""
-        self.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+        self._sum(buffer, "gradient all-reduce")
         buffer *= buffer.dtype.type(1.0 / self.size)
 
     def agree(self, loss: float, stop: bool, save: bool = False) -> tuple[float, bool, bool]:
         """(the mean loss over the ranks, whether any rank asked to stop, whether any asked to save and go on);
         a NaN anywhere makes the mean NaN."""
         numbers = np.array([loss, float(stop), float(save)], dtype=np.float64)
-        self.comm.Allreduce(MPI.IN_PLACE, numbers, op=MPI.SUM)
+        self._sum(numbers, "loss all-reduce")
+        self.timeout.step_done()
         return float(numbers[0]) / self.size, bool(numbers[1] > 0), bool(numbers[2] > 0)
 
     def use_local_gpu(self) -> None:
@@ -89,7 +144,7 @@ class MPICommunicator:
         except Exception as exc:  # noqa: BLE001 - every rank must hear of it before anyone raises
             error = exc
         failed = np.array([error is not None and self.is_writer, error is not None], dtype=np.float64)
-        self.comm.Allreduce(MPI.IN_PLACE, failed, op=MPI.SUM)
+        self._sum(failed, "set-up check")
         writer_failed, any_failed = failed[0] > 0, failed[1] > 0
         if error is not None and self.is_writer:
             self._agreed = error
@@ -108,6 +163,11 @@ class MPICommunicator:
             yield
         except WriterStopped as exc:  # rank 0 alone saw it (a refused save): the others must be stopped
             print(f"{command}: error: {exc}", file=sys.stderr, flush=True)
+            self.comm.Abort(ABORT_STATUS)
+        except HungRanks as exc:  # every live rank has it; one prints it
+            if not exc.reports:
+                time.sleep(REPORTER_WAIT_S)  # the reporter's abort ends this process first
+            print(f"{command}: error: {exc}; stopping every rank", file=sys.stderr, flush=True)
             self.comm.Abort(ABORT_STATUS)
         except TrainingStopped:
             if self.is_writer:

@@ -52,6 +52,9 @@ class NCCLCommunicator:
     def agree(self, loss: float, stop: bool, save: bool = False) -> tuple[float, bool, bool]:
         return self.host.agree(loss, stop, save)
 
+    def time_out_after(self, seconds: float | None) -> None:
+        self.host.time_out_after(seconds)  # the loss agreement is watched; NCCL's all-reduce is not
+
     def use_local_gpu(self) -> None:
         self.host.use_local_gpu()
 

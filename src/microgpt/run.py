@@ -223,7 +223,9 @@ def prepare(settings: Settings, backend: Backend, resume: Path | str | None = No
         raise ConfigError("--init-from starts a new run from a checkpoint's weights and --resume continues one; "
                           "give one of them")
     check_overwrite(overwrite, save, resume)
-    comm = (comm or communicator()).for_backend(backend)
+    comm = comm or communicator()
+    comm.time_out_after(settings.value("collective_timeout"))
+    comm = comm.for_backend(backend)
     asked_to_save, save = save, save and comm.is_writer  # rank 0 alone writes
     auto = resume == RESUME_AUTO
     if auto:

@@ -20,7 +20,8 @@ optimiser's (optim.py: schedule, clipping, Adam or AdamW); its learning rate,
 with clipping the gradient norm, and the model's own per-step figures (a
 family's loss_and_backward may return some) go into the metrics log. A NaN or
 infinite loss stops before the update; weights that are unsound to save
-(checkpoint.WEIGHT_LIMIT) stop the run before the save; either way the last
+(checkpoint.WEIGHT_LIMIT) stop the run before the save; so do ranks that do not
+reach a step's all-reduce in time (--collective-timeout); either way the last
 good checkpoint stays on disk, and the message says which step it holds.
 """
 
@@ -49,7 +50,7 @@ from microgpt.checkpoint import (
 from microgpt.config import TrainConfig
 from microgpt.data_parallel import micro_batch_size, train_step
 from microgpt.distributed import SingleProcess
-from microgpt.errors import NonFiniteLoss, TrainingStopped, WriterStopped
+from microgpt.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
 from microgpt.optim import Optimizer
 from microgpt.progress import Progress
 from microgpt.run_files import RunPaths, open_own
@@ -152,6 +153,9 @@ class Trainer:
                                                 self._stop_signal is not None, self._save_signal is not None)
                     except NonFiniteLoss as exc:
                         raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
+                    except HungRanks as exc:  # no save: the checkpoint on disk stays the last whole one
+                        kept = self._kept() if self.comm.is_writer else "the checkpoint on disk is the last one saved"
+                        raise exc.adding(kept) from None
                     loss, stopping, save_now = result.loss, result.stop, result.save
                     losses.append(loss)
                     last_metrics = result.metrics
