@@ -467,3 +467,36 @@ def test_a_collective_timeout_of_0_is_one_clear_line(corpus, tmp_path):
     result = run([sys.executable, "-c", script], tmp_path)
     assert result.stderr.splitlines()[-1] == ("microgpt.errors.ConfigError: --collective-timeout must be a positive "
                                               "number, not -1")
+
+
+LIBRARY_RUN = ("import microgpt\n"
+               "from microgpt.distributed import communicator\n"
+               "corpus = {corpus!r}\n"
+               "{fault}"
+               "microgpt.train(corpus, steps=100000, batch_size=8, d_model=16, heads=2, n_layers=1, d_ff=32, "
+               "seq_len=16, backend='numpy', model='ck', save_every=5)\n")
+
+RAISES_IN_TRAINING = ("import microgpt.trainer as trainer\n"  # rank 1's third step raises
+                      "steps, step = [0], trainer.train_step\n"
+                      "def failing(*args, **kwargs):\n"
+                      "    steps[0] += 1\n"
+                      "    if communicator().rank == 1 and steps[0] == 3:\n"
+                      "        raise RuntimeError('a fault in rank 1')\n"
+                      "    return step(*args, **kwargs)\n"
+                      "trainer.train_step = failing\n")
+
+
+@pytest.mark.parametrize("fault, expected", [
+    ("if communicator().rank == 1:\n    corpus = 'missing.txt'\n",  # set-up: a corpus missing on one node
+     "microgpt.train: error: rank 1 of 2: missing.txt: no such file"),
+    (RAISES_IN_TRAINING, "microgpt.train: error: rank 1 of 2 failed: a fault in rank 1; stopping every rank"),
+], ids=["set-up", "training"])
+def test_microgpt_train_under_mpiexec_ends_every_rank_when_one_fails(corpus, tmp_path, fault, expected):
+    """microgpt.train from Python, not the CLI: one rank's error must not leave the other waiting for it."""
+    started = time.monotonic()
+    result = run([MPIEXEC, "-n", "2", sys.executable, "-c", LIBRARY_RUN.format(corpus=str(corpus), fault=fault)],
+                 tmp_path)
+    assert time.monotonic() - started < FAILURE_LIMIT_S
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("microgpt.train: error:")]
+    assert len(lines) == 1 and lines[0].startswith(expected), result.stderr

@@ -509,14 +509,21 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
     (steps=500, d_model=128, heads="8,8,16,32", backend="numpy", model="checkpoints/mine", ...); `resume`
     (a checkpoint, or "auto"), `init_from` and `overwrite` as the flags do; `progress` shows the progress bar
     (or lines) on stderr. Returns the run (its model, tokenizer and `sample`) and its summary (no steps run
-    where resume="auto" found its checkpoint finished); writes what the CLI writes."""
+    where resume="auto" found its checkpoint finished); writes what the CLI writes. Under an MPI launcher every
+    rank calls it, and one rank's error ends them all, as with the CLI: one found while setting up raises in
+    rank 0 (the others exit with status 2), one while training prints one line naming the rank and aborts
+    every rank (mpi_comm.py)."""
     if file is not None:
         settings["file"] = str(file)
-    chosen = Settings(settings)
-    backend, _ = start_backend(chosen.value("backend"), communicator(), chosen.value("threads"))
-    place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
-    with prepare(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
-                 overwrite=overwrite) as run:
-        summary = run.train(Progress(quiet=not progress))
-        run.finish(summary)
+    comm = communicator()
+    with comm.failing_together("microgpt.train"):  # under mpiexec, an error in any rank ends every rank
+        with comm.preparing_together("microgpt.train"):  # a set-up error in any rank: each raises, none trains
+            chosen = Settings(settings)
+            backend, _ = start_backend(chosen.value("backend"), comm, chosen.value("threads"))
+            place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
+            run = prepare(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
+                          overwrite=overwrite)
+        with run:
+            summary = run.train(Progress(quiet=not progress))
+            run.finish(summary)
     return run, summary
