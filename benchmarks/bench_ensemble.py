@@ -113,7 +113,7 @@ def step_ratio(text: str) -> tuple[float, float]:
             train_step(model, windows, optimizer, SingleProcess())
         return (time.perf_counter() - start) / 70 * 1000
 
-    alone = 4 * ms_per_step("gpt", d_model=64, n_layers=3, d_ff=256)
+    alone = 4 * ms_per_step("gpt", d_model=64, head_dims=(64,), n_layers=3, d_ff=256)  # d64n3: one head of 64
     return ms_per_step("ensemble", cooperative=EXPERTS, stream_dim=64), alone
 
 

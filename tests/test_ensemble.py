@@ -117,7 +117,7 @@ def test_the_equal_rule_gives_each_expert_the_mixed_gradient_over_n(router):
     check(model, windows, lambda: model.loss(windows), lambda name: name.startswith("router."))
 
 
-@pytest.mark.parametrize("prior", ["none", "counter", "trigram", "calculator"])
+@pytest.mark.parametrize("prior", ["none", "counter", "bigram", "trigram", "calculator"])
 @pytest.mark.parametrize("router", ["global", "context", "gated"])
 def test_later_tokens_never_change_earlier_logits(prior, router):
     model = tiny(prior=prior, router=router)
@@ -215,13 +215,16 @@ def test_ensemble_settings_without_cooperative_say_how_to_get_one(workdir, capsy
 @pytest.mark.parametrize("prior", ["none", "counter", "trigram", "calculator"])
 @pytest.mark.parametrize("router", ["global", "context", "gated"])
 def test_the_cached_decoder_gives_the_logits_of_re_running_the_model(prior, router):
-    """Through the cache while the context fits in seq_len (7 here), and by re-running the window past it; in
+    """Through the cache while the context fits in seq_len (16 here), and by re-running the window past it; in
     float64 the two paths differ by rounding only (1e-15 measured, 1e-12 allowed)."""
     from microgpt.model.decode import Rerun
     from microgpt.sample import next_logits
 
-    model = tiny(prior=prior, router=router, active_dims=4)
-    context = list(TOKENIZER.encode("12 + 3"))
+    model = tiny(prior=prior, router=router, active_dims=4, seq_len=16)
+    context = list(TOKENIZER.encode("\n12 + 34 = 4"))  # a whole line so far: the calculator has its say
+    if prior == "calculator":
+        features = model.passes.own.prior._calculator(np.array(context)[None, :])  # (n, V)
+        assert (features.max(axis=1) == 1.0).sum() == 3  # a one-hot after "=", " " and "4"
     cached, rerun = model.decoder(), Rerun(model)
     for _ in range(12):  # past seq_len
         expected = next_logits(context, rerun)
@@ -273,3 +276,63 @@ def test_the_ensemble_runs_on_the_cuda_backend_as_on_numpy(emulated):
     assert cuda_loss == pytest.approx(loss, rel=1e-5)
     for name, grad in grads.items():
         np.testing.assert_allclose(cuda_grads[name], grad, rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_the_prior_switches_off_at_its_step_in_training_and_after_it(workdir):
+    assert main(["train", "sums.txt", *TINY, "--prior", "bigram", "--prior-off-at", "3", "--steps", "4",
+                 "--model", "off", "--quiet"]) == 0
+    records = [json.loads(line) for line in (workdir / "off.metrics.jsonl").read_text().splitlines()]
+    assert ["prior_final_cos" in r for r in records] == [True, True, False, False]  # steps 1, 2 with it
+    from microgpt.loaded import load
+
+    loaded = load(workdir / "off", backend="numpy")
+    assert loaded.model.params.step == 4 and not loaded.model.passes.own.prior_on()  # served as it finished
+
+
+def test_fine_tuning_an_ensemble_keeps_its_tables_and_its_config(workdir):
+    from safetensors.numpy import load_file
+
+    assert main(["train", "words.txt", *TINY, "--prior", "bigram", "--prior-off-at", "20", "--steps", "20",
+                 "--model", "base", "--quiet"]) == 0
+    assert main(["train", "sums.txt", "--init-from", "base", "--model", "tuned", "--steps", "3", "--backend", "numpy",
+                 "--quiet", "--gen", "0", "--val-tokens", "0"]) == 0
+    base, tuned = (load_file(str(workdir / d / "model.safetensors"))["prior.table"] for d in ("base", "tuned"))
+    np.testing.assert_array_equal(tuned[: len(base), : len(base)], base)  # carried, not recounted from sums.txt
+
+
+def test_the_tables_never_count_the_held_out_tokens(workdir):
+    (workdir / "tail.txt").write_text("the cat sat on the mat\n" * 40 + "zq" * 150, encoding="utf-8")
+    flags = [f for f in TINY if f not in ("--val-tokens", "200")]  # the last 300 tokens held out: all the zq
+    assert main(["train", "tail.txt", *flags, "--val-tokens", "300", "--prior", "bigram", "--steps", "2",
+                 "--model", "t", "--quiet"]) == 0
+    from safetensors.numpy import load_file
+
+    table = load_file(str(workdir / "t" / "model.safetensors"))["prior.table"]
+    tokenizer = CharTokenizer.from_text((workdir / "tail.txt").read_text())
+    z, q = tokenizer.encode("zq")
+    assert table[z, q] == pytest.approx(1 / tokenizer.size)  # add-one smoothing alone: z never seen in training
+
+
+def test_compare_counts_each_ensembles_tables_and_checks_before_training(workdir, capsys):
+    flags = [f for f in TINY if f not in ("--cooperative", "d8n1,d4+4n1")]
+    assert main(["train", "words.txt", "--family", "ensemble", "--compare", "d8n1;d4n1,d4n1", "--prior", "bigram",
+                 *flags, "--steps", "2", "--model", "cmp", "--quiet"]) == 0
+    from safetensors.numpy import load_file
+
+    table = load_file(str(workdir / "cmp" / "d8n1" / "model.safetensors"))["prior.table"]
+    assert table.max() > 0.5  # counted ("t" is followed by "h" most of the time), not the uniform start
+    assert main(["train", "words.txt", "--family", "ensemble", "--compare", "d8n1;d4n1,d4n1", "--prior", "bigram",
+                 "--prior-off-at", "50", *flags, "--steps", "2", "--model", "cmp2"]) == 2
+    assert "--prior-off-at 50 is past the end of the run" in capsys.readouterr().err
+    assert not (workdir / "cmp2").exists()
+
+
+def test_the_whole_stream_is_one_setting_however_it_is_said():
+    assert family("ensemble").Config(vocab_size=V, cooperative="d4n1", stream_dim=5, active_dims=5).active_dims is None
+
+
+def test_a_trigram_table_for_a_bpe_vocabulary_is_refused_in_one_line():
+    from microgpt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--prior trigram counts a table of .* entries for this vocabulary of 512"):
+        family("ensemble").Config(vocab_size=512, cooperative="d4n1", prior="trigram")

@@ -316,6 +316,11 @@ def _load(directory: Path, backend: Backend, with_optimizer: bool, max_memory: i
         model.params.from_host({k[2:]: v for k, v in moments.items() if k.startswith("v.")}, model.params.v)
         model.params.step = step  # the training step is Adam's step count
         info["train_state"] = state
+    elif (directory / TRAIN_STATE).exists():  # the weights alone, as they were after `step` steps (a model may
+        state = _read_json(directory / TRAIN_STATE)  # behave by its step: an ensemble's --prior-off-at)
+        if state_step(state) is not None:
+            model.params.step = state_step(state)
+            ids.append(_save_id(state))
     if len(set(ids)) > 1 and tuple(ids) != accept:
         raise Mixed(tuple(ids))
     return model, tokenizer, info

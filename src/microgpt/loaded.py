@@ -3,7 +3,7 @@
     import microgpt
     model = microgpt.load("checkpoints/python-docs")
     print(model.sample(200, prompt="def ", temperature=0.8))
-    print(model.complete("12 + 34 ="))  # greedy, up to the first newline
+    print(model.complete("\n12 + 34 ="))  # greedy, up to the first newline (the prompt as given)
     print(model.evaluate(open("held_out.txt").read()).bits_per_char)
     logits = model.logits("def f")  # (tokens, vocab): the next-token logits after each prefix
 

@@ -292,11 +292,8 @@ def prepare(settings: Settings, backend: Backend, resume: Path | str | None = No
     train_config = with_held_out(train_config, len(tokens), seq_len)
     settings.check_all_used(train_config, save=asked_to_save)
     train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
-    kind = family(family_name)
-    if hasattr(kind, "check_training"):
-        kind.check_training(model.config, train_config)
-    if resume is None and hasattr(model, "learn_from"):
-        model.learn_from(train_tokens)  # what the model counts from its training tokens (never the held-out)
+    if init_from is None:  # a fine-tuned model keeps its source's config, and its counts (carried as weights)
+        prepare_family_training(family(family_name), model, train_config, train_tokens, new=resume is None)
     batches = make_batches(train_tokens, seq_len, train_config, comm)
     if resume_state:
         if resume_state.get("corpus_sha256") not in (None, corpus.sha256):
@@ -348,6 +345,15 @@ def new_tokenizer(settings: Settings, corpus: Corpus) -> Tokenizer:
     kind = settings.value("tokenizer")
     takes_size = tokenizer_kind(kind).default_vocab_size is not None
     return train_tokenizer(kind, corpus.text, settings.value("vocab_size") if takes_size else None)
+
+
+def prepare_family_training(kind, model, train_config: TrainConfig, train_tokens: np.ndarray, new: bool) -> None:
+    """What a family asks of a run before it trains: its check of the training settings, and for a new model
+    what it counts from the training tokens (never the held-out ones)."""
+    if hasattr(kind, "check_training"):
+        kind.check_training(model.config, train_config)
+    if new and hasattr(model, "learn_from"):
+        model.learn_from(train_tokens)
 
 
 def short_vocabulary(settings: Settings, tokenizer: Tokenizer) -> str | None:
@@ -445,6 +451,7 @@ class Comparison:
         kind = family(self.family_name)
         for spec, config, lock in zip(self.specs, self.configs, self.locks):
             model = kind.build(config, self.backend, self.tokenizer, self.train_config.seed)
+            prepare_family_training(kind, model, self.train_config, self.train_tokens, new=True)
             batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
             paths = RunPaths(None if lock is None else lock.directory)
             yield Run(model, self.family_name, self.tokenizer, self.corpus, batches, self.val_tokens,
@@ -479,6 +486,8 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
                for _, values in specs]
     for (text, _), config in zip(specs, configs):
         check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
+        if hasattr(kind, "check_training"):  # every spec's, before the first trains
+            kind.check_training(config, train_config)
     names = [text for text, _ in specs]
     base, notes = None, [short_vocabulary(settings, tokenizer)]
     if save:

@@ -17,6 +17,7 @@ PRIORS = ("none", "counter", "bigram", "trigram", "calculator")
 ROUTERS = ("global", "context", "gated")
 EXPERT_GRADS = ("equal", "routed")
 FF_PER_D_MODEL = 4  # an expert's d_ff without ff<d_ff> in its spec
+MAX_TRIGRAM_ENTRIES = 16 * 1024**2  # a trigram table past this (a BPE vocabulary's) is refused: it would dwarf the model
 
 
 @dataclass
@@ -58,6 +59,12 @@ class EnsembleConfig:
         if self.active_dims is not None and self.active_dims > self.stream_dim:
             raise ConfigError(f"--active-dims {self.active_dims} is wider than the stream (--stream-dim "
                               f"{self.stream_dim}); give at most {self.stream_dim}")
+        if self.active_dims == self.stream_dim:
+            self.active_dims = None  # the whole stream: one way to say it, so a resume that says it agrees
+        if self.prior == "trigram" and (self.vocab_size + 1) * self.vocab_size**2 > MAX_TRIGRAM_ENTRIES:
+            raise ConfigError(f"--prior trigram counts a table of (V + 1) x V x V = "
+                              f"{(self.vocab_size + 1) * self.vocab_size**2:,} entries for this vocabulary of "
+                              f"{self.vocab_size} tokens; use --prior bigram, or the char tokenizer")
         if not 0 <= self.router_epsilon <= 1:
             raise ConfigError(f"--router-epsilon must be between 0 and 1, got {self.router_epsilon}")
 

@@ -63,8 +63,10 @@ class Passes:
             stream[:, self.config.active :] = 0.0
 
     def prior_on(self) -> bool:
+        """Whether the prior writes: in training step s (s - 1 steps done) while s < --prior-off-at; after
+        training (a validation, a loaded model), as the next step would (steps done + 1 < --prior-off-at)."""
         off_at = self.config.prior_off_at
-        return self.prior is not None and (off_at is None or self.step_of() < off_at)
+        return self.prior is not None and (off_at is None or self.step_of() + 1 < off_at)
 
     def forward(self, ids_host: np.ndarray):
         """(mixed logits (B*T, V), what backward needs) for host ids (B, T)."""
