@@ -7,6 +7,8 @@ ranks of `microgpt train --resume auto` (the mpich wheel's PMI client speaks Slu
   nobody touched.
 - `scancel --signal=USR1 --batch` signals the batch shell alone; the script passes it to srun, which passes it
   to the ranks: rank 0 saves once and the run trains on to the same final weights.
+- A rank SIGSTOPped in the middle of the run: the other gives up after `--collective-timeout`, names it in one
+  line, and the job ends failed with its last checkpoint whole.
 
 A tiny model, 3000 steps of global batch 8: a run is a few seconds. Skipped, with the reason, where Slurm,
 munge, mpi4py or root is missing.
@@ -15,7 +17,9 @@ munge, mpi4py or root is missing.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -155,10 +159,46 @@ def test_usr1_to_the_batch_shell_saves_and_trains_on(cluster, corpus, reference,
     assert_bit_identical(job.model, reference)
 
 
+def rank_pids(job: Job) -> list[int]:
+    """The job's training processes on this node (`scontrol listpids`), by their command line."""
+    listed = job.cluster.command("scontrol", "listpids", job.id).stdout.split()
+    ranks = []
+    for pid in {int(word) for word in listed if word.isdigit()}:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"microgpt" in cmdline and b"train" in cmdline and not any(b"srun" in part for part in cmdline[:1]):
+            ranks.append(pid)
+    return sorted(ranks)
+
+
+def test_a_stopped_rank_ends_the_job_within_the_timeout_naming_it(cluster, corpus, tmp_path):
+    timeout_s = 5
+    job = Job(cluster, corpus, tmp_path, "--save-every", str(SAVE_EVERY), "--steps", "1000000",
+              "--collective-timeout", str(timeout_s))
+    job.wait_until(lambda: (job.model / "train_state.json").exists() and len(rank_pids(job)) == 2,
+                   "first save, with both ranks")
+    hung = rank_pids(job)[-1]
+    os.kill(hung, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        job.wait_until(lambda: job.field("JobState") not in ("PENDING", "RUNNING", "COMPLETING"), "end")
+        assert time.monotonic() - stopped < JOB_TIMEOUT_S
+    finally:
+        if Path(f"/proc/{hung}").exists():
+            os.kill(hung, signal.SIGCONT)
+        cluster.command("scancel", job.id)
+    text = job.text()
+    errors = [line for line in text.splitlines() if line.startswith("microgpt train: error:")]
+    assert len(errors) == 1 and "did not" in errors[0] and "Traceback" not in text, text
+    assert job.field("JobState") == "FAILED", text
+    assert tensors(job.model)  # the last save is whole and reads
+
+
 def test_cluster_runs_two_pmi2_ranks(cluster):
     """The launch the jobs depend on: srun --mpi=pmi2 gives the mpich wheel's mpi4py a world of 2."""
     probe = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_size())"
     result = cluster.command("srun", "--mpi=pmi2", "-n", "2", sys.executable, "-c", probe, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2", "2"]
-
