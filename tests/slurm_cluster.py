@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -25,6 +26,7 @@ KILL_WAIT_S = 10  # SIGTERM to SIGKILL when a job is cancelled or requeued: time
 
 CONFIG = """\
 ClusterName=microgpt
+FirstJobId={first_job_id}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
@@ -98,7 +100,12 @@ class SlurmCluster:
         self.processes: list[subprocess.Popen] = []
         for sub in ("munge", "state", "spool"):
             (root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.conf.write_text(CONFIG.format(host=self.host, root=root, ctld_port=free_port(), slurmd_port=free_port(),
+        # MPICH names a job's shared-memory segments after its PMI job: a cluster whose job ids start at 1 again
+        # would meet the segment that a killed job of an earlier cluster left in /dev/shm under the same name,
+        # and MPI_Init fails ("UCX ERROR failed to unpack address, invalid bandwidth 0.00"); ids of their own
+        first_job_id = 1000 + secrets.randbelow(10**7)
+        self.conf.write_text(CONFIG.format(first_job_id=first_job_id, host=self.host, root=root, ctld_port=free_port(),
+                                           slurmd_port=free_port(),
                                            mpi=mpi_plugin(), kill_wait=KILL_WAIT_S, cpus=CPUS))
         self.start()
 
