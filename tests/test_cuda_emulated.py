@@ -265,19 +265,19 @@ def test_flash_attention_with_huge_scores(emulated):
         np.testing.assert_allclose(got, want, atol=1e-4 * max(1, np.abs(want).max()), err_msg=name)
 
 
-def test_one_query_against_a_cache_takes_the_materialised_path(emulated):
+@pytest.mark.parametrize("tq", [1, 2, 3])
+def test_new_queries_against_a_cache_take_the_materialised_path(emulated, tq):
+    """With flash attention on, Tq < Tk queries (query i at position Tk - Tq + i) run the materialised default."""
     be, _ = emulated
-    rng = np.random.default_rng(0)
-    q, k, v = (
-        f32(rng.normal(size=(2, 1, 8))),
-        f32(rng.normal(size=(2, 5, 8))),
-        f32(rng.normal(size=(2, 5, 8))),
-    )
+    assert be.attention == "flash"
+    rng = np.random.default_rng(tq)
+    q, k, v = f32(rng.normal(size=(2, tq, 8))), f32(rng.normal(size=(2, 5, 8))), f32(rng.normal(size=(2, 5, 8)))
     out, saved = be.causal_attention(*(be.from_host(a) for a in (q, k, v)), 0.5)
     assert saved[0] == "materialised"
-    scores = np.einsum("nw,nsw->ns", q[:, 0], k) * 0.5
+    scores = np.einsum("ntw,nsw->nts", q, k) * 0.5  # (2, Tq, 5)
+    scores[:, np.arange(5)[None, :] > 5 - tq + np.arange(tq)[:, None]] = -np.inf  # keys after each query's position
     probs = np.exp(scores - scores.max(-1, keepdims=True))
-    want = np.einsum("ns,nsw->nw", probs / probs.sum(-1, keepdims=True), v)[:, None]
+    want = (probs / probs.sum(-1, keepdims=True)) @ v  # (2, Tq, 8)
     np.testing.assert_allclose(be.to_host(out), want, atol=F32_ATOL)
 
 

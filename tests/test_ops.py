@@ -666,6 +666,15 @@ def causal_attention_expected(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale
     return out
 
 
+def attention_atol(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> float:
+    """The float32 error of attention over these inputs: the softmax's relative error (see softmax_rtol) spread
+    over a Tk-term weighted sum of |v|, plus the rounding of the w-term scores (w * u relative, times |q||k|,
+    amplified by exp)."""
+    w, tk = q.shape[2], k.shape[1]
+    scores = np.abs(np.einsum("ntw,nsw->nts", q, k)) * scale
+    return (softmax_rtol(scores) + 2 * (w + tk) * U32 * (1 + scores.max())) * np.abs(v).max()
+
+
 # (heads, T, width): one position, T and widths not multiples of 32, a width of 1
 @pytest.mark.parametrize("n,t,w", [(1, 1, 1), (3, 5, 3), (2, 33, 16), (1, 65, 7)])
 def test_causal_attention(backend, n, t, w):
@@ -674,11 +683,7 @@ def test_causal_attention(backend, n, t, w):
     scale = 1.0 / math.sqrt(w)
     out, _ = backend.causal_attention(put(backend, q), put(backend, k), put(backend, v), scale)
     expected = causal_attention_expected(q, k, v, scale)
-    # the softmax's relative error (see softmax_rtol) spread over a t-term weighted sum of |v|, plus the
-    # rounding of the w-term scores (w * u relative, times |q||k|, amplified by exp)
-    scores = np.abs(np.einsum("ntw,nsw->nts", q, k)) * scale
-    atol = (softmax_rtol(scores) + 2 * (w + t) * U32 * (1 + scores.max())) * np.abs(v).max()
-    assert_within(get(backend, out), expected, atol)
+    assert_within(get(backend, out), expected, attention_atol(q, k, v, scale))  # see attention_atol
 
 
 def test_a_nan_query_is_seen_in_attention(backend):
@@ -698,9 +703,35 @@ def test_causal_attention_one_query_sees_every_key(backend, n, held, w):
     q = seen(backend, rng.normal(size=(n, 1, w)))
     k, v = (seen(backend, rng.normal(size=(n, held, w))) for _ in range(2))
     out, _ = backend.causal_attention(put(backend, q), put(backend, k), put(backend, v), 0.5)
-    scores = np.abs(np.einsum("ntw,nsw->nts", q, k)) * 0.5
-    atol = (softmax_rtol(scores) + 2 * (w + held) * U32 * (1 + scores.max())) * np.abs(v).max()
-    assert_within(get(backend, out), causal_attention_expected(q, k, v, 0.5), atol)
+    assert_within(get(backend, out), causal_attention_expected(q, k, v, 0.5), attention_atol(q, k, v, 0.5))
+
+
+# (heads, Tk, width, Tq): one, two and three new queries against a cache, and the square case; Tk of one and two,
+# 65 (past the cpu backend's halves), odd widths and a width of 1
+@pytest.mark.parametrize("n,tk,w,tq", [
+    (1, 1, 1, 1), (2, 2, 3, 1), (2, 2, 3, 2), (3, 5, 3, 1), (3, 5, 3, 2), (3, 5, 3, 3), (3, 5, 3, 5),
+    (1, 9, 1, 2), (2, 33, 16, 3), (1, 65, 7, 1), (1, 65, 7, 2), (1, 65, 7, 3), (1, 65, 7, 65),
+])
+def test_causal_attention_new_queries_against_a_cache(backend, n, tk, w, tq):
+    """Tq queries at positions Tk - Tq .. Tk - 1 against Tk keys: the loop reference, and the last Tq rows of the
+    square attention over all Tk positions (which every backend computes on its own path: flash, halves)."""
+    rng = _rng(35)
+    every_query, k, v = (seen(backend, rng.normal(scale=1.5, size=(n, tk, w))) for _ in range(3))  # (n, Tk, w) each
+    q = every_query[:, tk - tq :]  # (n, Tq, w): the newest positions' queries
+    scale = 1.0 / math.sqrt(w)
+    keys = put(backend, k), put(backend, v)
+    out = get(backend, backend.causal_attention(put(backend, q), *keys, scale)[0])
+    atol = attention_atol(q, k, v, scale)  # see attention_atol
+    assert_within(out, causal_attention_expected(q, k, v, scale), atol)
+    square = get(backend, backend.causal_attention(put(backend, every_query), *keys, scale)[0])  # (n, Tk, w)
+    assert_within(out, square[:, tk - tq :], 2 * atol)  # both within atol of the exact value
+
+
+@pytest.mark.parametrize("tq,tk", [(3, 2), (2, 1)])
+def test_causal_attention_needs_no_more_queries_than_keys(backend, tq, tk):
+    q, kv = backend.zeros((2, tq, 4)), backend.zeros((2, tk, 4))
+    with pytest.raises(ValueError, match=f"{tq} queries against {tk} keys"):
+        backend.causal_attention(q, kv, kv, 0.5)
 
 
 @pytest.mark.parametrize("n,t,w", [(1, 1, 2), (3, 4, 5), (2, 33, 8), (2, 64, 16), (1, 65, 7)])

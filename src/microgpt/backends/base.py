@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from microgpt.backends.adamw import adamw_update
+from microgpt.backends.constants import MASKED_SCORE
 
 Mat = Any  # the backend's native array type
 
@@ -194,21 +195,25 @@ class Backend(abc.ABC):
         return grad
 
     def causal_attention(self, q: Mat, k: Mat, v: Mat, scale: float) -> tuple[Mat, Any]:
-        """(out, saved) for n independent heads: q (n, Tq, w), k and v (n, Tk, w) with Tq <= Tk, query i at
+        """(out, saved) for n independent heads: q (n, Tq, w), k and v (n, Tk, w) with 1 <= Tq <= Tk, query i at
         position Tk - Tq + i; out (n, Tq, w) = softmax(q k^T * scale, keys after the query's position masked) v.
 
         `saved` is whatever `causal_attention_backward` needs, in the backend's own form. This default
         materialises the (n, Tq, Tk) probabilities; a backend may fuse it (flash attention) instead.
-        It covers the square case (training, a prompt) and one query against a cache (Tq = 1).
+        Tq = Tk is training or a prompt, Tq = 1 one query against a cache (it sees every key), and the
+        Tq between a few new queries against a cache (speculative decoding); the backward is the square case's.
         """
         n, tq, tk = q.shape[0], q.shape[1], k.shape[1]
+        if not 1 <= tq <= tk:
+            raise ValueError(f"causal_attention: {tq} queries against {tk} keys; needs 1 <= Tq <= Tk")
         scores = self.bmm(q, k, False, True)  # (n, Tq, Tk)
         if tq == tk:
             probs = self.fused_attn_softmax(scores.reshape(n * tq, tk), scale)  # (n*T, T)
         elif tq == 1:  # the newest position sees every key
             probs = self.softmax_rows(self.scale(scores.reshape(n, tk), scale))  # (n, Tk)
         else:
-            raise ValueError(f"causal_attention: {tq} queries against {tk} keys; the default needs Tq = Tk or Tq = 1")
+            query_positions = tk - tq + np.arange(tq)[:, None]  # (Tq, 1)
+            probs = self._masked_softmax(scores, scale, np.arange(tk)[None, :] > query_positions)  # (n*Tq, Tk)
         out = self.bmm(probs.reshape(n, tq, tk), v)  # (n, Tq, w)
         return out, (q, k, v, probs)
 
@@ -222,6 +227,16 @@ class Backend(abc.ABC):
         dq = self.bmm(dscores, k)  # (n, T, w)
         dk = self.bmm(dscores, q, True, False)  # (n, T, w)
         return dq, dk, dv
+
+    def _masked_softmax(self, scores: Mat, scale: float, hidden: np.ndarray) -> Mat:
+        """(n*Tq, Tk) softmax_rows of scores (n, Tq, Tk) * scale with MASKED_SCORE added where the host's
+        boolean (Tq, Tk) `hidden` is True (the same mask for every head): a hidden key's probability is
+        exactly 0 for any score far below 1e9 in size, whatever its value."""
+        n, tq, tk = scores.shape
+        scaled = self.scale(scores.reshape(n * tq, tk), scale)  # (n*Tq, Tk)
+        mask = np.where(hidden, MASKED_SCORE, 0.0)  # (Tq, Tk)
+        self.add_(scaled, self.from_host(np.tile(mask, (n, 1))))  # (n*Tq, Tk): one mask per head
+        return self.softmax_rows(scaled)
 
     def attention_memory(self, blocks: int, seq_len: int, width: int) -> tuple[int, int]:
         """(kept, temporary), in elements, for `blocks` square (T, width) blocks (heads times sequences):

@@ -117,7 +117,7 @@ class CpuBackend(NumpyBackend):
         t = q.shape[1]
         if t < HALVES_MIN_LEN or k.shape != q.shape or v.shape != q.shape or not _contiguous(q, k, v) or \
                 any(a.dtype != self.dtype for a in (q, k, v)):
-            return super().causal_attention(q, k, v, scale)  # short sequences, or a cached decoding step
+            return super().causal_attention(q, k, v, scale)  # short sequences, or queries against a cache (Tq < Tk)
         half = t // 2  # the first half of the queries sees only the first half of the keys
         keys_t = k.transpose(0, 2, 1)  # (n, w, T), a view
         early = self._causal_probs(np.matmul(q[:, :half], keys_t[:, :, :half]), scale, 0)  # (n, half, half)

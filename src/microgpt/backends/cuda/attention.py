@@ -27,7 +27,7 @@ class FlashAttention:
     `KernelLaunches`; comes before `Backend` in `CuBLASBackend`'s bases, whose path it falls back to."""
 
     def causal_attention(self, q, k, v, scale):
-        """Flash attention for Tq == Tk and widths up to FLASH_MAX_WIDTH; otherwise (one query against a
+        """Flash attention for Tq == Tk and widths up to FLASH_MAX_WIDTH; otherwise (Tq < Tk queries against a
         cache, wider heads, or attention="materialised") the base class's materialised path."""
         op = "causal_attention"
         q, k, v = (self._mat(a, op, ndim=3) for a in (q, k, v))
