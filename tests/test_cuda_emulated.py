@@ -249,6 +249,28 @@ def test_causal_attention_forward_and_backward(emulated, n, t, w, attention):
         )
 
 
+# (heads, T, width, gap): one position; T not a multiple of the 32-key tile nor of the 8-row block; keys seen after
+# the gap, and a gap past the end (causal); widths 1-128
+@pytest.mark.parametrize("n,t,w,gap", [(1, 1, 1, 1), (3, 5, 3, 1), (2, 33, 16, 4), (1, 70, 64, 69), (2, 41, 128, 7)])
+@pytest.mark.parametrize("attention", ["flash", "materialised"])
+def test_gap_attention_forward_and_backward(emulated, n, t, w, gap, attention):
+    """Gap attention is the base class's materialised default whichever attention the backend was made with:
+    flash attention's causal kernels never take it."""
+    be, _ = emulated
+    be.attention = attention
+    rng = np.random.default_rng(w + gap)
+    q, k, v, dout = (f32(rng.normal(0, 1.5, (n, t, w))) for _ in range(4))
+    scale = 1 / np.sqrt(w)
+    out, saved = be.gap_attention(*(be.from_host(a) for a in (q, k, v)), scale, gap)
+    grads = be.gap_attention_backward(be.from_host(dout), saved, scale, gap)
+    want = attention_reference(q, k, v, dout, scale, gap)
+    # as for causal attention above: float32 dot products of w terms and sums over up to 70 keys
+    for name, got, expected in zip(("out", "dq", "dk", "dv"), (out, *grads), want):
+        np.testing.assert_allclose(
+            be.to_host(got), expected, atol=2e-5 * max(1, np.abs(expected).max()), err_msg=name
+        )
+
+
 def test_flash_attention_with_huge_scores(emulated):
     """Scores of +-1e3: exp overflows unless every tile's max is subtracted first (the online softmax)."""
     be, _ = emulated

@@ -4,7 +4,8 @@ Three levels, each on the NumPy backend and on the cpu backend (numba's kernels)
 (`get_backend(name, dtype=np.float64)`):
 - ops: every backward op of spec/ops.md (softmax, fused attention softmax, layer
   norm incl. dgamma/dbeta, ReLU, RoPE's inverse as the transpose of RoPE, the
-  fused cross-entropy gradient, embedding scatter-add as the adjoint of gather);
+  fused cross-entropy gradient, embedding scatter-add as the adjoint of gather),
+  and causal and gap attention's backward;
 - layers: Linear, LayerNorm, FeedForward, Attention (equal, unequal, odd and
   width-1 heads) and Block, each under a random projection loss sum(out * R),
   checking the returned input gradient and every accumulated parameter gradient;
@@ -107,6 +108,24 @@ def test_causal_attention_backward(be, n, t, w):
     assert_grad(dq, numeric_grad(f, q), "causal_attention dq", allow_zero=t == 1)  # one key: q has no effect
     assert_grad(dk, numeric_grad(f, k), "causal_attention dk", allow_zero=t == 1)
     assert_grad(dv, numeric_grad(f, v), "causal_attention dv")
+
+
+# (heads, T, width, gap): one position; a gap of 1 and of 2 with keys seen after it; a gap past the end (causal)
+@pytest.mark.parametrize("n,t,w,gap", [(1, 1, 2, 1), (2, 4, 3, 1), (1, 6, 1, 2), (2, 5, 2, 3), (1, 3, 3, 5)])
+def test_gap_attention_backward(be, n, t, w, gap):
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(n, t, w)) for _ in range(3))
+    r = rng.normal(size=(n, t, w))
+    scale = 0.7
+
+    def f():
+        return np.sum(be.gap_attention(q, k, v, scale, gap)[0] * r)
+
+    _, saved = be.gap_attention(q, k, v, scale, gap)
+    dq, dk, dv = be.gap_attention_backward(r, saved, scale, gap)
+    assert_grad(dq, numeric_grad(f, q), "gap_attention dq", allow_zero=t == 1)  # one key: q has no effect
+    assert_grad(dk, numeric_grad(f, k), "gap_attention dk", allow_zero=t == 1)
+    assert_grad(dv, numeric_grad(f, v), "gap_attention dv")
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (4, 5), (3, 33)])

@@ -752,6 +752,136 @@ def test_causal_attention_backward_matches_the_default(backend, n, t, w):
         assert_within(get(backend, got), get(backend, want), atol)
 
 
+# ---- gap attention: the `gap` keys right after each query hidden -------------------------------------
+
+
+def gap_visible(t: int, gap: int, i: int) -> list[int]:
+    """The keys query i of t sees: 0 .. i, and those after its gap (i + gap + 1 .. t - 1)."""
+    return [j for j in range(t) if j <= i or j >= i + gap + 1]
+
+
+def gap_attention_expected(q, k, v, dout, scale, gap):
+    """((out, dq, dk, dv), probs) in float64, query by query over its visible keys only; probs (n, T, T) holds
+    each query's probabilities, 0 at the keys it does not see."""
+    n, t, _ = q.shape
+    out, dq, dk, dv = (np.zeros(q.shape) for _ in range(4))
+    probs = np.zeros((n, t, t))
+    for h in range(n):
+        for i in range(t):
+            keys = gap_visible(t, gap, i)
+            probs[h, i, keys] = softmax_row(list(q[h, i] @ k[h, keys].T * scale))
+            out[h, i] = probs[h, i, keys] @ v[h, keys]
+            dprobs = v[h, keys] @ dout[h, i]
+            dscores = probs[h, i, keys] * (dprobs - probs[h, i, keys] @ dprobs) * scale  # the softmax's backward
+            dq[h, i] = dscores @ k[h, keys]
+            dk[h, keys] += np.outer(dscores, q[h, i])
+            dv[h, keys] += np.outer(probs[h, i, keys], dout[h, i])
+    return (out, dq, dk, dv), probs
+
+
+def attention_grad_bounds(q, k, v, dout, scale, probs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entry by entry error bounds of float32 (dq, dk, dv) for the exact probabilities probs (n, T, T): each
+    gradient computed on absolute values (|dP| = |dout| |v|^T, |dS| = scale P (|dP| + rowsum(P |dP|)), then
+    |dS| |k|, |dS|^T |q| and P^T |dout|), times the relative error of the steps: the probabilities' (see
+    softmax_rtol, plus the rounding of the w-term scores, w u of |q||k| scale each, which moves a probability
+    by up to twice that, relatively) and a rounding per term of the w-term and two T-term sums; doubled for
+    margin. 0 where nothing contributes (a hidden key's terms are exactly 0)."""
+    t, w = q.shape[1], q.shape[2]
+    abs_scores = np.einsum("ntw,nsw->nts", np.abs(q), np.abs(k)) * scale  # (n, T, T)
+    relative = softmax_rtol(abs_scores) + 2 * (w + 2) * U32 * (1 + abs_scores.max()) + 2 * (w + 2 * t + 2) * U32
+    abs_dprobs = np.einsum("ntw,nsw->nts", np.abs(dout), np.abs(v))  # (n, T, T)
+    abs_dscores = scale * probs * (abs_dprobs + np.sum(probs * abs_dprobs, axis=2, keepdims=True))  # (n, T, T)
+    magnitudes = (abs_dscores @ np.abs(k), abs_dscores.transpose(0, 2, 1) @ np.abs(q),
+                  probs.transpose(0, 2, 1) @ np.abs(dout))  # (n, T, w) each
+    return tuple(2 * relative * m for m in magnitudes)
+
+
+# (heads, T, width, gap): T of one and two; gaps of T - 1 and more (nothing is seen after the gap); odd widths
+# and a width of 1; T = 65, where the cpu backend's causal attention splits the queries (gap attention must not)
+@pytest.mark.parametrize("n,t,w,gap", [
+    (1, 1, 1, 1), (2, 1, 3, 4), (2, 2, 3, 1), (3, 2, 1, 5), (3, 5, 3, 1), (1, 5, 4, 2), (2, 6, 5, 3),
+    (2, 6, 5, 5), (1, 4, 7, 9), (3, 9, 1, 2), (2, 33, 16, 4), (1, 65, 7, 10),
+])
+def test_gap_attention_and_backward(backend, n, t, w, gap):
+    rng = _rng(36)
+    q, k, v, dout = (seen(backend, rng.normal(scale=1.5, size=(n, t, w))) for _ in range(4))  # (n, T, w) each
+    scale = 1.0 / math.sqrt(w)
+    out, saved = backend.gap_attention(put(backend, q), put(backend, k), put(backend, v), scale, gap)
+    grads = backend.gap_attention_backward(put(backend, dout), saved, scale, gap)
+    expected, probs = gap_attention_expected(q, k, v, dout, scale, gap)
+    assert_within(get(backend, out), expected[0], attention_atol(q, k, v, scale))  # see attention_atol
+    bounds = attention_grad_bounds(q, k, v, dout, scale, probs)  # see attention_grad_bounds
+    for name, got, want, bound in zip(("dq", "dk", "dv"), grads, expected[1:], bounds):
+        assert get(backend, got).shape == (n, t, w), name
+        assert_within(get(backend, got), want, bound)
+
+
+def test_gap_attention_hides_exactly_the_gap(backend):
+    """New k and v at key p leave query i's output bit for bit as it was when p is in i's gap (i + 1 .. i + gap),
+    and change it when p is seen: before the query, the query itself, or after the gap."""
+    n, t, w, gap = 2, 8, 3, 2
+    rng = _rng(37)
+    q, k, v = (seen(backend, rng.normal(size=(n, t, w))) for _ in range(3))  # (n, T, w) each
+    before = get(backend, backend.gap_attention(put(backend, q), put(backend, k), put(backend, v), 0.5, gap)[0])
+    for p in range(t):
+        other_k, other_v = k.copy(), v.copy()
+        other_k[:, p], other_v[:, p] = seen(backend, rng.normal(size=(2, n, w)))
+        after = get(backend, backend.gap_attention(put(backend, q), put(backend, other_k), put(backend, other_v),
+                                                   0.5, gap)[0])
+        for i in range(t):
+            if i < p <= i + gap:
+                np.testing.assert_array_equal(after[:, i], before[:, i], err_msg=f"query {i}, hidden key {p}")
+            else:
+                assert np.all(after[:, i] != before[:, i]), f"query {i} does not see key {p}"
+
+
+@pytest.mark.parametrize("n,t,w", [(2, 6, 5), (1, 65, 7)])
+def test_a_gap_to_the_end_is_causal_attention(backend, n, t, w):
+    """With gap >= T - 1 nothing is seen after the gap: the output and gradients are causal attention's."""
+    rng = _rng(38)
+    q, k, v, dout = (seen(backend, rng.normal(size=(n, t, w))) for _ in range(4))  # (n, T, w) each
+    args = [put(backend, a) for a in (q, k, v)]
+    causal_out, causal_saved = backend.causal_attention(*args, 0.5)
+    causal = (causal_out, *backend.causal_attention_backward(put(backend, dout), causal_saved, 0.5))
+    for gap in (t - 1, t + 3):
+        out, saved = backend.gap_attention(*args, 0.5, gap)
+        gaps = (out, *backend.gap_attention_backward(put(backend, dout), saved, 0.5, gap))
+        # both within their own error of the exact value (see attention_atol and attention_grad_bounds)
+        probs = gap_attention_expected(q, k, v, dout, 0.5, gap)[1]
+        bounds = [attention_atol(q, k, v, 0.5), *attention_grad_bounds(q, k, v, dout, 0.5, probs)]
+        for got, want, bound in zip(gaps, causal, bounds):
+            assert_within(get(backend, got), get(backend, want), 2 * bound)
+
+
+@pytest.mark.parametrize("gap", [0, -1, 1.5, True, None])
+def test_gap_attention_needs_a_gap_of_one_or_more(backend, gap):
+    x = put(backend, _rng(39).normal(size=(2, 4, 3)))
+    with pytest.raises(ValueError, match=r"gap_attention: gap must be a whole number >= 1 .*got"):
+        backend.gap_attention(x, x, x, 0.5, gap)
+    _, saved = backend.gap_attention(x, x, x, 0.5, 1)
+    with pytest.raises(ValueError, match=r"gap_attention_backward: gap must be a whole number >= 1"):
+        backend.gap_attention_backward(x, saved, 0.5, gap)
+
+
+@pytest.mark.parametrize("q_shape,k_shape,v_shape,message", [
+    ((2, 4, 3), (2, 5, 3), (2, 5, 3), r"q is \(2, 4, 3\) but k is \(2, 5, 3\)"),  # a cache: not for gap attention
+    ((2, 4, 3), (2, 4, 3), (2, 4, 2), r"q is \(2, 4, 3\) but v is \(2, 4, 2\)"),
+    ((2, 4, 3), (3, 4, 3), (2, 4, 3), r"q is \(2, 4, 3\) but k is \(3, 4, 3\)"),
+    ((4, 3), (4, 3), (4, 3), r"q must be \(n, T, w\), got shape \(4, 3\)"),
+])
+def test_gap_attention_shapes_must_agree(backend, q_shape, k_shape, v_shape, message):
+    q, k, v = (backend.zeros(shape) for shape in (q_shape, k_shape, v_shape))
+    with pytest.raises(ValueError, match="gap_attention: " + message):
+        backend.gap_attention(q, k, v, 0.5, 1)
+
+
+def test_gap_attention_backward_checks_dout(backend):
+    x = put(backend, _rng(40).normal(size=(2, 4, 3)))
+    _, saved = backend.gap_attention(x, x, x, 0.5, 2)
+    with pytest.raises(ValueError, match=r"gap_attention_backward: dout is \(2, 3, 3\) but q is \(2, 4, 3\)"):
+        backend.gap_attention_backward(backend.zeros((2, 3, 3)), saved, 0.5, 2)
+
+
 # ---- fused softmax + cross-entropy --------------------------------------------------------
 
 

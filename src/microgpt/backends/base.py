@@ -5,9 +5,11 @@ and out (`zeros`, `from_host`, `to_host`, `ids`, `zero_`, `sum_rows`), the
 products (`matmul`, `matmul_into`, the 3-D batched `bmm`), and the row,
 element-wise, embedding and optimiser ops of spec/ops.md (`add_` and `scale_`
 are the in-place twins of `add!` and `scale!` there). A new backend implements
-its abstract methods and can train. The fused ops and `causal_attention` have
-default implementations built from the separate ones, to be fused later
-(`attention_memory` says what a backend's attention keeps, for the memory estimate);
+its abstract methods and can train. The fused ops, `causal_attention` and
+`gap_attention` (ours: attention that hides the positions right after each
+query, for fill-in-the-middle heads) have default implementations built from
+the separate ones, to be fused later (`attention_memory` says what a backend's
+attention keeps, for the memory estimate);
 `adamw_step` (ours, not the spec's: the optimiser of optim.py beyond the
 reference's Adam) has a default that computes on the host. `streams`,
 `run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
@@ -228,6 +230,37 @@ class Backend(abc.ABC):
         dk = self.bmm(dscores, q, True, False)  # (n, T, w)
         return dq, dk, dv
 
+    def gap_attention(self, q: Mat, k: Mat, v: Mat, scale: float, gap: int) -> tuple[Mat, Any]:
+        """(out, saved) for n independent heads, q, k and v each (n, T, w): query i sees key j when j <= i or
+        j >= i + gap + 1, so the `gap` positions right after it (i + 1 .. i + gap) are hidden and the keys on
+        both sides of them seen (fill-in-the-middle); out (n, T, w) = softmax(q k^T * scale, hidden keys
+        masked) v. A query always sees itself, so no row is all masked; a gap of T - 1 or more hides every
+        later key (causal attention). gap >= 1; a smaller gap or disagreeing shapes are a ValueError.
+
+        `saved` is whatever `gap_attention_backward` needs. This default materialises the (n, T, T)
+        probabilities, the hidden keys' exactly 0 (see `_masked_softmax`)."""
+        n, t, _ = _gap_shapes("gap_attention", gap, q=q, k=k, v=v)
+        positions = np.arange(t)
+        after = positions[None, :] - positions[:, None]  # (T, T): key j's distance after query i
+        probs = self._masked_softmax(self.bmm(q, k, False, True), scale, (after >= 1) & (after <= gap))  # (n*T, T)
+        out = self.bmm(probs.reshape(n, t, t), v)  # (n, T, w)
+        return out, (q, k, v, probs)
+
+    def gap_attention_backward(self, dout: Mat, saved: Any, scale: float, gap: int) -> tuple[Mat, Mat, Mat]:
+        """(dq, dk, dv), each (n, T, w), for dout (n, T, w) and the `saved` of `gap_attention` with this scale
+        and gap. This default takes the mask from the saved probabilities (0 at the hidden keys, so their
+        scores get no gradient) and checks gap and dout's shape; a fused backend would recompute the mask."""
+        q, k, v, probs = saved
+        n, t, _ = _gap_shapes("gap_attention_backward", gap, dout=dout, q=q)
+        dprobs = self.bmm(dout, v, False, True)  # (n, T, T)
+        dv = self.bmm(probs.reshape(n, t, t), dout, True, False)  # (n, T, w)
+        dscores = self.softmax_backward(probs, dprobs.reshape(n * t, t))  # (n*T, T)
+        self.scale_(dscores, scale)
+        dscores = dscores.reshape(n, t, t)  # (n, T, T)
+        dq = self.bmm(dscores, k)  # (n, T, w)
+        dk = self.bmm(dscores, q, True, False)  # (n, T, w)
+        return dq, dk, dv
+
     def _masked_softmax(self, scores: Mat, scale: float, hidden: np.ndarray) -> Mat:
         """(n*Tq, Tk) softmax_rows of scores (n, Tq, Tk) * scale with MASKED_SCORE added where the host's
         boolean (Tq, Tk) `hidden` is True (the same mask for every head): a hidden key's probability is
@@ -288,6 +321,20 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def finalize(self) -> None:
         """Free everything the backend holds; idempotent."""
+
+
+def _gap_shapes(op: str, gap: int, **arrays: Mat) -> tuple[int, int, int]:
+    """(n, T, w) of the first of `arrays`, after checking that gap is a whole number >= 1 and that every array
+    has that one shape (n, T, w); a clear ValueError naming the op and the arrays otherwise."""
+    if isinstance(gap, bool) or not isinstance(gap, (int, np.integer)) or gap < 1:
+        raise ValueError(f"{op}: gap must be a whole number >= 1 (the positions hidden after each query), got {gap!r}")
+    (first, shape), *others = ((name, tuple(a.shape)) for name, a in arrays.items())
+    if len(shape) != 3:
+        raise ValueError(f"{op}: {first} must be (n, T, w), got shape {shape}")
+    for name, other in others:
+        if other != shape:
+            raise ValueError(f"{op}: {first} is {shape} but {name} is {other}; they must agree")
+    return shape
 
 
 class ReferenceAPI(abc.ABC):
@@ -363,3 +410,4 @@ def reference_api_ops() -> list[str]:
 def contract_ops() -> list[str]:
     """Every operation name of spec/ops.md, in Python spelling: both parts."""
     return training_ops() + reference_api_ops()
+
