@@ -411,3 +411,9 @@ def contract_ops() -> list[str]:
     """Every operation name of spec/ops.md, in Python spelling: both parts."""
     return training_ops() + reference_api_ops()
 
+
+def extension_ops() -> list[str]:
+    """The operations of ours beyond spec/ops.md that every backend has, with defaults in `Backend` (inherited or
+    fused): attention, the memory estimate, AdamW and the shards' streams."""
+    return ["causal_attention", "causal_attention_backward", "gap_attention", "gap_attention_backward",
+            "attention_memory", "adamw_step", "run_streams", "add_weighted_"]
