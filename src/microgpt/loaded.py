@@ -30,6 +30,7 @@ from microgpt.model.family import family
 from microgpt.run import start_backend
 from microgpt.sample import generate
 from microgpt.settings import Settings
+from microgpt.speculative import Speculation
 from microgpt.tokenizer import Tokenizer
 
 
@@ -67,11 +68,12 @@ class LoadedModel:
 
     def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
                top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
-               on_text: Callable[[str], None] | None = None) -> str:
+               on_text: Callable[[str], None] | None = None, speculation: Speculation | None = None) -> str:
         """n_tokens tokens of text continuing `prompt` (the tokenizer's start text when empty, a newline where it
-        has one), as `microgpt sample` makes them."""
+        has one), as `microgpt sample` makes them; with a `speculation` (microgpt.speculative), drafted by the
+        model's lookahead heads, and counted there."""
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
-                        on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache)
+                        on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache, speculation=speculation)
 
     def complete(self, prompt: str, stop: str = "\n", max_tokens: int | None = None) -> str:
         """The greedy continuation of `prompt` up to the first `stop` (left out), at most max_tokens tokens (seq_len

@@ -1,7 +1,7 @@
 """Progress reporting: a live bar on a terminal, plain lines otherwise, nothing with quiet.
 
-`Progress` is a training run's: the bar (tqdm) shows step, loss, validation
-loss, tokens/s and the ETA. When output is not a terminal (a log file, CI), a
+`Progress` is a training run's: the bar (tqdm) shows step, loss, the losses of
+the model's parts where it has several heads, validation loss, tokens/s and the ETA. When output is not a terminal (a log file, CI), a
 plain line is printed after the first step (so a log shows at once that the
 run is going) and then about every tenth of the run, so logs stay readable.
 `Counter` is the same for any other long job that counts items (eval's
@@ -33,11 +33,15 @@ class Progress:
         if self.live:
             self._bar = tqdm(total=total, initial=initial, file=self.stream, unit="step", dynamic_ncols=True)
 
-    def update(self, step: int, loss: float, val_loss: float | None, tokens_per_sec: float) -> None:
+    def update(self, step: int, loss: float, val_loss: float | None, tokens_per_sec: float,
+               parts: dict[str, float] | None = None) -> None:
+        """`parts`: the losses of a model's parts beside its own (a lookahead model's heads: "head1" -> loss)."""
         if self.quiet:
             return
+        parts = parts or {}
         if self._bar is not None:
-            postfix = {"loss": f"{loss:.4f}", "tok/s": f"{tokens_per_sec:,.0f}"}
+            postfix = {"loss": f"{loss:.4f}", **{name: f"{value:.3f}" for name, value in parts.items()},
+                       "tok/s": f"{tokens_per_sec:,.0f}"}
             if val_loss is not None:
                 postfix["val"] = f"{val_loss:.4f}"
             self._bar.set_postfix(postfix, refresh=False)
@@ -47,7 +51,9 @@ class Progress:
             elapsed = time.perf_counter() - self._started
             eta = elapsed / done * (self._total - step) if done else 0.0
             val = f"  val {val_loss:.4f}" if val_loss is not None else ""
-            print(f"step {step}/{self._total}  loss {loss:.4f}{val}  {tokens_per_sec:,.0f} tok/s  ETA {eta:.0f}s",
+            shown_parts = "".join(f"  {name} {value:.3f}" for name, value in parts.items())
+            print(f"step {step}/{self._total}  loss {loss:.4f}{shown_parts}{val}  {tokens_per_sec:,.0f} tok/s  "
+                  f"ETA {eta:.0f}s",
                   file=self.stream, flush=True)
 
     def close(self) -> None:

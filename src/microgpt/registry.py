@@ -20,4 +20,5 @@ BACKENDS: dict[str, tuple[str, str]] = {  # --backend NAME -> (module, class); "
 FAMILIES: dict[str, str] = {  # --family NAME -> the module that is the family (model/family.py says what it gives)
     "gpt": "microgpt.model.gpt",
     "ensemble": "microgpt.model.ensemble",
+    "lookahead": "microgpt.model.lookahead",
 }

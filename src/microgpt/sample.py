@@ -18,13 +18,17 @@ the text made contains it, and the text returned (and streamed) ends before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from microgpt.errors import ConfigError
 from microgpt.model.decode import Rerun
 from microgpt.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from microgpt.speculative import Speculation
 
 
 def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
@@ -39,14 +43,23 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
 
 def choose_token(logits: np.ndarray, temperature: float, rng: np.random.Generator, top_k: int = 0,
                  top_p: float = 1.0) -> int:
-    """Token id from logits (vocab,): argmax at temperature 0, else a draw from softmax(logits / T).
+    """Token id from logits (vocab,): argmax at temperature 0, else a draw from `token_probs`."""
+    if temperature == 0:
+        return int(np.argmax(np.asarray(logits, dtype=np.float64)))
+    probs = token_probs(logits, temperature, top_k, top_p)  # (vocab,)
+    return int(rng.choice(len(probs), p=probs))
 
-    top_k > 0 keeps only the k most likely tokens; top_p < 1 keeps the fewest most likely tokens whose
-    probabilities reach top_p (at least one). Ties are ranked by token id, as argmax ranks them.
-    """
+
+def token_probs(logits: np.ndarray, temperature: float, top_k: int = 0, top_p: float = 1.0) -> np.ndarray:
+    """The distribution (vocab,) that sampling draws from: at temperature 0, all on the argmax; else
+    softmax(logits / T), where top_k > 0 keeps only the k most likely tokens, and top_p < 1 keeps the fewest most
+    likely tokens whose probabilities reach top_p (at least one). Ties are ranked by token id, as argmax ranks
+    them."""
     logits = np.asarray(logits, dtype=np.float64)
     if temperature == 0:
-        return int(np.argmax(logits))
+        probs = np.zeros_like(logits)  # (vocab,)
+        probs[np.argmax(logits)] = 1.0
+        return probs
     scaled = logits / temperature
     probs = np.exp(scaled - scaled.max())  # (vocab,)
     probs /= probs.sum()
@@ -59,7 +72,7 @@ def choose_token(logits: np.ndarray, temperature: float, rng: np.random.Generato
         kept = np.zeros_like(probs)
         kept[ranked[:keep]] = probs[ranked[:keep]]
         probs = kept / kept.sum()
-    return int(rng.choice(len(probs), p=probs))
+    return probs
 
 
 class UnsoundOutputs(ValueError):
@@ -68,24 +81,24 @@ class UnsoundOutputs(ValueError):
 
 def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperature: float = 1.0, seed: int = 0,
              on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
-             use_cache: bool = True, stop: str = "") -> str:
+             use_cache: bool = True, stop: str = "", speculation: Speculation | None = None) -> str:
     """The prompt's continuation as text: n_tokens tokens of it, or, with `stop`, what comes before stop's first
     appearance, generation ending with the token that completes stop. on_text receives the same text as it is
     made: a piece per token (none while a character is incomplete, or while the end could begin stop), and at
-    the end what an incomplete tail decodes to."""
+    the end what an incomplete tail decodes to. With a `speculation` (speculative.py) the model's heads draft
+    and the main head checks them; it counts what was accepted."""
     check_sampling(temperature, top_k, top_p)
     rng = np.random.default_rng(seed)
     context = list(tokenizer.encode(prompt or tokenizer.start_text(), source="the prompt"))
-    decoder = model.decoder() if use_cache else Rerun(model)
+    if speculation is not None:
+        tokens = speculation.tokens(model, context, n_tokens, lambda logits: token_probs(logits, temperature, top_k,
+                                                                                          top_p), rng)
+    else:
+        tokens = one_at_a_time(model.decoder() if use_cache else Rerun(model), context, n_tokens,
+                               lambda logits: choose_token(logits, temperature, rng, top_k, top_p))
     text = tokenizer.decoder()
     made, shown = "", 0  # the text so far, and how much of it on_text has had
-    for count in range(n_tokens):
-        logits = next_logits(context, decoder)  # (vocab,)
-        if not np.all(np.isfinite(logits)):
-            raise UnsoundOutputs(f"the model's outputs are not finite (after {count} tokens); its weights "
-                                 "are unusable, retrain it (with a lower --lr if it diverged)")
-        token = choose_token(logits, temperature, rng, top_k, top_p)
-        context.append(token)
+    for token in tokens:
         piece = text.add(token)
         made += piece
         if stop and stop in made[max(0, len(made) - len(piece) - len(stop) + 1):]:
@@ -106,6 +119,23 @@ def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperatur
 def held_back(text: str, stop: str) -> int:
     """How many characters at the end of `text` begin `stop` without being all of it (wait before showing them)."""
     return next((n for n in range(min(len(stop) - 1, len(text)), 0, -1) if text.endswith(stop[:n])), 0)
+
+
+def one_at_a_time(decoder, context: list[int], n_tokens: int, choose: Callable[[np.ndarray], int]) -> Iterator[int]:
+    """n_tokens new tokens after `context` (which they are appended to), each chosen from the logits after the
+    one before."""
+    for count in range(n_tokens):
+        logits = next_logits(context, decoder)  # (vocab,)
+        check_finite(logits, count)
+        token = choose(logits)
+        context.append(token)
+        yield token
+
+
+def check_finite(logits: np.ndarray, count: int) -> None:
+    if not np.all(np.isfinite(logits)):
+        raise UnsoundOutputs(f"the model's outputs are not finite (after {count} tokens); its weights "
+                             "are unusable, retrain it (with a lower --lr if it diverged)")
 
 
 def next_logits(context: list[int], decoder) -> np.ndarray:

@@ -176,7 +176,9 @@ class Trainer:
                     if save_now:
                         self._save_signal = None
                     elapsed = time.perf_counter() - start
-                    self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed)
+                    parts = {key.removesuffix("_loss"): value for key, value in result.metrics.items()
+                             if key.endswith("_loss")}  # a lookahead model's heads
+                    self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed, parts)
             self.progress.close()
             seconds = time.perf_counter() - start
             if stopping and self._stop_signal is None:

@@ -27,6 +27,10 @@ class SampleSettings:
     cache: bool = setting(True, "reuse the keys and values already computed (--no-cache: re-run the model on the "
                           "last seq_len tokens for every new one; slower, the same text while the context fits in "
                           "seq_len)", SWITCH)
+    speculative: bool = setting(False, "draft the next tokens with the model's lookahead heads (a model trained "
+                                "with --lookahead K) and check them with its main head in one pass: the same "
+                                "text at temperature 0, the same distribution otherwise, and faster where the "
+                                "drafts are kept; prints how many were", SWITCH)
     num_samples: int = setting(1, "samples to generate, each from the prompt, with seeds --seed, --seed + 1, ...",
                                whole(1))
     out: str | None = setting(None, "write the samples to FILE (written whole, then renamed into place) instead of "
@@ -34,6 +38,9 @@ class SampleSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.speculative and not self.cache:
+            raise ConfigError("--speculative checks its drafts against the KV cache, which --no-cache turns off; drop "
+                              "one of them")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from microgpt.config import settings_fields
 from microgpt.errors import ConfigError
 from microgpt.loaded import load
 from microgpt.run_files import open_own
+from microgpt.speculative import Speculation
 from microgpt.use_settings import SampleSettings
 
 
@@ -34,6 +35,9 @@ def run(args) -> int:
     model.tokenizer.encode(chosen.prompt, source="the prompt")  # a character outside the vocabulary fails first
     if out is not None:
         check_output_file(out)
+    speculation = Speculation() if chosen.speculative else None
+    if speculation is not None:
+        speculation.decoder_for(model.model)  # a model without draft heads fails before anything is written
     write = (lambda text: None) if out is not None else (lambda text: (sys.stdout.write(text), sys.stdout.flush()))
     samples = []
     for i in range(chosen.num_samples):
@@ -42,9 +46,11 @@ def run(args) -> int:
         write(chosen.prompt)
         text = model.sample(chosen.tokens, prompt=chosen.prompt, temperature=chosen.temperature,
                             seed=chosen.seed + i, top_k=chosen.top_k, top_p=chosen.top_p, use_cache=chosen.cache,
-                            on_text=write)
+                            on_text=write, speculation=speculation)
         samples.append(chosen.prompt + text)
     write("\n")
+    if speculation is not None:
+        print(speculation.report(), file=sys.stderr)
     if out is not None:
         write_text_file(out, SEPARATOR.join(samples) + "\n")
         print(f"sample: {chosen.num_samples} sample{'s' if chosen.num_samples > 1 else ''} of {chosen.tokens} tokens "

@@ -82,9 +82,10 @@ class Attention:
         """(output (B*T, d), saved) for x (B*T, d): B sequences of T rows at positions start .. start + T - 1.
 
         Without a cache (training, a full forward) start is 0 and each row attends to the rows up to its
-        own. With one (a list of one KV ring per head group; B is 1), the new keys and values are added to
-        it and the rows attend to every key it holds before them: either start is 0 (a prompt) or T is 1
-        (one new token, which sees all the cache holds). `saved` is what `backward` needs (training only).
+        own. With one (a list of one KV ring per head group, model/kv_cache.py; B is 1), the new keys and
+        values are added to it and each row attends to the cached positions of its window up to its own: a
+        prompt (start 0), one new token, or a few drafted ones. `saved` is what `backward` needs (training
+        only).
         """
         be, T = self.be, seq_len
         q, k, v = self.wq.forward(x), self.wk.forward(x), self.wv.forward(x)  # each (B*T, d)
@@ -99,11 +100,12 @@ class Attention:
             be.rope_apply(q_heads, cos, sin)
             be.rope_apply(k_heads, cos, sin)
             keys, values = k_heads.reshape(n, T, w), v_heads.reshape(n, T, w)  # each (n, T, w)
-            if cache is not None:
-                keys, values = cache[i].add(keys, values, start)  # each (n, Tk, w): every key the rows see
             queries = q_heads.reshape(n, T, w)  # (n, T, w)
             scale = 1.0 / math.sqrt(w)
-            out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
+            if cache is None:
+                out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
+            else:  # decoding: the new keys join the cache, and the rows attend to what it holds
+                out, saved = cache[i].attend(queries, keys, values, start, scale), None  # (n, T, w)
             merge_heads(mixed, out, g)
             group_saved.append(saved)
         return self.wo.forward(mixed), (x, mixed, group_saved)  # (B*T, d)

@@ -1,6 +1,16 @@
-"""The key/value cache of one head group at one layer: a ring of seq_len slots on the backend."""
+"""The key/value cache of one head group at one layer, and the attention of new tokens over it.
+
+A `KVRing` holds `capacity` slots on the backend, position p in slot p % capacity, and each new token
+attends to the positions of the last `window` (the model's seq_len) up to its own. A plain decoder
+(model/gpt/decode.py) has capacity = window and feeds one token at a time; a speculative decoder
+(model/lookahead/speculative.py) feeds a few drafted tokens at once and keeps window + drafts slots, so that
+writing them never overwrites a key that an earlier one of them still sees, and so that dropping the
+rejected ones (by moving the position back) leaves every kept key in place.
+"""
 
 from __future__ import annotations
+
+import numpy as np
 
 from microgpt.backends.base import Backend
 from microgpt.model.attention import HeadGroup
@@ -9,22 +19,54 @@ from microgpt.model.attention import HeadGroup
 class KVRing:
     """One head group's keys and values at one layer: rings of `capacity` slots, position p in slot p % capacity."""
 
-    def __init__(self, backend: Backend, group: HeadGroup, capacity: int):
+    def __init__(self, backend: Backend, group: HeadGroup, capacity: int, window: int | None = None):
+        self.be = backend
         self.capacity = capacity
-        self.keys = backend.zeros((group.count, capacity, group.width))  # (G, seq_len, w)
-        self.values = backend.zeros((group.count, capacity, group.width))  # (G, seq_len, w)
+        self.window = capacity if window is None else window  # positions a token sees, its own included
+        if not 1 <= self.window <= capacity:
+            raise ValueError(f"a KV ring of {capacity} slots cannot show a window of {self.window} positions")
+        self.keys = backend.zeros((group.count, capacity, group.width))  # (G, capacity, w)
+        self.values = backend.zeros((group.count, capacity, group.width))  # (G, capacity, w)
 
-    def add(self, keys, values, start: int):
-        """Store keys and values (G, n, w) of positions start .. start + n - 1, and return (G, held, w) copies
-        of every key and value held: what the new tokens attend to.
+    def attend(self, queries, keys, values, start: int, scale: float):
+        """Store keys and values (G, n, w) of positions start .. start + n - 1, and return the attention output
+        (G, n, w) of the queries (G, n, w) at those positions, each over the positions it sees.
 
-        Either start is 0 (a prompt of at most `capacity` tokens) or n is 1, so the new rows never wrap
-        around. Past `capacity` the slots are not in position order, which does not matter for one new
-        token: it sees every key.
+        While every new token sees every position before it (the context fits in the window), that is one
+        causal attention of n queries over the start + n keys held; past it, each token attends alone to its
+        own window. A prompt (start 0) holds at most `window` tokens.
         """
         n = keys.shape[1]
-        slot = start % self.capacity  # where the new rows go
-        held = min(start + n, self.capacity)  # slots in use after this call
-        self.keys[:, slot : slot + n] = keys
-        self.values[:, slot : slot + n] = values
-        return self.keys[:, :held].copy(), self.values[:, :held].copy()  # each (G, held, w)
+        if start == 0 and n > self.window:
+            raise ValueError(f"a prompt of {n} tokens is longer than the window of {self.window}; crop it")
+        if start > 0 and n > self.capacity - self.window + 1:
+            raise ValueError(f"{n} new tokens would overwrite keys that the first of them sees: the ring has "
+                             f"{self.capacity} slots for a window of {self.window}")
+        slots = np.arange(start, start + n) % self.capacity  # (n,)
+        if slots[-1] - slots[0] == n - 1:  # no wrap: one slice
+            self.keys[:, slots[0] : slots[0] + n] = keys
+            self.values[:, slots[0] : slots[0] + n] = values
+        else:
+            self.keys[:, slots] = keys
+            self.values[:, slots] = values
+        if n == 1 or start + n <= self.window:
+            seen = self._seen(start + n - 1)
+            out, _ = self.be.causal_attention(queries, self.keys[:, seen].copy(), self.values[:, seen].copy(), scale)
+            return out  # (G, n, w)
+        out = self.be.zeros(queries.shape)  # (G, n, w)
+        for i in range(n):
+            seen = self._seen(start + i)
+            out[:, i : i + 1], _ = self.be.causal_attention(queries[:, i : i + 1], self.keys[:, seen].copy(),
+                                                            self.values[:, seen].copy(), scale)
+        return out
+
+    def _seen(self, position: int):
+        """The slots of the positions a token at `position` sees (the last `window` up to its own). For several
+        tokens at once these are in position order; for the newest token alone, any order does (it sees every key
+        given), so a ring as long as its window gives all its slots as they lie."""
+        first = max(0, position - self.window + 1)
+        if position < self.capacity:  # nothing has wrapped: slots are positions
+            return slice(first, position + 1)
+        if self.capacity == self.window:
+            return slice(0, self.capacity)
+        return np.arange(first, position + 1) % self.capacity  # (window,)

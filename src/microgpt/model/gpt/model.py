@@ -83,6 +83,10 @@ class Layers:
         this Layers' buffers."""
         ids, batch, seq_len, h, norm_saved, block_saved = saved
         dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
+        self.blocks_backward(dx, ids, batch, seq_len, block_saved)
+
+    def blocks_backward(self, dx, ids, batch: int, seq_len: int, block_saved) -> None:
+        """Every block's and the embedding's gradients from dx (B*T, d), the gradient of blocks_forward's output."""
         for block, block_state in zip(reversed(self.blocks), reversed(block_saved)):
             dx = block.backward(dx, block_state, batch, seq_len)  # (B*T, d)
         self.be.embedding_scatter_add(dx, ids, self.d_tok_emb, batch * seq_len, self.config.d_model)
@@ -124,11 +128,17 @@ class GPT:
     def __init__(self, config: GPTConfig, backend: Backend, seed: int = 42):
         self.config = config
         self.be = backend
-        self.params = Parameters(backend, param_specs(config))
+        self.params = Parameters(backend, self.specs(config))
         self.params.initialize(seed)
         self.rope = RopeTables(backend, config.seq_len)
-        self.passes = Sharded(self.params, lambda views: Layers(backend, config, self.rope, views))
+        self.passes = Sharded(self.params, self.bind)
         self.layers = self.passes.own  # the layers adding into params.grad
+
+    specs = staticmethod(param_specs)  # a model that extends GPT (model/lookahead) adds its parameters here
+
+    def bind(self, views: ParameterViews) -> Layers:
+        """The model's layers over the weights and gradient buffers of `views` (model/shards.py)."""
+        return Layers(self.be, self.config, self.rope, views)
 
     @property
     def n_params(self) -> int:
@@ -174,7 +184,8 @@ class GPT:
         A NaN or infinite loss raises NonFiniteLoss, so no update follows and the weights stay as they were.
         """
         self.params.zero_grad()
-        loss = self.loss_and_backward(windows)
+        result = self.loss_and_backward(windows)
+        loss = result[0] if isinstance(result, tuple) else result  # (the loss, its metrics) from an extension
         if not math.isfinite(loss):
             raise NonFiniteLoss(loss, self.params.step + 1)
         return loss

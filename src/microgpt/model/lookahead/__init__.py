@@ -1,0 +1,49 @@
+"""The lookahead family: a GPT trunk with K extra heads that look further ahead (mode mtp, which can draft for
+speculative sampling) or fill a hidden gap (mode gap), none of which sees the token it predicts
+(model/family.py says what a family gives; config.py the settings, heads.py the heads, model.py the model,
+speculative.py the drafting decoder; docs/lookahead.md why the original's heads leak and these do not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from microgpt.model.gpt import describe as describe_trunk
+from microgpt.model.gpt import parse_specs
+from microgpt.model.lookahead.config import LookaheadConfig, config_from
+from microgpt.model.lookahead.model import Lookahead, param_specs
+from microgpt.model.transformer_memory import stack_parts
+
+Config = LookaheadConfig
+SELECTED_BY = "lookahead"  # --lookahead K chooses this family without --family
+SPEC_KEYS = ("d_model", "heads", "n_layers")  # a --compare spec fixes the trunk, as GPT's does
+
+
+def build(config: LookaheadConfig, backend, tokenizer, seed: int) -> Lookahead:
+    """A new model with weights drawn from `seed` (the tokenizer is only its vocabulary size here)."""
+    return Lookahead(config, backend, seed=seed)
+
+
+def memory_parts(config: LookaheadConfig, batch: int, backend) -> dict[str, int]:
+    """The trunk's stack (model/transformer_memory.py), plus one extra head's at a time (they run in turn), the
+    trunk states' gradient that the heads add into, and in mode gap the embeddings they read and its gradient."""
+    trunk = stack_parts(config.head_dims, config.n_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
+                        backend)
+    head = stack_parts(config.head_dims, config.head_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
+                       backend)
+    rows = batch * config.seq_len
+    extra_rows = (3 if config.lookahead_mode == "gap" else 1) * rows * config.d_model  # dx; memory and dmemory
+    element = np.dtype(backend.dtype).itemsize
+    return {"activations": trunk["activations"] + head["activations"] + extra_rows * element,
+            "workspace": max(trunk["workspace"], head["workspace"])}
+
+
+def describe(config: LookaheadConfig) -> str:
+    """'lookahead 2 mtp heads (1 layer each, weight 1) on gpt d4x24n4: d_model 96, ...'."""
+    layers = f"{config.head_layers} layer{'s' if config.head_layers != 1 else ''} each"
+    return (f"lookahead {config.lookahead} {config.lookahead_mode} head{'s' if config.lookahead != 1 else ''} "
+            f"({layers}, weight {config.lookahead_weight:g}) on {describe_trunk(config)}")
+
+
+__all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "config_from", "describe", "memory_parts", "param_specs",
+           "parse_specs"]

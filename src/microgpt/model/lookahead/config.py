@@ -1,0 +1,75 @@
+"""The lookahead family's settings: GPT's trunk (its settings, declared once in model/gpt/config.py) and the
+extra heads, each setting declared once here.
+
+`--lookahead K` adds K heads beside the main next-token head. In mode "mtp" head k predicts the token at
+t + 1 + k from positions <= t (multi-token prediction); in mode "gap" head k predicts the token at t + 1
+while the k positions after t are hidden from it and the positions after them are seen (fill in the
+middle). No head reads the token it is asked for (docs/lookahead.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from microgpt.checks import Choice, NonNegativeNumber, Whole, whole
+from microgpt.config import setting
+from microgpt.errors import ConfigError
+from microgpt.model.gpt.config import GPTConfig
+from microgpt.model.gpt.config import config_from as trunk_config_from
+
+MODES = ("mtp", "gap")
+
+
+class HeadCount(Whole):
+    """K, at least 1; zero or a negative count is explained (the original's -1 is its leaky future head)."""
+
+    def __init__(self):
+        super().__init__(1)
+
+    def validate(self, value):
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ValueError(
+                "a whole number K of at least 1 (the extra heads, head k predicting k tokens further ahead); "
+                "0 would be a plain GPT (--family gpt), and the original µGPT's -1, a 'future' head whose mask "
+                "shows it the token it predicts, is not offered because it learns nothing sound (docs/lookahead.md)")
+        return super().validate(value)
+
+
+@dataclass
+class LookaheadConfig(GPTConfig):
+    lookahead: int = setting(2, "extra heads K beside the next-token head: head k predicts the token k further "
+                             "ahead (--lookahead-mode mtp) or the next token with the k after it hidden (gap); "
+                             "chooses --family lookahead", HeadCount(), metavar="K")
+    lookahead_mode: str = setting("mtp", "what the extra heads learn: mtp (head k predicts the token at t+1+k "
+                                  "from positions up to t, and drafts for sample --speculative) or gap (head k "
+                                  "predicts the token at t+1 seeing up to t and from t+k+1 on: fill in the "
+                                  "middle)", Choice(lambda: MODES), metavar="MODE")
+    head_layers: int = setting(1, "blocks in each extra head, between the shared trunk and the head's own "
+                               "output layer", whole(1), metavar="N")
+    lookahead_weight: float = setting(1.0, "the extra heads' share of the loss: main loss + W x their mean loss",
+                                      NonNegativeNumber(), metavar="W")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the trunk's checks, and every setting's (config.check_fields)
+        if self.lookahead >= self.seq_len:
+            if self.lookahead_mode == "gap":
+                raise ConfigError(
+                    f"--lookahead {self.lookahead} with --lookahead-mode gap hides a gap of up to {self.lookahead} "
+                    f"positions, larger than the context can show beyond it (--seq-len {self.seq_len}); give "
+                    f"--lookahead below {self.seq_len}, or a longer --seq-len")
+            raise ConfigError(
+                f"--lookahead {self.lookahead} asks head {self.lookahead} for the token {self.lookahead + 1} "
+                f"positions ahead, past the end of every window of --seq-len {self.seq_len}; give --lookahead "
+                f"below {self.seq_len}, or a longer --seq-len")
+
+    @property
+    def drafts(self) -> bool:
+        """Whether the heads can draft tokens for speculative sampling (they predict further ahead)."""
+        return self.lookahead_mode == "mtp"
+
+
+def config_from(settings, vocab_size: int) -> LookaheadConfig:
+    """The trunk's shape as GPT reads it (--heads may fix d_model), and the heads' settings."""
+    trunk = trunk_config_from(settings, vocab_size)
+    heads = {key: settings.value(key) for key in ("lookahead", "lookahead_mode", "head_layers", "lookahead_weight")}
+    return LookaheadConfig(**{f: getattr(trunk, f) for f in trunk.__dataclass_fields__}, **heads)

@@ -1,0 +1,120 @@
+"""The lookahead model: GPT's trunk and main head (model/gpt), and K extra heads over the trunk's last states.
+
+Training runs the trunk once, then the main head, then each extra head in turn, forward, loss and backward,
+adding its gradient into the trunk's before the next head starts (so peak memory grows by one head, not K).
+The objective is the main loss + W x the mean of the heads' losses (W: --lookahead-weight). Each head's
+loss goes into the metrics log as "head<k>_loss"; the loss a step reports is the main head's, so that it
+compares with a plain GPT's and with the validation loss (the main head's), unless the objective is not
+finite, which is then reported, so that a diverging head stops training as the main head would.
+`logits`, `loss` (validation, eval) and `decoder()` (sampling) use the main head alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from microgpt.errors import ConfigError
+from microgpt.model.gpt.model import GPT, Layers
+from microgpt.model.gpt.model import param_specs as trunk_specs
+from microgpt.model.heads import HeadLogits
+from microgpt.model.lookahead.config import LookaheadConfig
+from microgpt.model.lookahead.heads import FutureHead, GapHead, head_specs
+from microgpt.model.lookahead.speculative import SpeculativeDecoder
+from microgpt.model.params import ParameterViews, ParamSpec
+
+
+def param_specs(config: LookaheadConfig, prefix: str = "") -> list[ParamSpec]:
+    """The trunk's parameters (GPT's, named as GPT names them), then every extra head's."""
+    return trunk_specs(config, prefix) + head_specs(config, prefix)
+
+
+class LookaheadLayers(Layers):
+    """GPT's layers (the trunk and the main head) and the extra heads, bound to one set of gradient buffers."""
+
+    def __init__(self, backend, config: LookaheadConfig, rope, views: ParameterViews):
+        super().__init__(backend, config, rope, views)
+        kind = GapHead if config.lookahead_mode == "gap" else FutureHead
+        self.extra = [kind(backend, config, rope, views, f"lookahead.{k}", k) for k in range(1, config.lookahead + 1)]
+
+    def loss_and_backward(self, windows: np.ndarray):
+        """(the main head's mean loss, {"head<k>_loss": ...}) for windows (B, T+1); adds every gradient of the
+        objective into this Layers' buffers."""
+        be, config = self.be, self.config
+        windows = np.asarray(windows)
+        batch, seq_len = self.check_ids(windows[:, :-1])
+        on_device = be.ids(windows)  # (B, T+1)
+        inputs = on_device[:, :-1].reshape(-1)  # (B*T,)
+        x, block_saved = self.blocks_forward(inputs, batch, seq_len)  # (B*T, d): the trunk's last states
+        h, norm_saved = self.final_norm.forward(x)  # (B*T, d)
+        main_loss, dlogits = be.fused_softmax_ce_grad(self.head.forward(h), on_device[:, 1:].reshape(-1))
+        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
+        memory = dmemory = None
+        if config.lookahead_mode == "gap":
+            memory = be.embedding_gather(self.tok_emb, inputs, batch * seq_len, config.d_model)  # (B*T, d)
+        share = config.lookahead_weight / config.lookahead  # each head's weight in the objective
+        metrics = {}
+        for head in self.extra:
+            loss, dx_head, dmemory_head = self.head_pass(head, x, memory, on_device, batch, seq_len, share)
+            metrics[f"head{head.k}_loss"] = loss
+            be.add_(dx, dx_head)
+            if dmemory_head is not None:
+                dmemory = dmemory_head if dmemory is None else be.add(dmemory, dmemory_head)
+        self.blocks_backward(dx, inputs, batch, seq_len, block_saved)
+        if dmemory is not None:
+            be.embedding_scatter_add(dmemory, inputs, self.d_tok_emb, batch * seq_len, config.d_model)
+        objective = main_loss + config.lookahead_weight * sum(metrics.values()) / len(metrics)
+        return (main_loss if math.isfinite(objective) else objective), metrics
+
+    def head_pass(self, head, x, memory, on_device, batch: int, seq_len: int, share: float):
+        """One extra head's forward, loss and backward: (its mean loss, dx, dmemory) for the trunk's states x
+        (B*T, d). Only positions whose target lies inside the window count (T - offset + 1 of them)."""
+        be, vocab = self.be, self.config.vocab_size
+        logits, saved = head.forward(x, memory, batch, seq_len)  # (B*T, vocab)
+        counted = seq_len - head.offset + 1  # positions t with t + offset <= T
+        targets = on_device[:, head.offset : head.offset + counted].reshape(-1)  # (B*counted,)
+        if counted == seq_len:
+            loss, dlogits = be.fused_softmax_ce_grad(logits, targets)  # (B*T, vocab)
+        else:
+            kept = logits.reshape(batch, seq_len, vocab)[:, :counted].reshape(batch * counted, vocab)  # (B*c, V)
+            loss, dkept = be.fused_softmax_ce_grad(kept, targets)  # dkept (B*counted, vocab)
+            dlogits = be.zeros(logits.shape)  # (B*T, vocab): nothing from the positions past the window's end
+            dlogits.reshape(batch, seq_len, vocab)[:, :counted] = dkept.reshape(batch, counted, vocab)
+        be.scale_(dlogits, share)
+        dx, dmemory = head.backward(dlogits, saved, batch, seq_len)  # each (B*T, d) or None
+        return loss, dx, dmemory
+
+
+class Lookahead(GPT):
+    """GPT's trunk and main head, with the extra heads: `heads` gives every head's logits, `speculative_decoder`
+    drafts with them (mode mtp)."""
+
+    specs = staticmethod(param_specs)
+
+    def bind(self, views: ParameterViews) -> LookaheadLayers:
+        return LookaheadLayers(self.be, self.config, self.rope, views)
+
+    def heads(self, ids: np.ndarray) -> list[HeadLogits]:
+        """Every head's logits for host ids (B, T), forward only: the main head's, then each extra head's."""
+        layers, config = self.layers, self.config
+        batch, seq_len = layers.check_ids(ids)
+        inputs = self.be.ids(ids.reshape(-1))  # (B*T,)
+        x, _ = layers.blocks_forward(inputs, batch, seq_len)  # (B*T, d)
+        h, _ = layers.final_norm.forward(x)  # (B*T, d)
+        found = [HeadLogits("main", 1, (1, None), layers.head.forward(h))]
+        memory = None
+        if config.lookahead_mode == "gap":
+            memory = self.be.embedding_gather(layers.tok_emb, inputs, batch * seq_len, config.d_model)  # (B*T, d)
+        for head in layers.extra:
+            logits, _ = head.forward(x, memory, batch, seq_len)  # (B*T, vocab)
+            found.append(HeadLogits(f"lookahead {head.k}", head.offset, head.hidden, logits))
+        return found
+
+    def speculative_decoder(self) -> SpeculativeDecoder:
+        """A decoder that feeds the main head's token and the heads' drafts in one pass (speculative.py)."""
+        if not self.config.drafts:
+            raise ConfigError(f"this model's heads are gap heads (--lookahead-mode {self.config.lookahead_mode}): "
+                              "they see text after the token they predict, so they cannot draft; --speculative "
+                              "needs a model trained with --lookahead-mode mtp")
+        return SpeculativeDecoder(self)

@@ -1,0 +1,152 @@
+"""The lookahead family: its objective gradient-checked in float64 in both modes, its shard-per-thread path
+and the emulated CUDA backend against numpy, per-head losses in the metrics, and the CLI with its clear errors.
+
+Gradient checks compare the backward against central differences of the objective, main loss + W x the mean
+of the heads' losses, (f(x + h) - f(x - h)) / 2h with h = 1e-6 in float64: the difference is then near 1e-9
+relative for these smooth functions, so 1e-6 is a bound a wrong term (off by a factor, a sign or a missing
+path) cannot meet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
+from microgpt.backends import get_backend
+from microgpt.errors import ConfigError
+from microgpt.model.family import family
+from microgpt.tokenizer import CharTokenizer
+
+TOKENIZER = CharTokenizer("abcdefghijk")
+V = TOKENIZER.size
+H, RTOL = 1e-6, 1e-6  # see the module docstring
+TRUNK = {"d_model": 6, "n_layers": 2, "head_dims": (2, 4), "d_ff": 8, "seq_len": 7}
+
+
+def tiny(backend=None, **settings):
+    kind = family("lookahead")
+    config = kind.Config(vocab_size=V, **{**TRUNK, **settings})
+    model = kind.build(config, backend or get_backend("numpy", dtype=np.float64), TOKENIZER, 3)
+    rng = np.random.default_rng(0)
+    model.params.from_host({name: value + rng.normal(0, 0.3, value.shape)  # off the zero init of biases and norms
+                            for name, value in model.params.to_host().items()})
+    return model
+
+
+def windows_of(seed: int = 1, batch: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, V, size=(batch, TRUNK["seq_len"] + 1))  # (B, T+1)
+
+
+def objective(model, windows) -> float:
+    """main loss + W x the heads' mean loss, as the model trains on it."""
+    loss, metrics = model.loss_and_backward(windows)
+    return loss + model.config.lookahead_weight * np.mean(list(metrics.values()))
+
+
+def numeric(model, function, name: str, index: int) -> float:
+    values = model.params.to_host()
+    original = values[name].reshape(-1)[index]
+    out = []
+    for step in (H, -H):
+        values[name].reshape(-1)[index] = original + step
+        model.params.from_host(values)
+        out.append(function())
+    values[name].reshape(-1)[index] = original
+    model.params.from_host(values)
+    return (out[0] - out[1]) / (2 * H)
+
+
+@pytest.mark.parametrize("settings", [
+    {"lookahead": 1},
+    {"lookahead": 3, "lookahead_weight": 0.5},
+    {"lookahead": 2, "head_layers": 2},
+    {"lookahead": 1, "lookahead_mode": "gap"},
+    {"lookahead": 3, "lookahead_mode": "gap", "head_layers": 2, "lookahead_weight": 2.0},
+])
+def test_the_gradient_is_the_objectives(settings):
+    model = tiny(**settings)
+    windows = windows_of()
+    model.params.zero_grad()
+    model.loss_and_backward(windows)
+    analytic = model.params.to_host(model.params.grad)
+    rng = np.random.default_rng(7)
+    for name, spec in model.params.specs.items():  # every tensor, at a few places
+        for index in rng.choice(spec.size, size=min(3, spec.size), replace=False):
+            expected = numeric(model, lambda: objective(model, windows), name, int(index))
+            got = analytic[name].reshape(-1)[index]
+            assert got == pytest.approx(expected, rel=RTOL, abs=1e-9), (name, index)
+
+
+def test_the_step_reports_the_main_loss_and_each_heads():
+    model = tiny(lookahead=2)
+    windows = windows_of()
+    loss, metrics = model.loss_and_backward(windows)
+    assert loss == pytest.approx(model.loss(windows), rel=1e-12)  # float64: the same forward, summed alike
+    assert sorted(metrics) == ["head1_loss", "head2_loss"]
+    assert all(np.isfinite(v) and v > 0 for v in metrics.values())
+
+
+def test_a_head_that_diverges_stops_training():
+    model = tiny(lookahead=1)
+    values = model.params.to_host()
+    values["lookahead.1.out.b"][0] = np.inf  # the head's output alone is broken
+    model.params.from_host(values)
+    with np.errstate(invalid="ignore"):  # the broken head's softmax: the point of the test
+        loss, _ = model.loss_and_backward(windows_of())
+    assert not np.isfinite(loss)
+
+
+@pytest.mark.parametrize("mode", ["mtp", "gap"])
+def test_the_cpu_shards_agree_with_numpy(mode):
+    windows = windows_of(batch=5)
+    reference = tiny(lookahead=2, lookahead_mode=mode)
+    cpu = tiny(get_backend("cpu", dtype=np.float64, threads=2), lookahead=2, lookahead_mode=mode)
+    for model in (reference, cpu):
+        model.params.zero_grad()
+    want, want_metrics = reference.loss_and_backward(windows)
+    got, got_metrics = cpu.loss_and_backward(windows)
+    assert cpu.passes.split(windows)[0].shape[0] < 5  # really split over two shards
+    assert got == pytest.approx(want, rel=1e-12)  # float64, the shards' means weighted: rounding only
+    for key in want_metrics:
+        assert got_metrics[key] == pytest.approx(want_metrics[key], rel=1e-12)
+    np.testing.assert_allclose(cpu.params.to_host(cpu.params.grad)["tok_emb"],
+                               reference.params.to_host(reference.params.grad)["tok_emb"], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["mtp", "gap"])
+def test_the_emulated_cuda_backend_agrees_with_numpy(emulated, mode):
+    """Through the backend contract (and the array slicing CuPy shares with NumPy) only: on the CPU emulator of
+    tests/cuda_emulator, against numpy in float32."""
+    emulated_cuda, _ = emulated
+    windows = windows_of()
+    reference = tiny(get_backend("numpy", dtype=np.float32), lookahead=2, lookahead_mode=mode)
+    cuda = tiny(emulated_cuda, lookahead=2, lookahead_mode=mode)
+    for model in (reference, cuda):
+        model.params.zero_grad()
+    want, want_metrics = reference.loss_and_backward(windows)
+    got, got_metrics = cuda.loss_and_backward(windows)
+    assert got == pytest.approx(want, rel=1e-4)  # float32 on both; other kernels sum in other orders
+    for key in want_metrics:
+        assert got_metrics[key] == pytest.approx(want_metrics[key], rel=1e-4)
+    grads = reference.params.to_host(reference.params.grad), cuda.params.to_host(cuda.params.grad)
+    for name in grads[0]:
+        np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-3, atol=1e-5, err_msg=name)  # float32
+
+
+@pytest.mark.parametrize(("settings", "words"), [
+    ({"lookahead": 0}, ["at least 1", "--family gpt"]),
+    ({"lookahead": -1}, ["-1", "future", "docs/lookahead.md"]),
+    ({"lookahead": 7}, ["--lookahead 7", "--seq-len 7", "below 7"]),
+    ({"lookahead": 7, "lookahead_mode": "gap"}, ["gap", "--seq-len 7", "below 7"]),
+    ({"lookahead_mode": "ahead"}, ["--lookahead-mode", "mtp, gap"]),
+    ({"head_layers": 0}, ["--head-layers", "at least 1"]),
+    ({"lookahead_weight": -1.0}, ["--lookahead-weight", "at least 0"]),
+])
+def test_bad_shapes_get_one_clear_line(settings, words):
+    with pytest.raises(ConfigError) as caught:
+        family("lookahead").Config(vocab_size=V, **{**TRUNK, **settings})
+    message = str(caught.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
