@@ -9,6 +9,8 @@ path) cannot meet.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -150,3 +152,69 @@ def test_bad_shapes_get_one_clear_line(settings, words):
     assert "\n" not in message
     for word in words:
         assert word in message, message
+
+
+TEXT = "the quick brown fox jumps over the lazy dog.\n" * 30
+FLAGS = ["--d-model", "16", "--n-layers", "1", "--heads", "2", "--d-ff", "32", "--seq-len", "16", "--batch-size", "4",
+         "--backend", "numpy", "--threads", "1", "--val-tokens", "200", "--eval-every", "5", "--gen", "0"]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fox.txt").write_text(TEXT, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_lookahead_run_trains_resumes_bit_identically_samples_and_scores(workdir, capsys):
+    from microgpt.cli import main
+
+    flags = ["fox.txt", *FLAGS, "--lookahead", "2", "--decay-steps", "10"]
+    assert main(["train", *flags, "--steps", "10", "--model", "whole"]) == 0
+    assert "head1 " in capsys.readouterr().err  # the progress line shows each head's loss
+    assert main(["train", *flags, "--steps", "5", "--model", "parts", "--quiet"]) == 0
+    assert main(["train", "--resume", "parts", "--steps", "10", "--quiet", "--gen", "0", "--backend", "numpy",
+                 "--threads", "1"]) == 0
+    whole, parts = (json.loads((workdir / f"{d}.metrics.jsonl").read_text().splitlines()[-1]) for d in ("whole", "parts"))
+    assert whole["loss"] == parts["loss"] and whole["head2_loss"] == parts["head2_loss"] and whole["step"] == 10
+    config = json.loads((workdir / "whole" / "config.json").read_text())
+    assert config["family"] == "lookahead" and config["model"]["lookahead"] == 2
+    capsys.readouterr()
+    assert main(["sample", "whole", "--prompt", "the", "--tokens", "5", "--backend", "numpy"]) == 0
+    assert capsys.readouterr().out.startswith("the")
+    assert main(["eval", "whole", "fox.txt", "--json", "--backend", "numpy", "--max-positions", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["positions"] == 50
+
+
+def test_gap_heads_train_the_trunk(workdir):
+    """A gap run's trunk moves under the heads' gradient alone (--lookahead-weight makes them all of it but the
+    main head's), and the heads' losses fall."""
+    from microgpt.cli import main
+
+    assert main(["train", "fox.txt", *FLAGS, "--lookahead", "2", "--lookahead-mode", "gap", "--steps", "30",
+                 "--model", "g", "--quiet"]) == 0
+    records = [json.loads(line) for line in (workdir / "g.metrics.jsonl").read_text().splitlines()]
+    for key in ("head1_loss", "head2_loss"):
+        assert records[-1][key] < records[0][key] - 0.5  # they learn (from about ln 30 = 3.4)
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--lookahead", "0"], "argument --lookahead: must be a whole number K of at least 1"),
+    (["--lookahead", "-1"], "the original µGPT's -1, a 'future' head"),
+    (["--lookahead", "16"], "--lookahead 16 asks head 16 for the token 17 positions ahead"),
+    (["--lookahead", "16", "--lookahead-mode", "gap"], "hides a gap of up to 16 positions, larger than the context"),
+    (["--family", "gpt", "--lookahead", "2"], "--lookahead 2 does nothing here: the gpt family has no lookahead"),
+    (["--head-layers", "2"], ("--head-layers 2 does nothing here: the gpt family has no head_layers (it is the "
+                             "lookahead family's: add --lookahead ...)")),
+])
+def test_bad_lookahead_settings_are_one_clear_line(workdir, capsys, flags, words):
+    from microgpt.cli import main
+
+    try:
+        status = main(["train", "fox.txt", *FLAGS, "--steps", "2", "--no-save", *flags])
+    except SystemExit as exc:  # argparse's exit, for a flag's bad value
+        status = exc.code
+    assert status == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]  # a flag's bad value comes after argparse's usage lines
+    assert words in line and (line.startswith("microgpt train: error:") or len(err.strip().splitlines()) == 1), err

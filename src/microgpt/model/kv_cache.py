@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.backends.base import Backend
+from microgpt.backends.constants import MASKED_SCORE
 from microgpt.model.attention import HeadGroup
 
 
@@ -27,14 +28,15 @@ class KVRing:
             raise ValueError(f"a KV ring of {capacity} slots cannot show a window of {self.window} positions")
         self.keys = backend.zeros((group.count, capacity, group.width))  # (G, capacity, w)
         self.values = backend.zeros((group.count, capacity, group.width))  # (G, capacity, w)
+        self._bands: dict[int, object] = {}  # n -> the band mask of n queries past the window
 
     def attend(self, queries, keys, values, start: int, scale: float):
         """Store keys and values (G, n, w) of positions start .. start + n - 1, and return the attention output
         (G, n, w) of the queries (G, n, w) at those positions, each over the positions it sees.
 
-        While every new token sees every position before it (the context fits in the window), that is one
-        causal attention of n queries over the start + n keys held; past it, each token attends alone to its
-        own window. A prompt (start 0) holds at most `window` tokens.
+        While every new token sees every position before it (the context fits in the window), or for one
+        token, that is one causal attention over the keys held; past it, several tokens attend at once, each to
+        its own window, under a band mask. A prompt (start 0) holds at most `window` tokens.
         """
         n = keys.shape[1]
         if start == 0 and n > self.window:
@@ -53,12 +55,30 @@ class KVRing:
             seen = self._seen(start + n - 1)
             out, _ = self.be.causal_attention(queries, self.keys[:, seen].copy(), self.values[:, seen].copy(), scale)
             return out  # (G, n, w)
-        out = self.be.zeros(queries.shape)  # (G, n, w)
-        for i in range(n):
-            seen = self._seen(start + i)
-            out[:, i : i + 1], _ = self.be.causal_attention(queries[:, i : i + 1], self.keys[:, seen].copy(),
-                                                            self.values[:, seen].copy(), scale)
-        return out
+        return self._banded(queries, start, scale)
+
+    def _banded(self, queries, start: int, scale: float):
+        """Attention (G, n, w) of n queries at positions start.. past the window, each over its own last `window`
+        positions: one product over the union of their windows, in position order, with every key outside a
+        query's own window masked (MASKED_SCORE, so its probability is exactly 0)."""
+        be, n = self.be, queries.shape[1]
+        first = start - self.window + 1  # the oldest position the first query sees
+        slots = np.arange(first, start + n) % self.capacity  # (window + n - 1,)
+        keys, values = self.keys[:, slots], self.values[:, slots]  # each (G, window + n - 1, w)
+        scores = be.bmm(queries, keys, False, True)  # (G, n, window + n - 1)
+        groups, _, held = scores.shape
+        scaled = be.scale(scores.reshape(groups * n, held), scale)  # (G*n, window + n - 1)
+        be.add_(scaled, self._band(n))
+        return be.bmm(be.softmax_rows(scaled).reshape(groups, n, held), values)  # (G, n, w)
+
+    def _band(self, n: int):
+        """The additive mask (G*n, window + n - 1) of `_banded` for n queries, made once per n."""
+        if n not in self._bands:
+            held = self.window + n - 1
+            distance = np.arange(held)[None, :] - np.arange(n)[:, None]  # (n, held): key index less query index
+            outside = (distance < 0) | (distance > self.window - 1)  # (n, held): before its window, or after itself
+            self._bands[n] = self.be.from_host(np.tile(np.where(outside, MASKED_SCORE, 0.0), (self.keys.shape[0], 1)))
+        return self._bands[n]
 
     def _seen(self, position: int):
         """The slots of the positions a token at `position` sees (the last `window` up to its own). For several

@@ -1,0 +1,140 @@
+"""Lookahead heads against a plain GPT with the same trunk, and speculative sampling against the KV-cache sampler.
+
+    python benchmarks/bench_lookahead.py [--steps 1500] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
+
+Every run has the same trunk (TRUNK: d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64), batch 16, the
+default recipe otherwise, the cpu backend with one thread, `--jobs` runs at a time. The last 10% of the text is
+held out (never trained on) and scored with the main head (`eval`, stride 16). Runs:
+
+- gpt, and lookahead (--lookahead 2, mode mtp; and mode gap), for the same steps;
+- gpt for the lookahead (mtp) run's compute: the steps it takes in the time the lookahead run took, the time
+  per step measured on the two runs trained side by side;
+- addition (examples/addition.py's data and 14 prompts, exact match): gpt and lookahead mtp.
+
+Then sampling at temperature 0 from the mtp checkpoint, 500 characters after a newline, one thread: the
+KV-cache sampler (`sample`) against `sample --speculative`, alternated, best of three each; the texts must be
+identical, and it prints the characters per second of both and each head's acceptance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+TRUNK = {"d_model": 96, "n_layers": 6, "heads": 4, "d_ff": 384, "seq_len": 64, "batch_size": 16}
+HEADS = {"lookahead": 2, "head_layers": 1}
+SAMPLED = 500  # characters per timed sample
+
+
+def cpu_model() -> str:
+    for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def one_run(job: dict) -> dict:
+    """Train one run in this process (one thread), then score it with its main head; returns its figures."""
+    import microgpt
+
+    start = time.perf_counter()
+    run, summary = microgpt.train(job["train"], steps=job["steps"], gen=0, val_tokens=0, backend="cpu", threads=1,
+                                  model=job["model"], **TRUNK, **job["settings"])
+    seconds = time.perf_counter() - start
+    loaded = microgpt.load(job["model"], backend="cpu", threads=1)
+    held_out = loaded.evaluate(Path(job["held_out"]).read_text(encoding="utf-8"), stride=16).nll
+    result = {"name": job["name"], "held_out": held_out, "seconds": seconds, "parameters": run.model.n_params,
+              "steps": summary.steps, "heads": {k: v for k, v in summary.metrics.items() if k.endswith("_loss")}}
+    if job.get("prompts"):
+        done = subprocess.run([sys.executable, "-m", "microgpt", "eval", job["model"], "--prompts", job["prompts"],
+                               "--json", "--backend", "cpu", "--threads", "1"], capture_output=True, text=True,
+                              check=True)
+        counts = json.loads(done.stdout.strip().splitlines()[-1])
+        result["prompts"] = f"{counts['correct']} of {counts['total']}"
+    return result
+
+
+def sampling(model_dir: str) -> dict:
+    """Characters per second at temperature 0: the KV-cache sampler and the speculative one, best of three each."""
+    import microgpt
+    from microgpt.speculative import Speculation
+
+    loaded = microgpt.load(model_dir, backend="cpu", threads=1)
+    plain_times, speculative_times = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        plain = loaded.sample(SAMPLED, prompt="\n", temperature=0)
+        plain_times.append(time.perf_counter() - start)
+        speculation = Speculation()
+        start = time.perf_counter()
+        drafted = loaded.sample(SAMPLED, prompt="\n", temperature=0, speculation=speculation)
+        speculative_times.append(time.perf_counter() - start)
+        if drafted != plain:
+            raise SystemExit("speculative sampling at temperature 0 gave another text than greedy sampling")
+    return {"plain": SAMPLED / min(plain_times), "speculative": SAMPLED / min(speculative_times),
+            "report": speculation.report(), "text": plain}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--text", type=Path, default=DEFAULT_TEXT)
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path, help="keep the checkpoints here (default: a temporary directory)")
+    args = parser.parse_args()
+    text = args.text.read_text(encoding="utf-8")
+    work = args.out or Path(tempfile.mkdtemp(prefix="bench-lookahead-"))
+    work.mkdir(parents=True, exist_ok=True)
+    cut = len(text) * 9 // 10
+    (work / "train.txt").write_text(text[:cut], encoding="utf-8")
+    (work / "held_out.txt").write_text(text[cut:], encoding="utf-8")
+    subprocess.run([sys.executable, str(ROOT / "examples" / "addition.py"), str(work / "addition")], check=True)
+    sums = (work / "addition" / "addition.txt").read_text(encoding="utf-8")
+    sums_cut = len(sums) * 9 // 10
+    (work / "sums-train.txt").write_text(sums[:sums_cut], encoding="utf-8")
+    (work / "sums-held-out.txt").write_text(sums[sums_cut:], encoding="utf-8")
+
+    def job(name, settings, train="train.txt", held_out="held_out.txt", prompts=False, steps=args.steps):
+        return {"name": name, "settings": settings, "train": str(work / train), "held_out": str(work / held_out),
+                "model": str(work / name.replace(" ", "-").replace(",", "")), "steps": steps,
+                "prompts": prompts and str(work / "addition" / "addition-prompts.tsv")}
+
+    mtp, gap = {"family": "lookahead", **HEADS}, {"family": "lookahead", **HEADS, "lookahead_mode": "gap"}
+    jobs = [job("gpt, same steps", {}), job("lookahead mtp", mtp), job("lookahead gap", gap),
+            job("addition, gpt", {}, "sums-train.txt", "sums-held-out.txt", True),
+            job("addition, lookahead mtp", mtp, "sums-train.txt", "sums-held-out.txt", True)]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = {r["name"]: r for r in pool.map(one_run, jobs)}
+    ratio = results["lookahead mtp"]["seconds"] / results["gpt, same steps"]["seconds"]  # trained side by side
+    results["gpt, same compute"] = one_run(job("gpt, same compute", {}, steps=round(args.steps * ratio)))
+    speeds = sampling(str(work / "lookahead-mtp"))
+
+    print(f"{args.text.name}, last 10% held out; trunk d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64, "
+          f"batch 16; lookahead 2 heads of 1 layer; cpu backend, 1 thread per run, {args.jobs} runs at a time, on "
+          f"{cpu_model()}")
+    print("| run | parameters | steps | held-out nats/char (main head) | head losses (train, last step) | "
+          "addition prompts | seconds |")
+    print("| --- | ---: | ---: | ---: | --- | --- | ---: |")
+    for name in ["gpt, same steps", "gpt, same compute", "lookahead mtp", "lookahead gap", "addition, gpt",
+                 "addition, lookahead mtp"]:
+        r = results[name]
+        heads = ", ".join(f"{k.removesuffix('_loss')} {v:.3f}" for k, v in r["heads"].items())
+        print(f"| {name} | {r['parameters']:,} | {r['steps']} | {r['held_out']:.3f} | {heads} | "
+              f"{r.get('prompts', '')} | {r['seconds']:.0f} |")
+    print(f"lookahead mtp / gpt seconds per step, trained side by side: {ratio:.2f}")
+    print(f"sampling {SAMPLED} characters at temperature 0: KV cache {speeds['plain']:,.0f} chars/s, speculative "
+          f"{speeds['speculative']:,.0f} chars/s, ratio {speeds['speculative'] / speeds['plain']:.2f} (target at "
+          f"least 1.5), identical text; {speeds['report']}")
+    (work / "results.json").write_text(json.dumps({**results, "sampling": speeds}, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

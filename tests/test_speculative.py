@@ -1,0 +1,149 @@
+"""Speculative sampling with the lookahead heads (microgpt/speculative.py, model/lookahead/speculative.py): its
+decoder gives the plain decoder's logits whatever it feeds and keeps, its text at temperature 0 is greedy
+sampling's, its tokens at temperature > 0 are distributed as the main head's, and bad uses get one clear line.
+
+Distribution tests draw with fixed seeds and compare the counts with the exact probabilities by Pearson's
+chi-square: the bound used is far above the statistic's 99.99th percentile for those degrees of freedom (so
+a correct sampler does not fail by chance, and with fixed seeds never flakes), and far below what a sampler
+that kept every draft, or never kept one, scores (tested alongside).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from microgpt.backends import get_backend
+from microgpt.errors import ConfigError
+from microgpt.model.family import family
+from microgpt.sample import generate, token_probs
+from microgpt.speculative import Speculation, accept_or_resample
+from microgpt.tokenizer import CharTokenizer
+
+TOKENIZER = CharTokenizer("abcdefghijk")
+
+
+def tiny(dtype=np.float64, vocab_text: str = "abcdefghijk", spread: float = 0.5, **settings):
+    kind = family("lookahead")
+    tokenizer = CharTokenizer(vocab_text)
+    config = kind.Config(vocab_size=tokenizer.size, **{"d_model": 8, "n_layers": 2, "head_dims": (4, 4), "d_ff": 8,
+                                                       "seq_len": 9, "lookahead": 3, **settings})
+    model = kind.build(config, get_backend("numpy", dtype=dtype), tokenizer, 3)
+    rng = np.random.default_rng(1)
+    model.params.from_host({n: v + rng.normal(0, spread, v.shape) for n, v in model.params.to_host().items()})
+    return model, tokenizer
+
+
+def test_feeding_and_keeping_gives_the_plain_decoders_logits():
+    """Past the window too: after any mix of passes and kept prefixes, the main head's logits after each kept
+    token are the plain decoder's after the same tokens."""
+    model, _ = tiny()
+    rng = np.random.default_rng(0)
+    spec, kept_tokens = model.speculative_decoder(), [1, 2, 3]
+    main, _ = spec.prefill(kept_tokens)
+    got = [main]
+    while len(kept_tokens) < 40:  # seq_len 9: well past it
+        fed = rng.integers(0, 11, size=rng.integers(1, 5)).tolist()  # 1 .. K + 1 tokens
+        mains, _ = spec.feed(fed)
+        keep = int(rng.integers(1, len(fed) + 1))
+        spec.keep(keep)
+        kept_tokens += fed[:keep]
+        got += list(mains[:keep])
+    plain = model.decoder()
+    want = [model.be.to_host(plain.prefill(kept_tokens[:3]))[0]]
+    want += [model.be.to_host(plain.step(t))[0] for t in kept_tokens[3:]]
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-12)  # float64, other sum orders
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_at_temperature_0_the_text_is_greedy_samplings(dtype):
+    model, tokenizer = tiny(dtype)
+    plain = generate(model, tokenizer, "abc", 60, temperature=0)
+    speculation = Speculation()
+    drafted = generate(model, tokenizer, "abc", 60, temperature=0, speculation=speculation)
+    assert drafted == plain and len(plain) == 60
+    assert speculation.made == 60 and sum(speculation.checked) > 0
+
+
+def test_the_accept_rule_gives_the_target_distribution():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))  # (5,) each
+    draws = 40_000
+    counts = np.zeros(5)
+    for _ in range(draws):
+        draft = int(rng.choice(5, p=q))
+        counts[accept_or_resample(draft, p, q, rng)[1]] += 1
+    chi2 = ((counts - draws * p) ** 2 / (draws * p)).sum()
+    assert chi2 < 30  # 4 degrees of freedom: the 99.99th percentile is 23.5
+
+
+def chi_square(model, tokenizer, settings: dict, speculation: bool, samples: int = 600) -> tuple[float, int]:
+    """(Pearson's statistic, its degrees of freedom) of the 3-token continuations of "a" against the main head's
+    exact probabilities, the sequences expected fewer than 5 times pooled into one bin (so that no bin's
+    expectation is too small for the statistic)."""
+    prompt = [int(t) for t in tokenizer.encode("a")]
+    counts = dict.fromkeys(itertools.product(range(tokenizer.size), repeat=3), 0)
+    for seed in range(samples):
+        text = generate(model, tokenizer, "a", 3, seed=seed, speculation=Speculation() if speculation else None,
+                        **settings)
+        counts[tuple(int(t) for t in tokenizer.encode(text))] += 1
+    bins, pooled = [], [0, 0.0]  # (count, expected) per bin; the pooled bin's
+    for sequence, count in counts.items():
+        logits = model.be.to_host(model.logits(np.array([prompt + list(sequence)])))  # (4, vocab)
+        exact = np.prod([token_probs(logits[i], settings["temperature"], settings["top_k"])[token]
+                         for i, token in enumerate(sequence)])
+        if exact == 0:
+            assert count == 0, sequence  # cut by top-k: never drawn
+        elif samples * exact < 5:
+            pooled[0] += count
+            pooled[1] += samples * exact
+        else:
+            bins.append((count, samples * exact))
+    if pooled[1] > 0:
+        bins.append(tuple(pooled))
+    return sum((count - expected) ** 2 / expected for count, expected in bins), len(bins) - 1
+
+
+CHI2_BOUND = {df: bound for df, bound in enumerate([15.1, 18.4, 21.1, 23.5, 25.7, 27.9, 29.9, 31.8, 33.7, 35.6,
+                                                  37.4, 39.1, 40.8, 42.5, 44.1, 45.7, 47.3, 48.8, 50.3, 51.8,
+                                                  53.3, 54.7, 56.2, 57.6, 59.0, 60.3, 61.7], start=1)}
+# the chi-square distribution's 99.99th percentile by degrees of freedom (standard tables)
+
+
+@pytest.mark.parametrize("settings", [{"temperature": 1.0, "top_k": 0}, {"temperature": 0.7, "top_k": 2}])
+def test_at_temperature_above_0_the_tokens_are_distributed_as_the_main_heads(settings):
+    """Three tokens after a prompt, over a vocabulary of 3: one pass of two drafts, so both heads' drafts are
+    judged, kept and refused; with top-k, over the cut distributions."""
+    model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2)
+    settings = {**settings, "top_p": 1.0}
+    chi2, df = chi_square(model, tokenizer, settings, speculation=True)
+    assert chi2 < CHI2_BOUND[df], (chi2, df)
+    speculation = Speculation()
+    for seed in range(20):
+        generate(model, tokenizer, "a", 3, seed=seed, speculation=speculation, **settings)
+    assert 0 < speculation.kept[0] < speculation.checked[0] and speculation.checked[1] > 0  # kept and refused
+
+
+def test_the_chi_square_check_catches_a_sampler_that_keeps_every_draft(monkeypatch):
+    model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2)
+    monkeypatch.setattr("microgpt.speculative.accept_or_resample", lambda draft, p, q, rng: (True, draft))
+    chi2, df = chi_square(model, tokenizer, {"temperature": 1.0, "top_k": 0, "top_p": 1.0}, speculation=True)
+    assert chi2 > 3 * CHI2_BOUND[df], (chi2, df)
+
+
+def test_gap_heads_cannot_draft():
+    model, tokenizer = tiny(lookahead_mode="gap")
+    with pytest.raises(ConfigError, match="gap heads .* cannot draft; --speculative needs a model trained with "
+                                          "--lookahead-mode mtp"):
+        generate(model, tokenizer, "a", 3, speculation=Speculation())
+
+
+def test_a_model_without_heads_is_refused():
+    kind = family("gpt")
+    model = kind.build(kind.Config(vocab_size=11, d_model=4, n_layers=1, d_ff=4, seq_len=8),
+                       get_backend("numpy"), TOKENIZER, 0)
+    with pytest.raises(ConfigError, match=r"--speculative needs a model with draft heads \(microgpt train ... "
+                                          r"--lookahead K\)"):
+        generate(model, TOKENIZER, "a", 3, speculation=Speculation())
