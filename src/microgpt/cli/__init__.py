@@ -1,4 +1,4 @@
-"""The `microgpt` command line: `train`, `sample`, `eval` and `plot`.
+"""The `microgpt` command line: `train`, `sample`, `eval`, `plot` and `studio`.
 
 Each subcommand lives in its own module here and registers its flags through
 `add_parser`. User errors (bad flags, bad files, bad checkpoints, a missing
@@ -23,14 +23,14 @@ EXIT_USER_ERROR = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from microgpt.cli import eval, plot, sample, train
+    from microgpt.cli import eval, plot, sample, studio, train
 
     parser = argparse.ArgumentParser(
         prog="microgpt", description="Train and study small GPT language models from scratch."
     )
     parser.add_argument("--version", action="version", version=f"microgpt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (train, sample, eval, plot):
+    for module in (train, sample, eval, plot, studio):
         module.add_parser(commands)
     return parser
 

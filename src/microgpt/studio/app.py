@@ -1,0 +1,338 @@
+"""The studio's web app: its pages, and the JSON API they call, over one workspace.
+
+Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles (and plotly.min.js from
+the installed plotly package); `/api/canvas` the families' components; `/api/check` a graph's problems and
+costs; `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
+the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
+records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
+streamed as it is made (server-sent events) and `/api/eval` a score or a prompt file's accuracy; `/api/files`
+the text files one can train on or score. A user's mistake is a JSON {"error": one line} with status 400
+(403 for a path outside the workspace, 409 for a checkpoint another process writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import csv
+import io
+import json
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from microgpt.all_settings import known_settings
+from microgpt.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint
+from microgpt.errors import ConfigError, DataError
+from microgpt.named_runs import load_all_runs, load_run
+from microgpt.run_dir import RunDirError
+from microgpt.settings import Settings, check_named_runs
+from microgpt.studio.canvas import canvas_description
+from microgpt.studio.compose import check_graph, graph_of_run
+from microgpt.studio.guard import Guard, cookie_name
+from microgpt.studio.metrics import Tail, log_of, read_history, records_of, with_speed
+from microgpt.studio.runs import RunManager, check_run_name
+from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
+from microgpt.use_settings import SampleSettings
+
+STATIC = resources.files("microgpt.studio") / "static"
+STREAM_POLL_S = 0.25  # how often a stream looks for new records (a curve grows within a second of a line)
+STREAM_HEARTBEAT = 20  # polls between messages when nothing changed
+EVAL_TIMEOUT_S = 600
+TEXT_SUFFIXES = (".txt", ".tsv", ".text", ".md", ".csv", ".py")
+YAML_HEADER = ("# Named runs saved by microgpt studio; train one with `microgpt train --config studio.yaml --run "
+               "NAME`.\n")
+
+
+def plotly_bundle() -> Path:
+    """plotly.min.js as the installed plotly wheel ships it."""
+    return Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
+
+
+class Studio:
+    """The app's state: the workspace, its runs, and whether the server is stopping (streams end then)."""
+
+    def __init__(self, workspace: Workspace, token: str, host: str, port: int, cores: int | None = None):
+        self.workspace, self.token, self.port = workspace, token, port
+        self.manager = RunManager(workspace, cores)
+        self.stopping = False
+        routes = [
+            Route("/", self.index), Route("/static/{name}", self.static),
+            Route("/api/canvas", self.canvas), Route("/api/check", self.check, methods=["POST"]),
+            Route("/api/configs", self.configs), Route("/api/config", self.config),
+            Route("/api/save", self.save, methods=["POST"]), Route("/api/runs", self.runs),
+            Route("/api/runs/{name}/{action}", self.run_action, methods=["POST"]),
+            Route("/api/metrics", self.metrics), Route("/api/stream", self.stream), Route("/api/csv", self.csv),
+            Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
+            Route("/api/files", self.files),
+        ]
+        inner = Starlette(routes=routes, exception_handlers={Exception: self.error})
+        self.app = Guard(inner, token, host, port)
+
+    # ---- errors ---------------------------------------------------------------------------
+
+    async def error(self, request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, WorkspaceError):
+            return JSONResponse({"error": str(exc)}, status_code=403)
+        if isinstance(exc, RunDirError):
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        if isinstance(exc, (ConfigError, DataError, CheckpointError)):
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        raise exc
+
+    @staticmethod
+    async def body(request: Request) -> dict:
+        try:
+            value = await request.json()
+        except ValueError:
+            raise ConfigError("the request body must be a JSON object") from None
+        if not isinstance(value, dict):
+            raise ConfigError("the request body must be a JSON object")
+        return value
+
+    def checkpoint(self, text) -> Path:
+        path = self.workspace.inside(text, what="the checkpoint")
+        if not is_checkpoint(path):
+            raise ConfigError(f"{text} is not a microgpt checkpoint (no config.json and weights); pick a run that "
+                              "has saved")
+        return path
+
+    # ---- pages ------------------------------------------------------------------------------
+
+    async def index(self, request: Request) -> HTMLResponse:
+        page = HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
+        page.set_cookie(cookie_name(self.port), self.token, httponly=True, samesite="strict")
+        return page
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name == "plotly.min.js":
+            return FileResponse(plotly_bundle(), media_type="text/javascript")
+        ours = {entry.name for entry in STATIC.iterdir()}
+        if name not in ours or name == "index.html":
+            return JSONResponse({"error": f"no such file {name!r}"}, status_code=404)
+        kind = {".js": "text/javascript", ".css": "text/css"}.get(Path(name).suffix, "application/octet-stream")
+        return Response((STATIC / name).read_bytes(), media_type=kind)
+
+    # ---- compose ----------------------------------------------------------------------------
+
+    async def canvas(self, request: Request) -> JSONResponse:
+        return JSONResponse(canvas_description())
+
+    async def check(self, request: Request) -> JSONResponse:
+        return JSONResponse(check_graph(await self.body(request), self.workspace).as_json())
+
+    async def configs(self, request: Request) -> JSONResponse:
+        if not self.workspace.config.exists():
+            return JSONResponse({"runs": []})
+        return JSONResponse({"runs": [named.id for named in load_all_runs(self.workspace.config)]})
+
+    async def config(self, request: Request) -> JSONResponse:
+        name = check_run_name(request.query_params.get("name"))
+        return JSONResponse(graph_of_run(load_run(self.workspace.config, name), self.workspace))
+
+    async def save(self, request: Request) -> JSONResponse:
+        """The graph as run NAME of studio.yaml (replacing a run of that name), once it has no problem."""
+        body = await self.body(request)
+        name = check_run_name(body.get("name"))
+        checked = check_graph(body.get("graph") or {}, self.workspace)
+        if checked.errors:
+            return JSONResponse({"error": f"the canvas has {len(checked.errors)} problem(s); fix them first",
+                                 "errors": checked.errors}, status_code=400)
+        path = self.workspace.config
+        document = {"runs": {}}
+        if path.exists():
+            load_all_runs(path)  # a file the CLI cannot read is refused here rather than overwritten
+            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document["runs"][name] = checked.settings
+        staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            staged.write_text(YAML_HEADER + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+            check_named_runs(staged)
+            os.replace(staged, path)
+        finally:
+            staged.unlink(missing_ok=True)
+        return JSONResponse({"saved": name, "file": CONFIG_FILE,
+                             "yaml": yaml.safe_dump({"runs": {name: checked.settings}}, sort_keys=False),
+                             "command": f"microgpt train --config {CONFIG_FILE} --run {name}"})
+
+    # ---- runs -------------------------------------------------------------------------------
+
+    async def runs(self, request: Request) -> JSONResponse:
+        rows = {row["path"]: row for row in self.workspace.runs()}
+        for state in self.manager.states():
+            row = rows.setdefault(state["checkpoint"], {"path": state["checkpoint"], "name": state["name"],
+                                                       "has_metrics": True})
+            row["studio"] = state
+        return JSONResponse({"runs": list(rows.values()), "cores": self.manager.cores,
+                             "threads_in_use": self.manager.threads_in_use()})
+
+    async def run_action(self, request: Request) -> JSONResponse:
+        name, action = check_run_name(request.path_params["name"]), request.path_params["action"]
+        if action == "start":
+            run = self.manager.start(name)
+        elif action == "resume":
+            run = self.manager.start(name, resume=True)
+        elif action == "stop":
+            run = self.manager.stop(name)
+        else:
+            return JSONResponse({"error": f"no action {action!r}; start, resume or stop"}, status_code=404)
+        return JSONResponse({**run.state(), "checkpoint": self.workspace.relative(run.checkpoint)})
+
+    def tokens_per_step(self, checkpoint: Path) -> int | None:
+        """Tokens one step trains (batch x context), from the checkpoint, else from its named run."""
+        try:
+            config = json.loads((checkpoint / CONFIG).read_text(encoding="utf-8"))
+            state = json.loads((checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))
+            return int(config["model"]["seq_len"]) * int(state["train_config"]["batch_size"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        try:
+            settings = Settings({}, load_run(self.workspace.config, checkpoint.name))
+            return settings.value("seq_len") * settings.value("batch_size")
+        except ConfigError:
+            return None
+
+    async def metrics(self, request: Request) -> JSONResponse:
+        checkpoint = self.workspace.inside(request.query_params.get("run"), what="the run")
+        points = min(max(int(request.query_params.get("points", "2000")), 10), 20000)
+        per_step = self.tokens_per_step(checkpoint)
+        history = read_history(log_of(checkpoint), per_step, points)
+        return JSONResponse({**history, "run": request.query_params["run"], "tokens_per_step": per_step})
+
+    async def stream(self, request: Request) -> StreamingResponse:
+        """Server-sent events: the records each followed run appends, and the studio's runs' states."""
+        tails = {}
+        for spec in request.query_params.getlist("run"):  # PATH|OFFSET|INODE, as /api/metrics gave them
+            path, offset, inode = (spec.rsplit("|", 2) + ["0", ""])[:3] if spec.count("|") >= 2 else (spec, "0", "")
+            checkpoint = self.workspace.inside(path, what="the run")
+            tails[path] = Tail(log_of(checkpoint), int(offset or 0), int(inode) if inode.isdigit() else None)
+
+        async def events():
+            last_states, quiet = None, 0
+            while not self.stopping:
+                records = {path: tail.read() for path, tail in tails.items()}
+                records = {path: rows for path, rows in records.items() if rows}
+                replaced = [path for path, tail in tails.items() if tail.replaced]
+                for path in replaced:
+                    del tails[path]
+                states = self.manager.states()
+                if records or replaced or states != last_states or quiet >= STREAM_HEARTBEAT:
+                    message = {"records": records, "replaced": replaced, "states": states}
+                    yield f"data: {json.dumps(message)}\n\n"
+                    last_states, quiet = states, 0
+                else:
+                    quiet += 1
+                await asyncio.sleep(STREAM_POLL_S)
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def csv(self, request: Request) -> Response:
+        """Every record of the selected runs, one row each, as CSV (run, step, time, then the other keys)."""
+        rows, keys = [], set()
+        for path in request.query_params.getlist("run"):
+            checkpoint = self.workspace.inside(path, what="the run")
+            log = log_of(checkpoint)
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
+            for record in with_speed(records_of(lines), self.tokens_per_step(checkpoint)):
+                rows.append({"run": path, **record})
+                keys |= record.keys()
+        columns = ["run", "step", "time", *sorted(keys - {"step", "time"})]
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return Response(out.getvalue(), media_type="text/csv",
+                        headers={"Content-Disposition": 'attachment; filename="metrics.csv"'})
+
+    # ---- sample and evaluate ----------------------------------------------------------------
+
+    def model_command(self, command: str, checkpoint: Path, backend) -> list[str]:
+        backend = backend or "auto"
+        try:
+            known_settings()["backend"].check.validate(backend)
+        except ValueError as exc:
+            raise ConfigError(f"backend must be {exc}, not {backend!r}") from None
+        return [sys.executable, "-m", "microgpt", command, str(checkpoint), "--backend", backend, "--threads", "1"]
+
+    async def sample(self, request: Request) -> StreamingResponse:
+        """Server-sent events: the text of `microgpt sample` as it prints it, then done (or an error)."""
+        q = request.query_params
+        checkpoint = self.checkpoint(q.get("checkpoint"))
+        try:
+            chosen = SampleSettings(prompt=q.get("prompt", ""), tokens=int(q.get("tokens", "200")),
+                                    temperature=float(q.get("temperature", "0.8")), top_k=int(q.get("top_k", "0")),
+                                    top_p=float(q.get("top_p", "1")), seed=int(q.get("seed", "0")))
+        except ValueError as exc:
+            raise ConfigError(f"sampling settings must be numbers ({exc})") from None
+        command = self.model_command("sample", checkpoint, q.get("backend")) + [
+            f"--prompt={chosen.prompt}", "--tokens", str(chosen.tokens), "--temperature", str(chosen.temperature),
+            "--top-k", str(chosen.top_k), "--top-p", str(chosen.top_p), "--seed", str(chosen.seed)]
+        process = await asyncio.create_subprocess_exec(*command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL,
+                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+        async def events():
+            utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # a character split between reads waits
+            try:
+                while True:
+                    data = await process.stdout.read(64)
+                    if not data:
+                        break
+                    text = utf8.decode(data)
+                    if text:
+                        yield f"data: {json.dumps({'text': text})}\n\n"
+                code = await process.wait()
+                errors = (await process.stderr.read()).decode("utf-8", errors="replace")
+                if code != 0:
+                    lines = [line for line in errors.splitlines() if line.strip()]
+                    yield f"data: {json.dumps({'error': lines[-1] if lines else f'sample exited with {code}'})}\n\n"
+                else:
+                    yield f"data: {json.dumps({'done': True})}\n\n"
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def eval(self, request: Request) -> JSONResponse:
+        """`microgpt eval --json` of a checkpoint on a text file, or on a prompts file (exact-match accuracy)."""
+        body = await self.body(request)
+        checkpoint = self.checkpoint(body.get("checkpoint"))
+        command = self.model_command("eval", checkpoint, body.get("backend")) + ["--json"]
+        if body.get("prompts"):
+            command += [f"--prompts={self.workspace.inside(body['prompts'], what='the prompts file')}"]
+        elif body.get("file"):
+            command += ["--", str(self.workspace.inside(body["file"], what="the file to score"))]
+        else:
+            raise ConfigError("give a file to score, or a prompts file of prompt<TAB>answer lines")
+        process = await asyncio.create_subprocess_exec(*command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL,
+                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), EVAL_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            process.kill()
+            raise ConfigError(f"eval took longer than {EVAL_TIMEOUT_S} s; score a shorter file") from None
+        if process.returncode != 0:
+            lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
+            raise ConfigError(lines[-1] if lines else f"eval exited with status {process.returncode}")
+        return JSONResponse(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
+
+    async def files(self, request: Request) -> JSONResponse:
+        """Text files of the workspace (two levels down, no hidden ones, none inside a checkpoint)."""
+        found = []
+        for directory in [self.workspace.root, *[p for p in sorted(self.workspace.root.iterdir())
+                                                 if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                                                 and not is_checkpoint(p)]]:
+            for path in sorted(directory.iterdir()):
+                if path.suffix in TEXT_SUFFIXES and path.is_file() and not path.is_symlink() and not path.name.startswith("."):
+                    found.append(self.workspace.relative(path))
+        return JSONResponse({"files": found})
+

@@ -1,0 +1,72 @@
+"""The studio's door: every request must come to this studio's address, from its own pages, with its token.
+
+An ASGI middleware, so that it stands in front of every route, the streams too. A request is refused when
+its Host header is not one of the studio's own addresses (against DNS rebinding: a hostile page whose name
+resolves to 127.0.0.1 still sends its own name), when its Origin is another site's or the browser marks it
+cross-site (against cross-site requests), or when it lacks the token. The token comes as `?token=` (the URL
+the studio prints), the `X-Studio-Token` header, or the cookie the first page sets (HttpOnly, SameSite
+Strict, named after the port, since cookies are shared between ports).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import parse_qs
+
+
+def cookie_name(port: int) -> str:
+    return f"microgpt_studio_{port}"
+
+
+def studio_hosts(host: str, port: int) -> set[str]:
+    """The Host header values that name this studio: its bind address and, on loopback, the loopback names."""
+    names = {host}
+    if host in ("127.0.0.1", "localhost", "::1"):
+        names |= {"127.0.0.1", "localhost", "::1"}
+    return {f"[{name}]:{port}" if ":" in name else f"{name}:{port}" for name in names}
+
+
+class Guard:
+    def __init__(self, app, token: str, host: str, port: int):
+        self.app, self.token = app, token
+        self.hosts = studio_hosts(host, port)
+        self.origins = {f"http://{name}" for name in self.hosts}
+        self.cookie = cookie_name(port)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        refusal = self.refusal(headers, scope.get("query_string", b"").decode("latin-1"))
+        if refusal is not None:
+            status, message = refusal
+            body = json.dumps({"error": message}).encode()
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return None
+        return await self.app(scope, receive, send)
+
+    def refusal(self, headers: dict[str, str], query: str) -> tuple[int, str] | None:
+        """(status, why) for a request to refuse, or None for one to serve."""
+        host = headers.get("host", "")
+        if host not in self.hosts:
+            return 403, (f"the Host header {host!r} is not this studio's address ({', '.join(sorted(self.hosts))}); "
+                         "open the URL the studio printed")
+        origin = headers.get("origin")
+        if origin is not None and origin not in self.origins:
+            return 403, f"a request from {origin!r} is cross-site; the studio answers only its own pages"
+        if headers.get("sec-fetch-site") == "cross-site":
+            return 403, "a cross-site request; the studio answers only its own pages"
+        given = (parse_qs(query).get("token") or [None])[0] or headers.get("x-studio-token")
+        if given is None and "cookie" in headers:
+            try:
+                morsel = SimpleCookie(headers["cookie"]).get(self.cookie)
+            except CookieError:
+                morsel = None
+            given = None if morsel is None else morsel.value
+        if given is None or not secrets.compare_digest(given.encode(), self.token.encode()):
+            return 401, "this studio needs its token: open the URL it printed (http://...?token=...)"
+        return None

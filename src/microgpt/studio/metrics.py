@@ -1,0 +1,112 @@
+"""A run's metrics log (`<checkpoint>.metrics.jsonl`) as the studio's curves read it.
+
+`read_history` reads the whole log, adds `tokens_per_s` (from each step's time and the tokens a step trains)
+and returns it as columns of at most `points` values each: consecutive records are averaged in buckets, so
+that a run of 100,000 steps is a few thousand points. `Tail` follows a log as it grows, from a byte offset,
+line by line (a line is read once it is whole), and says when the log was replaced (a resume cuts it back, a
+new run starts it again), so the page reloads the history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.run_files import RunPaths
+
+DEFAULT_POINTS = 2000
+
+
+def log_of(checkpoint: Path) -> Path:
+    """The log a run writes now: `<log>.new` while a new run has not yet replaced the old checkpoint."""
+    log = RunPaths(checkpoint).metrics
+    staged = log.with_name(log.name + ".new")
+    return staged if staged.is_file() and (not log.is_file() or staged.stat().st_mtime >= log.stat().st_mtime) else log
+
+
+def records_of(lines: list[str]) -> list[dict]:
+    """The whole records among lines: JSON objects with a step (a line cut short by a kill is left out)."""
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            records.append({k: v for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return records
+
+
+def with_speed(records: list[dict], tokens_per_step: int | None) -> list[dict]:
+    """Each record with tokens_per_s since the one before it (where the tokens per step are known)."""
+    if tokens_per_step:
+        for before, record in pairwise(records):
+            seconds = record.get("time", 0) - before.get("time", 0)
+            if seconds > 0:
+                record["tokens_per_s"] = (record["step"] - before["step"]) * tokens_per_step / seconds
+    return records
+
+
+def columns_of(records: list[dict], points: int) -> dict[str, list]:
+    """Records as columns (None where a record lacks the key), averaged in buckets down to at most `points`."""
+    keys = sorted({key for record in records for key in record})
+    if not records:
+        return {}
+    table = np.array([[record.get(key, math.nan) for key in keys] for record in records], dtype=np.float64)
+    if len(records) > points:
+        size = math.ceil(len(records) / points)
+        pad = (-len(records)) % size
+        padded = np.vstack([table, np.full((pad, len(keys)), math.nan)]).reshape(-1, size, len(keys))
+        with warnings.catch_warnings():  # a bucket without a key (val_loss between validations) is NaN, as meant
+            warnings.simplefilter("ignore", RuntimeWarning)
+            table = np.nanmean(padded, axis=1)
+        table[:, keys.index("step")] = np.nanmax(padded[:, :, keys.index("step")], axis=1)
+    return {key: [None if math.isnan(v) else (int(v) if key == "step" else float(v)) for v in table[:, i]]
+            for i, key in enumerate(keys)}
+
+
+def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_POINTS) -> dict:
+    """The log's curves as columns, with the byte offset and identity to follow it from."""
+    try:
+        with open(log, "rb") as f:
+            data = f.read()
+            identity = os.fstat(f.fileno()).st_ino
+    except FileNotFoundError:
+        return {"columns": {}, "offset": 0, "inode": None, "records": 0}
+    whole = data[: data.rfind(b"\n") + 1]
+    records = with_speed(records_of(whole.decode("utf-8", errors="replace").splitlines()), tokens_per_step)
+    return {"columns": columns_of(records, points), "offset": len(whole), "inode": identity, "records": len(records)}
+
+
+class Tail:
+    """The records appended to a log since `offset`; `replaced` once the log is another file or shorter."""
+
+    def __init__(self, log: Path, offset: int, inode: int | None):
+        self.log, self.offset, self.inode = log, offset, inode
+        self.replaced = False
+
+    def read(self) -> list[dict]:
+        try:
+            info = os.stat(self.log)
+        except FileNotFoundError:
+            self.replaced = self.inode is not None  # a staged log renamed into place, or a log removed
+            return []
+        if (self.inode is not None and info.st_ino != self.inode) or info.st_size < self.offset:
+            self.replaced = True
+            return []
+        if info.st_size == self.offset:
+            return []
+        with open(self.log, "rb") as f:
+            f.seek(self.offset)
+            data = f.read(info.st_size - self.offset)
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        if self.inode is None:
+            self.inode = info.st_ino
+        return records_of(whole.decode("utf-8", errors="replace").splitlines())

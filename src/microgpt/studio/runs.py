@@ -1,0 +1,134 @@
+"""The training runs a studio starts: each a `microgpt train` subprocess of a named run of studio.yaml.
+
+A run is started with an argument list (never a shell) from a name that `check_run_name` allows, in the
+workspace as its working directory, with its own session so that a Ctrl-C meant for the studio does not reach
+it, and its output in `.studio/logs/NAME.log`. Before it starts, its checkpoint directory's writer lock
+(run_dir.WriterLock) is tried, so a run that another process writes is refused at once with that lock's
+message. Stopping sends SIGTERM, on which train finishes its step, saves and exits. Runs may train at once
+while their threads fit in the cores (a run without --threads counts as every core).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from microgpt.errors import ConfigError
+from microgpt.named_runs import load_run
+from microgpt.run_dir import WriterLock
+from microgpt.run_files import DEFAULT_ROOT, open_own
+from microgpt.settings import Settings
+
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+ERROR_MARK = "error: "  # how the CLI starts its one line about a user error
+
+
+def check_run_name(name) -> str:
+    """A run name the studio uses as a YAML key, a checkpoint directory and a log file; a ConfigError otherwise."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(f"run name {name!r} must be 1-64 letters, digits, '_', '-' or '.', starting with a letter "
+                          "or digit (it names the checkpoint directory)")
+    return name
+
+
+@dataclass
+class StudioRun:
+    name: str
+    checkpoint: Path
+    process: subprocess.Popen
+    log: Path
+    threads: int
+    started: float
+    stopping: bool = False
+
+    def state(self) -> dict:
+        code = self.process.poll()
+        error = None
+        if code not in (None, 0):
+            error = last_error(self.log) or f"microgpt train exited with status {code}"
+        return {"name": self.name, "pid": self.process.pid, "running": code is None, "returncode": code,
+                "stopping": self.stopping and code is None, "error": error, "started": self.started}
+
+
+def last_error(log: Path) -> str | None:
+    """The CLI's one line about what went wrong, from the end of a run's log."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-50:]
+    except OSError:
+        return None
+    found = [line for line in lines if ERROR_MARK in line]
+    return found[-1] if found else (lines[-1] if lines else None)
+
+
+class RunManager:
+    def __init__(self, workspace, cores: int | None = None):
+        self.workspace = workspace
+        self.cores = cores or os.cpu_count() or 1
+        self.runs: dict[str, StudioRun] = {}
+
+    def checkpoint_of(self, name: str) -> tuple[Path, int]:
+        """A named run's checkpoint directory and how many threads it trains with."""
+        settings = Settings({}, load_run(self.workspace.config, check_run_name(name)))
+        model = settings.path("model")
+        checkpoint = model if model is not None else self.workspace.root / DEFAULT_ROOT / name
+        return checkpoint, settings.value("threads") or self.cores
+
+    def threads_in_use(self) -> int:
+        return sum(run.threads for run in self.runs.values() if run.process.poll() is None)
+
+    def start(self, name: str, resume: bool = False) -> StudioRun:
+        """Start (or with `resume`, continue) the named run of studio.yaml; a ConfigError saying why not."""
+        checkpoint, threads = self.checkpoint_of(name)
+        current = self.runs.get(name)
+        if current is not None and current.process.poll() is None:
+            raise ConfigError(f"run {name} is training already (process {current.process.pid}); stop it first")
+        busy = self.threads_in_use()
+        if busy + threads > self.cores:
+            raise ConfigError(f"run {name} trains with {threads} thread{'s' * (threads > 1)} and the runs training "
+                              f"use {busy} of the {self.cores} cores; stop one, or give it fewer threads")
+        WriterLock(checkpoint).acquire().release()  # another writer: its own refusal, naming the process
+        command = [sys.executable, "-m", "microgpt", "train", "--config", str(self.workspace.config), "--run", name]
+        if resume:
+            command += ["--resume", str(checkpoint)]
+        logs = self.workspace.state / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
+        with open_own(log_path, "w") as log:
+            process = subprocess.Popen(command, cwd=self.workspace.root, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        run = StudioRun(name, checkpoint, process, log_path, threads, time.time())
+        self.runs[name] = run
+        return run
+
+    def stop(self, name: str) -> StudioRun:
+        """SIGTERM to a training run: it finishes its step, saves and exits."""
+        run = self.runs.get(check_run_name(name))
+        if run is None or run.process.poll() is not None:
+            raise ConfigError(f"run {name} is not training")
+        run.stopping = True
+        run.process.send_signal(signal.SIGTERM)
+        return run
+
+    def stop_all(self, wait_s: float = 60.0) -> None:
+        """SIGTERM to every run still training, then wait for them to save and exit."""
+        live = [run for run in self.runs.values() if run.process.poll() is None]
+        for run in live:
+            run.stopping = True
+            run.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + wait_s
+        for run in live:
+            try:
+                run.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"microgpt studio: run {run.name} (process {run.process.pid}) did not stop within "
+                      f"{wait_s:g} s; it is still running", file=sys.stderr)
+
+    def states(self) -> list[dict]:
+        return [{**run.state(), "checkpoint": self.workspace.relative(run.checkpoint)} for run in self.runs.values()]

@@ -1,0 +1,77 @@
+"""Serving a studio: the workspace's lock, a port, the printed URL with its token, and a clean stop.
+
+`serve` binds (127.0.0.1 unless told otherwise, and then it warns), takes the workspace's studio lock (a
+second studio there is refused), prints `http://HOST:PORT/?token=...`, opens a browser where one exists, and
+serves until Ctrl-C or SIGTERM. On the way out it stops the runs it started with SIGTERM, so that each saves
+(with `keep_runs`, it leaves them training), and releases the lock.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import sys
+import webbrowser
+
+import uvicorn
+
+from microgpt.studio.app import Studio
+from microgpt.studio.workspace import StudioLock, Workspace
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from None
+    sock.listen(64)
+    return sock
+
+
+def url_of(host: str, port: int, token: str) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?token={token}"
+
+
+def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, open_browser: bool = True,
+          keep_runs: bool = False, out=sys.stdout) -> int:
+    workspace = Workspace(directory)
+    sock = bind(host, port)
+    port = sock.getsockname()[1]
+    token = secrets.token_urlsafe(24)
+    url = url_of(host, port, token)
+    lock = StudioLock(workspace).acquire(url)
+    studio = Studio(workspace, token, host, port)
+    if host not in LOOPBACK:
+        print(f"microgpt studio: warning: serving on {host}, beyond this machine: anyone who can reach it and "
+              "learns the token can train, read and write in the workspace", file=sys.stderr)
+    print(f"microgpt studio: serving {workspace.root} at {url}", file=out, flush=True)
+    if open_browser:
+        try:
+            webbrowser.get()
+        except webbrowser.Error:
+            pass  # no browser here: the URL above is the way in
+        else:
+            webbrowser.open(url)
+    server = uvicorn.Server(uvicorn.Config(studio.app, log_level="warning", timeout_graceful_shutdown=2,
+                                           lifespan="off"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        studio.stopping = True
+        if keep_runs:
+            live = [state for state in studio.manager.states() if state["running"]]
+            for state in live:
+                print(f"microgpt studio: leaving run {state['name']} training (process {state['pid']})", file=out)
+        else:
+            studio.manager.stop_all()
+        lock.release()
+        sock.close()
+    print("microgpt studio: stopped", file=out, flush=True)
+    return 0

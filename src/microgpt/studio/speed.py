@@ -1,0 +1,60 @@
+"""The training speed a model of P parameters can expect on this machine, estimated before it runs.
+
+A training step does about 6 x P floating-point operations per token (forward and backward through every
+weight). The speed is that count against this machine's effective rate: measured from the runs already in
+the workspace (results.jsonl: each run's tokens/s x 6 x its parameters, the median of the latest), or, before
+any run, from a timed float32 matrix product with one thread, times a share that the reference default run
+reaches. Attention's T^2 work is left out, so for long contexts the figure is high; the canvas says it is an
+estimate and which basis it used.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+FLOPS_PER_PARAMETER = 6  # per token, forward and backward
+MATMUL_SHARE = 0.5  # of a one-thread matrix product's rate that a training step reaches (the default run, roughly)
+LATEST_RESULTS = 20  # the results lines the calibration reads
+_measured: dict[str, float] = {}
+
+
+def matmul_rate() -> float:
+    """Floating-point operations per second of a 256 x 256 float32 matrix product here (measured once)."""
+    if "rate" not in _measured:
+        a = np.random.default_rng(0).standard_normal((256, 256), dtype=np.float32)
+        with threadpool_limits(1):  # as a studio run trains: one thread each
+            a @ a  # warm up
+            start, repeats = time.perf_counter(), 20
+            for _ in range(repeats):
+                a @ a
+            _measured["rate"] = repeats * 2 * 256**3 / (time.perf_counter() - start)
+    return _measured["rate"]
+
+
+def workspace_rate(workspace) -> float | None:
+    """The median effective rate of the workspace's latest finished runs, or None where it has none."""
+    rates = []
+    for path in workspace.results_files():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[-LATEST_RESULTS:]:
+            try:
+                record = json.loads(line)
+                rate = float(record["tokens_per_sec"]) * FLOPS_PER_PARAMETER * int(record["parameters"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if rate > 0:
+                rates.append(rate)
+    return statistics.median(rates) if rates else None
+
+
+def expected_tokens_per_second(parameters: int, workspace) -> tuple[float, str]:
+    """(tokens/s, the basis of the estimate) for a model of `parameters` parameters."""
+    measured = workspace_rate(workspace)
+    if measured is not None:
+        return measured / (FLOPS_PER_PARAMETER * parameters), "the runs in this workspace"
+    return (matmul_rate() * MATMUL_SHARE / (FLOPS_PER_PARAMETER * parameters),
+            "a timed matrix product on this machine")
