@@ -1,5 +1,5 @@
-"""The import graph has the shape of docs' layers: the CLI on top and alone in parsing and printing, a library
-below it, the model below that, and the backends at the bottom."""
+"""The import graph has the shape of docs' layers: the CLI and the studio on top (the CLI alone in parsing and
+printing), a library below them, the model below that, and the backends at the bottom."""
 
 from __future__ import annotations
 
@@ -30,6 +30,20 @@ def test_nothing_below_the_cli_imports_it():
         if relative.parts[0] in ("cli", "__main__.py"):
             continue
         assert not {m for m in imports_of(path) if m.startswith("microgpt.cli")}, f"{relative} imports the CLI"
+
+
+def test_nothing_below_the_studio_imports_it():
+    """The studio stands beside the CLI: only its own modules and the `microgpt studio` command import it."""
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "studio" or relative == Path("cli", "studio.py"):
+            continue
+        assert not {m for m in imports_of(path) if m.startswith("microgpt.studio")}, f"{relative} imports the studio"
+
+
+def test_the_studio_leaves_parsing_and_printing_to_the_cli():
+    for name, imported in modules_under("studio").items():
+        assert not {m for m in imported if m.startswith("microgpt.cli")}, f"studio/{name} imports the CLI"
 
 
 def test_the_model_imports_only_backends_the_ground_and_itself():

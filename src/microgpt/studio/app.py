@@ -42,6 +42,7 @@ from microgpt.studio.runs import RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
 from microgpt.use_settings import SampleSettings
 
+USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: one line back, status 400 (or 403, 409)
 STATIC = resources.files("microgpt.studio") / "static"
 STREAM_POLL_S = 0.25  # how often a stream looks for new records (a curve grows within a second of a line)
 STREAM_HEARTBEAT = 20  # polls between messages when nothing changed
@@ -73,7 +74,7 @@ class Studio:
             Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
             Route("/api/files", self.files),
         ]
-        inner = Starlette(routes=routes, exception_handlers={Exception: self.error})
+        inner = Starlette(routes=routes, exception_handlers={kind: self.error for kind in USER_ERRORS})
         self.app = Guard(inner, token, host, port)
 
     # ---- errors ---------------------------------------------------------------------------
@@ -83,9 +84,7 @@ class Studio:
             return JSONResponse({"error": str(exc)}, status_code=403)
         if isinstance(exc, RunDirError):
             return JSONResponse({"error": str(exc)}, status_code=409)
-        if isinstance(exc, (ConfigError, DataError, CheckpointError)):
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        raise exc
+        return JSONResponse({"error": str(exc)}, status_code=400)
 
     @staticmethod
     async def body(request: Request) -> dict:
@@ -218,8 +217,8 @@ class Studio:
         async def events():
             last_states, quiet = None, 0
             while not self.stopping:
-                records = {path: tail.read() for path, tail in tails.items()}
-                records = {path: rows for path, rows in records.items() if rows}
+                records = {path: {"rows": rows, "offset": tail.offset, "inode": tail.inode}
+                           for path, tail in tails.items() if (rows := tail.read())}
                 replaced = [path for path, tail in tails.items() if tail.replaced]
                 for path in replaced:
                     del tails[path]

@@ -66,7 +66,7 @@ def chain_of(graph: dict, checked: Checked) -> list[tuple[dict, Component]] | No
     nodes = {node.get("id"): node for node in graph.get("nodes", []) if isinstance(node, dict)}
     for node_id, node in nodes.items():
         if node.get("kind") not in components:
-            checked.add(node_id, f"a {shown(node.get('kind'))} component is not part of a {name} model; remove it")
+            checked.add(node_id, f"a {shown(node.get('kind'))} component is not part of the {name} family's model; remove it")
     outgoing: dict = {}
     incoming: dict = {}
     for edge in graph.get("edges", []):
@@ -107,7 +107,7 @@ def chain_of(graph: dict, checked: Checked) -> list[tuple[dict, Component]] | No
         if count == 0 or (count > 1 and not component.repeated):
             where = order[position]["id"] if position < len(order) else order[-1]["id"]
             what = "missing here" if count == 0 else "here more than once"
-            checked.add(where, f"the {component.title} is {what}: a {name} model is "
+            checked.add(where, f"the {component.title} is {what}: the {name} family's model is "
                         + " -> ".join(c.title + ("s" if c.repeated else "") for c in expected))
             return None
     if position < len(order):

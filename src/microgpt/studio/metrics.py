@@ -1,6 +1,6 @@
 """A run's metrics log (`<checkpoint>.metrics.jsonl`) as the studio's curves read it.
 
-`read_history` reads the whole log, adds `tokens_per_s` (from each step's time and the tokens a step trains)
+`read_history` reads the whole log (and gives the last record's step and time, to go on from), adds `tokens_per_s` (from each step's time and the tokens a step trains)
 and returns it as columns of at most `points` values each: consecutive records are averaged in buckets, so
 that a run of 100,000 steps is a few thousand points. `Tail` follows a log as it grows, from a byte offset,
 line by line (a line is read once it is whole), and says when the log was replaced (a resume cuts it back, a
@@ -78,10 +78,12 @@ def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_P
             data = f.read()
             identity = os.fstat(f.fileno()).st_ino
     except FileNotFoundError:
-        return {"columns": {}, "offset": 0, "inode": None, "records": 0}
+        return {"columns": {}, "offset": 0, "inode": None, "records": 0, "last": None}
     whole = data[: data.rfind(b"\n") + 1]
     records = with_speed(records_of(whole.decode("utf-8", errors="replace").splitlines()), tokens_per_step)
-    return {"columns": columns_of(records, points), "offset": len(whole), "inode": identity, "records": len(records)}
+    last = {key: records[-1][key] for key in ("step", "time") if key in records[-1]} if records else None
+    return {"columns": columns_of(records, points), "offset": len(whole), "inode": identity, "records": len(records),
+            "last": last}
 
 
 class Tail:

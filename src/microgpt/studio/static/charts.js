@@ -1,0 +1,252 @@
+// The Watch view: live curves of the followed runs, one chart per group of metrics, overlaid run on run.
+// History comes from /api/metrics (already bucketed to POINTS), then /api/stream appends each record as the
+// run writes it; past 2 x POINTS a run's columns are halved (pairs averaged), so that 10 runs of 100k steps
+// stay a few thousand points each. Smoothing (an exponential moving average) and log scales are drawn here.
+"use strict";
+
+const PART_METRIC = /^([a-z]+)(\d+)_(.+)$/; // "expert2_write_norm": part "expert 2", figure "write_norm"
+const TITLES = {loss: "loss (training, and validation as points)", lr: "learning rate", grad_norm: "gradient norm",
+  tokens_per_s: "tokens/s"};
+const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
+  "#bcbd22"];
+
+const Watch = {
+  POINTS: 2000,
+  runs: {},       // path -> {columns, offset, inode, perStep, last}
+  followed: [],   // paths, in the order they were chosen
+  source: null,
+  states: [],
+  table: [],
+  drawTimer: null,
+
+  init() {
+    for (const id of ["smoothing", "log-y", "x-axis"]) {
+      document.getElementById(id).addEventListener("input", () => this.scheduleDraw());
+      document.getElementById(id).addEventListener("change", () => this.scheduleDraw());
+    }
+    this.openStream();
+    this.refreshRuns();
+  },
+
+  async follow(path, on = true) {
+    if (on && !this.followed.includes(path)) {
+      this.followed.push(path);
+      await this.loadHistory(path);
+    } else if (!on) {
+      this.followed = this.followed.filter(p => p !== path);
+      delete this.runs[path];
+    }
+    this.openStream();
+    this.drawRunList();
+    this.scheduleDraw();
+  },
+
+  async followOnly(paths) {
+    this.followed = [];
+    this.runs = {};
+    for (const path of paths) {
+      this.followed.push(path);
+      await this.loadHistory(path);
+    }
+    this.openStream();
+    this.drawRunList();
+    this.scheduleDraw();
+  },
+
+  async loadHistory(path) {
+    const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${this.POINTS}`);
+    this.runs[path] = {columns: history.columns, offset: history.offset, inode: history.inode,
+      perStep: history.tokens_per_step, last: history.last};
+  },
+
+  openStream() {
+    if (this.source) this.source.close();
+    const query = this.followed.filter(p => this.runs[p])
+      .map(p => "run=" + encodeURIComponent(`${p}|${this.runs[p].offset}|${this.runs[p].inode ?? ""}`)).join("&");
+    this.source = new EventSource("/api/stream?" + query);
+    this.source.onmessage = event => this.receive(JSON.parse(event.data));
+  },
+
+  async receive(message) {
+    for (const [path, update] of Object.entries(message.records)) {
+      const run = this.runs[path];
+      if (!run) continue;
+      for (const row of update.rows) this.append(run, row);
+      run.offset = update.offset;
+      run.inode = update.inode;
+    }
+    const changed = JSON.stringify(message.states.map(s => [s.name, s.running, s.returncode, s.stopping]))
+      !== JSON.stringify(this.states.map(s => [s.name, s.running, s.returncode, s.stopping]));
+    this.states = message.states;
+    if (message.replaced.length) {
+      for (const path of message.replaced) await this.loadHistory(path);
+      this.openStream();
+    }
+    if (changed) {
+      for (const state of this.states) {
+        const problem = state.error && `run ${state.name}: ${state.error}`;
+        if (problem) say(problem, true);
+      }
+      await this.refreshRuns();
+    }
+    if (Object.keys(message.records).length || message.replaced.length) this.scheduleDraw();
+  },
+
+  append(run, row) {
+    if (run.last && run.perStep && row.time > run.last.time) {
+      row.tokens_per_s = (row.step - run.last.step) * run.perStep / (row.time - run.last.time);
+    }
+    run.last = {step: row.step, time: row.time};
+    const columns = run.columns;
+    const length = columns.step ? columns.step.length : 0;
+    for (const key of Object.keys(row)) {
+      if (!columns[key]) columns[key] = new Array(length).fill(null);
+    }
+    for (const key of Object.keys(columns)) {
+      columns[key].push(key in row && typeof row[key] === "number" ? row[key] : null);
+    }
+    if (columns.step.length > 2 * this.POINTS) this.halve(columns);
+  },
+
+  halve(columns) {
+    for (const [key, values] of Object.entries(columns)) {
+      const merged = [];
+      for (let i = 0; i < values.length; i += 2) {
+        const pair = values.slice(i, i + 2).filter(v => v !== null);
+        if (key === "step") merged.push(Math.max(...pair));
+        else merged.push(pair.length ? pair.reduce((a, b) => a + b, 0) / pair.length : null);
+      }
+      columns[key] = merged;
+    }
+  },
+
+  // ---- drawing --------------------------------------------------------------------------------
+
+  groups() {
+    const groups = new Map(); // group -> [{run, key, label}]
+    this.followed.forEach(path => {
+      const run = this.runs[path];
+      if (!run) return;
+      for (const key of Object.keys(run.columns).sort()) {
+        if (key === "step" || key === "time") continue;
+        const part = key.match(PART_METRIC);
+        const group = key === "val_loss" ? "loss" : part ? part[3] : key;
+        const label = part ? `${part[1]} ${part[2]}` : key;
+        if (!groups.has(group)) groups.set(group, []);
+        groups.get(group).push({path, key, label});
+      }
+    });
+    const order = ["loss", "lr", "grad_norm", "tokens_per_s"];
+    return [...groups.entries()].sort((a, b) => {
+      const ia = order.indexOf(a[0]), ib = order.indexOf(b[0]);
+      return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || a[0].localeCompare(b[0]);
+    });
+  },
+
+  smooth(values, weight) {
+    let average = null;
+    return values.map(v => {
+      if (v === null) return null;
+      average = average === null ? v : weight * average + (1 - weight) * v;
+      return average;
+    });
+  },
+
+  scheduleDraw() {
+    if (this.drawTimer) return;
+    this.drawTimer = setTimeout(() => { this.drawTimer = null; this.draw(); }, 200);
+  },
+
+  draw() {
+    const area = document.getElementById("charts");
+    if (!document.getElementById("watch").classList.contains("active")) return;
+    const weight = parseFloat(document.getElementById("smoothing").value);
+    const logY = document.getElementById("log-y").checked;
+    const xKey = document.getElementById("x-axis").value;
+    const groups = this.groups();
+    const wanted = new Set(groups.map(([group]) => "chart-" + group));
+    area.querySelectorAll(".chart").forEach(div => { if (!wanted.has(div.id)) div.remove(); });
+    if (!groups.length) {
+      if (!area.querySelector(".empty")) {
+        area.append(element("p", {class: "empty"}, "Tick a run on the left (or start one from Compose) to see its curves."));
+      }
+      return;
+    }
+    area.querySelectorAll(".empty").forEach(p => p.remove());
+    const several = this.followed.length > 1;
+    for (const [group, series] of groups) {
+      let div = document.getElementById("chart-" + group);
+      if (!div) {
+        div = element("div", {class: "chart", id: "chart-" + group, "data-group": group});
+        area.append(div);
+      }
+      const traces = series.map(({path, key, label}) => {
+        const run = this.runs[path];
+        const colour = COLOURS[(this.followed.indexOf(path) * (several ? 1 : 0) +
+          (several ? 0 : series.findIndex(s => s.key === key))) % COLOURS.length];
+        const ys = run.columns[key];
+        const sparse = key === "val_loss";
+        const name = (several ? path.split("/").pop() + ": " : "") + label;
+        return {x: run.columns[xKey] || run.columns.step, y: sparse || key === "lr" ? ys : this.smooth(ys, weight),
+          name, type: "scattergl", mode: sparse ? "lines+markers" : "lines", connectgaps: sparse,
+          line: {color: colour, width: 1.5, dash: sparse ? "dot" : several && key !== series[0].key ? "dash" : "solid"},
+          marker: {size: 5}};
+      });
+      const layout = {title: {text: TITLES[group] || group.replace(/_/g, " "), font: {size: 13}},
+        margin: {l: 55, r: 10, t: 30, b: 35}, height: 240, showlegend: true, legend: {font: {size: 10}},
+        xaxis: {title: {text: xKey === "time" ? "seconds" : "step"}}, yaxis: {type: logY ? "log" : "linear"},
+        uirevision: group + xKey + logY};
+      Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+    }
+  },
+
+  // ---- the run list ---------------------------------------------------------------------------
+
+  async refreshRuns() {
+    try {
+      const answer = await api("/api/runs");
+      this.table = answer.runs;
+      this.drawRunList();
+      Compare.show(answer);
+      Sample.showCheckpoints(answer.runs);
+    } catch (err) {
+      say(err.message, true);
+    }
+  },
+
+  drawRunList() {
+    const list = document.getElementById("run-list");
+    list.replaceChildren(element("h3", {}, "Runs"));
+    for (const row of this.table) {
+      const studio = row.studio;
+      const status = studio ? (studio.running ? (studio.stopping ? "stopping" : "training")
+        : studio.error ? "failed" : "stopped") : row.finished ? "finished" : row.step !== null ? "unfinished" : "";
+      const box = element("input", {type: "checkbox", "data-run": row.path});
+      box.checked = this.followed.includes(row.path);
+      box.addEventListener("change", () => this.follow(row.path, box.checked).catch(err => say(err.message, true)));
+      const actions = element("span", {class: "actions"});
+      const name = row.path.split("/").pop();
+      if (studio && studio.running) {
+        actions.append(element("button", {class: "stop", "data-run": row.path,
+          onclick: () => this.act(name, "stop")}, "Stop"));
+      } else if (!row.finished && row.step !== null && row.step !== undefined) {
+        actions.append(element("button", {class: "resume", "data-run": row.path,
+          onclick: () => this.act(name, "resume")}, "Resume"));
+      }
+      list.append(element("div", {class: "run-row", "data-run": row.path}, element("label", {}, box, " " + row.path),
+        element("span", {class: "status " + status}, status + (row.step != null ? ` · step ${row.step}` : "")),
+        actions));
+    }
+  },
+
+  async act(name, action) {
+    try {
+      const state = await api(`/api/runs/${encodeURIComponent(name)}/${action}`, {body: {}});
+      say(`run ${name}: ${action === "stop" ? "stopping (it saves first)" : "resumed"}`);
+      if (action === "resume") await this.follow(state.checkpoint, true);
+      await this.refreshRuns();
+    } catch (err) {
+      say(err.message, true);
+    }
+  },
+};

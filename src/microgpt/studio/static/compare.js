@@ -1,0 +1,87 @@
+// The Compare view: every run of the workspace in one table (its checkpoints, their results.jsonl lines and
+// the studio's own runs), sortable by any column and filtered by text; the selection overlays in Watch and
+// downloads as CSV of every metrics record.
+"use strict";
+
+const COLUMNS = [
+  ["path", "run"], ["family", "family"], ["parameters", "parameters"], ["step", "step"], ["steps", "of"],
+  ["final_loss", "final loss"], ["val_loss", "val loss"], ["best_val_loss", "best val"],
+  ["tokens_per_sec", "tokens/s"], ["seconds", "seconds"], ["status", "status"], ["model", "model"],
+];
+
+const Compare = {
+  rows: [],
+  selected: new Set(),
+  sortKey: "path",
+  ascending: true,
+
+  init() {
+    document.getElementById("filter").addEventListener("input", () => this.draw());
+    document.getElementById("overlay").addEventListener("click", () => {
+      if (!this.selected.size) { say("select runs in the table first", true); return; }
+      showView("watch");
+      Watch.followOnly([...this.selected]).catch(err => say(err.message, true));
+    });
+    const head = element("tr", {}, element("th", {}, ""));
+    for (const [key, title] of COLUMNS) {
+      head.append(element("th", {"data-key": key, onclick: () => this.sortBy(key)}, title));
+    }
+    document.querySelector("#runs-table thead").append(head);
+  },
+
+  show(answer) {
+    this.rows = answer.runs.map(row => ({...row, status: row.studio ? (row.studio.running ? "training"
+      : row.studio.error ? "failed" : "stopped") : row.finished ? "finished" : "unfinished"}));
+    this.draw();
+  },
+
+  sortBy(key) {
+    this.ascending = this.sortKey === key ? !this.ascending : true;
+    this.sortKey = key;
+    this.draw();
+  },
+
+  draw() {
+    const words = document.getElementById("filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+    const shown = this.rows.filter(row => words.every(word =>
+      COLUMNS.some(([key]) => String(row[key] ?? "").toLowerCase().includes(word))));
+    const key = this.sortKey, sign = this.ascending ? 1 : -1;
+    shown.sort((a, b) => {
+      const x = a[key], y = b[key];
+      if (x === y) return 0;
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      return (typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y))) * sign;
+    });
+    const body = document.querySelector("#runs-table tbody");
+    body.replaceChildren();
+    for (const row of shown) {
+      const box = element("input", {type: "checkbox", "data-run": row.path});
+      box.checked = this.selected.has(row.path);
+      box.addEventListener("change", () => {
+        if (box.checked) this.selected.add(row.path); else this.selected.delete(row.path);
+        this.updateCsv();
+      });
+      const cells = COLUMNS.map(([column]) => element("td", {class: column}, format(row[column])));
+      body.append(element("tr", {"data-run": row.path}, element("td", {}, box), ...cells));
+    }
+    document.querySelectorAll("#runs-table th").forEach(th => {
+      th.classList.toggle("sorted", th.dataset.key === key);
+      th.classList.toggle("descending", th.dataset.key === key && !this.ascending);
+    });
+    this.updateCsv();
+  },
+
+  updateCsv() {
+    const link = document.getElementById("csv");
+    link.href = "/api/csv?" + [...this.selected].map(p => "run=" + encodeURIComponent(p)).join("&");
+  },
+};
+
+function format(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "number") {
+    return Number.isInteger(value) ? value.toLocaleString() : value.toPrecision(4);
+  }
+  return String(value);
+}

@@ -1,0 +1,78 @@
+// The Sample view: a completion streamed from any checkpoint as `microgpt sample` makes it, and `microgpt
+// eval` of a workspace file (bits per character) or of a prompts file (exact-match accuracy).
+"use strict";
+
+const Sample = {
+  stream: null,
+
+  init() {
+    document.getElementById("generate").addEventListener("click", () => this.generate());
+    document.getElementById("evaluate").addEventListener("click", () => this.evaluate());
+    this.refreshFiles();
+  },
+
+  showCheckpoints(runs) {
+    const select = document.getElementById("sample-checkpoint");
+    const chosen = select.value;
+    const saved = runs.filter(row => row.step !== null && row.step !== undefined);
+    select.replaceChildren(...saved.map(row => element("option", {value: row.path}, row.path)));
+    if (saved.some(row => row.path === chosen)) select.value = chosen;
+  },
+
+  async refreshFiles() {
+    try {
+      const {files} = await api("/api/files");
+      document.getElementById("eval-file").replaceChildren(...files.map(f => element("option", {value: f}, f)));
+    } catch (err) {
+      say(err.message, true);
+    }
+  },
+
+  generate() {
+    if (this.stream) this.stream.close();
+    const value = id => document.getElementById(id).value;
+    const query = new URLSearchParams({checkpoint: value("sample-checkpoint"), prompt: value("prompt"),
+      tokens: value("tokens"), temperature: value("temperature"), top_k: value("top-k"), top_p: value("top-p"),
+      seed: value("seed"), backend: value("sample-backend")});
+    const out = document.getElementById("completion");
+    out.textContent = "";
+    out.className = "streaming";
+    this.stream = new EventSource("/api/sample?" + query);
+    this.stream.onmessage = event => {
+      const message = JSON.parse(event.data);
+      if (message.text) out.textContent += message.text;
+      if (message.error) { say(message.error, true); out.className = "failed"; this.stream.close(); }
+      if (message.done) { out.className = "done"; this.stream.close(); say("sampled"); }
+    };
+    this.stream.onerror = async () => {
+      if (out.className !== "streaming") return;
+      this.stream.close();
+      out.className = "failed";
+      try {
+        await api("/api/sample?" + query); // the refusal's own words (a bad setting, not a checkpoint)
+      } catch (err) {
+        say(err.message, true);
+      }
+    };
+  },
+
+  async evaluate() {
+    const kind = document.querySelector('input[name="eval-kind"]:checked').value;
+    const file = document.getElementById("eval-file").value;
+    const out = document.getElementById("eval-result");
+    out.textContent = "evaluating...";
+    try {
+      const result = await api("/api/eval", {body: {checkpoint: document.getElementById("sample-checkpoint").value,
+        backend: document.getElementById("sample-backend").value, [kind === "prompts" ? "prompts" : "file"]: file}});
+      out.textContent = kind === "prompts"
+        ? `${result.correct} of ${result.total} correct (accuracy ${result.accuracy.toFixed(3)})\n` +
+          result.results.map(r => `${r.correct ? "right" : "wrong"}  ${JSON.stringify(r.prompt)} -> ${JSON.stringify(r.completion)}`).join("\n")
+        : `${result.positions.toLocaleString()} tokens scored\nNLL ${result.nll.toFixed(4)} nats per token\n` +
+          `perplexity ${result.perplexity}\nbits per character ${result.bits_per_char === null ? "-" : result.bits_per_char.toFixed(4)}`;
+      out.className = "done";
+    } catch (err) {
+      out.textContent = err.message;
+      out.className = "failed";
+    }
+  },
+};

@@ -1,0 +1,171 @@
+"""The studio's API through Starlette's TestClient: the guard (token, Host, Origin), paths held inside the
+workspace (through '..' and through a symlink), the canvas checked by the library's own rules with each error
+on its node, saving to the YAML the CLI trains from, the workspace lock and the checkpoint writer lock."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+
+from starlette.testclient import TestClient
+
+from microgpt.all_settings import family_keys, known_settings
+from microgpt.model.family import family, n_params
+from microgpt.named_runs import load_run
+from microgpt.registry import FAMILIES
+from microgpt.run_dir import WriterLock
+from microgpt.settings import Settings
+from microgpt.studio.app import Studio
+from microgpt.studio.canvas import DATA, FAMILY_CANVAS, TRAINING, components_of, offered_families
+from microgpt.studio.workspace import StudioLock, Workspace, WorkspaceError
+from studio_workspace import ensemble_graph, make_workspace
+
+TOKEN = "test-token"
+PORT = 8765
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    return make_workspace(tmp_path)
+
+
+@pytest.fixture
+def client(workspace):
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
+
+
+def test_a_request_without_the_token_is_refused(workspace):
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
+    for path in ("/", "/api/canvas", "/api/runs", "/static/canvas.js"):
+        answer = bare.get(path)
+        assert answer.status_code == 401 and "token" in answer.json()["error"], path
+    assert bare.get("/api/canvas", headers={"X-Studio-Token": "wrong"}).status_code == 401
+    assert bare.get(f"/api/canvas?token={TOKEN}").status_code == 200
+    page = bare.get(f"/?token={TOKEN}")
+    assert page.status_code == 200 and "microgpt studio" in page.text
+    assert bare.get("/api/canvas").status_code == 200  # the cookie the page set
+
+
+def test_a_bad_host_header_and_a_cross_site_origin_are_refused(client):
+    rebound = client.get("/api/canvas", headers={"Host": "evil.example:8765"})
+    assert rebound.status_code == 403 and "Host" in rebound.json()["error"]
+    assert client.get("/api/canvas", headers={"Host": "127.0.0.1:9999"}).status_code == 403
+    cross = client.post("/api/check", json=ensemble_graph(), headers={"Origin": "http://evil.example"})
+    assert cross.status_code == 403 and "cross-site" in cross.json()["error"]
+    assert client.get("/api/canvas", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert client.get("/api/canvas", headers={"Host": f"localhost:{PORT}", "Origin": f"http://localhost:{PORT}"}
+                      ).status_code == 200
+
+
+def test_paths_outside_the_workspace_are_refused_through_dotdot_and_symlinks(client, workspace, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.txt").write_text("not yours\n" * 50, encoding="utf-8")
+    os.symlink(outside, workspace / "link")
+    os.symlink(outside / "secret.txt", workspace / "secret.txt")
+    for path in ("../outside/secret.txt", "link/secret.txt", "secret.txt", "/etc/passwd", "link"):
+        answer = client.get("/api/metrics", params={"run": path})
+        assert answer.status_code == 403 and "outside the workspace" in answer.json()["error"], path
+    graph = ensemble_graph()
+    graph["nodes"][0]["values"]["file"] = "link/secret.txt"
+    checked = client.post("/api/check", json=graph).json()
+    assert not checked["ok"] and "outside the workspace" in checked["errors"][0]["message"]
+    assert checked["errors"][0]["node"] == "n1"
+    answer = client.post("/api/eval", json={"checkpoint": "../outside", "file": "tiny.txt"})
+    assert answer.status_code == 403
+    assert client.get("/api/csv", params={"run": "../outside/x"}).status_code == 403
+    assert client.get("/static/..%2Fapp.py").status_code == 404
+
+
+def test_run_names_that_could_escape_are_refused(client):
+    for name in ("../x", "a/b", ".hidden", "-rf", "x" * 65):
+        answer = client.post("/api/save", json={"name": name, "graph": ensemble_graph()})
+        assert answer.status_code == 400 and "run name" in answer.json()["error"], name
+
+
+def test_each_error_appears_on_the_node_it_concerns_and_clears(client):
+    graph = ensemble_graph()
+    checked = client.post("/api/check", json=graph).json()
+    assert checked["ok"], checked["errors"]
+    assert checked["parameters"] > 0 and checked["memory_bytes"] > 0 and checked["tokens_per_second"] > 0
+    graph["nodes"][3]["values"]["cooperative"] = "d2x8"  # the second expert
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert [e["node"] for e in errors] == ["n4"] and "model spec 'd2x8' is not valid" in errors[0]["message"]
+    graph["nodes"][3]["values"]["cooperative"] = "d2x8n1"
+    graph["nodes"][4]["values"]["active_dims"] = "32"  # wider than the stream: the family's own check
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert [e["node"] for e in errors] == ["n5"] and "--active-dims 32" in errors[0]["message"]
+    graph["nodes"][4]["values"]["active_dims"] = ""
+    graph["nodes"][6]["values"]["lr"] = "fast"  # the flag's own check
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert errors == [{"node": "n7", "message": "--lr must be a number, not 'fast'"}]
+    graph["nodes"][6]["values"]["lr"] = ""
+    assert client.post("/api/check", json=graph).json()["ok"]
+
+
+def test_connections_are_type_checked_and_the_chain_is_whole(client):
+    graph = ensemble_graph()
+    graph["edges"] = [e for e in graph["edges"] if e["to"] != "n2"] + [{"from": "n1", "to": "n3"}]
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert errors[0]["node"] == "n3" and "takes stream" in errors[0]["message"]
+    graph = ensemble_graph()
+    graph["edges"] = [e for e in graph["edges"] if e["from"] != "n6"]  # the router left unconnected
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert errors[0] == {"node": "n7", "message": "not connected to the model: connect it into the chain or remove it"}
+    assert errors[1]["node"] == "n6" and "the training is missing here" in errors[1]["message"]
+
+
+def test_the_saved_yaml_is_what_the_cli_trains(client, workspace):
+    graph = ensemble_graph()
+    checked = client.post("/api/check", json=graph).json()
+    saved = client.post("/api/save", json={"name": "ens", "graph": graph}).json()
+    assert saved["command"] == "microgpt train --config studio.yaml --run ens"
+    named = load_run(workspace / "studio.yaml", "ens")
+    settings = Settings({}, named)
+    assert settings.value("family") == "ensemble" and settings.value("cooperative") == "d2x8n1,d2x8n1"
+    vocab = len(set((workspace / "tiny.txt").read_text(encoding="utf-8")))
+    assert n_params(family("ensemble"), settings.model_config(vocab)) == checked["parameters"]
+    loaded = client.get("/api/config", params={"name": "ens"}).json()
+    assert [n["kind"] for n in loaded["nodes"]] == [n["kind"] for n in graph["nodes"]]
+    assert client.post("/api/check", json=loaded).json()["parameters"] == checked["parameters"]
+    broken = ensemble_graph(expert="d2x8")
+    answer = client.post("/api/save", json={"name": "bad", "graph": broken})
+    assert answer.status_code == 400 and answer.json()["errors"][0]["node"] == "n3"
+    assert "bad" not in (workspace / "studio.yaml").read_text(encoding="utf-8")
+
+
+def test_a_checkpoint_another_process_writes_is_refused_with_the_writer_lock(client, workspace):
+    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()})
+    held = WriterLock(workspace / "checkpoints" / "ens").acquire()
+    try:
+        answer = client.post("/api/runs/ens/start")
+    finally:
+        held.release()
+    assert answer.status_code == 409 and "is being written by process" in answer.json()["error"]
+
+
+def test_a_second_studio_on_the_same_workspace_is_refused(workspace):
+    first = StudioLock(Workspace(workspace)).acquire("http://127.0.0.1:1/?token=x")
+    try:
+        with pytest.raises(WorkspaceError, match="already served by a studio"):
+            StudioLock(Workspace(workspace)).acquire("http://127.0.0.1:2/?token=y")
+    finally:
+        first.release()
+    StudioLock(Workspace(workspace)).acquire("http://127.0.0.1:3/?token=z").release()
+
+
+def test_every_registered_family_the_canvas_offers_owns_its_settings():
+    assert {"gpt", "ensemble"} <= set(offered_families())
+    common = set(DATA.keys) | set(TRAINING.keys)
+    assert common <= set(known_settings())
+    for name in offered_families():
+        own = {key for c in FAMILY_CANVAS[name].components for key in c.keys}
+        assert own <= set(family_keys(family(name))), name
+        assert set(family_keys(family(name))) - {"seq_len"} <= own, f"{name} has settings no component shows"
+        assert components_of(name)[0].kind == "data"
+    assert set(FAMILIES) <= set(FAMILY_CANVAS), "a registered family has no canvas entry in studio/canvas.py"
