@@ -26,6 +26,7 @@ from microgpt.run_files import DEFAULT_ROOT, open_own
 from microgpt.settings import Settings
 
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+STOPPED_BY_SIGTERM = (128 + signal.SIGTERM, -signal.SIGTERM)  # train's status after saving; killed before its handler
 ERROR_MARK = "error: "  # how the CLI starts its one line about a user error
 
 
@@ -50,7 +51,7 @@ class StudioRun:
     def state(self) -> dict:
         code = self.process.poll()
         error = None
-        if code not in (None, 0):
+        if code not in (None, 0) and not (self.stopping and code in STOPPED_BY_SIGTERM):
             error = last_error(self.log) or f"microgpt train exited with status {code}"
         return {"name": self.name, "pid": self.process.pid, "running": code is None, "returncode": code,
                 "stopping": self.stopping and code is None, "error": error, "started": self.started}

@@ -9,6 +9,7 @@ serves until Ctrl-C or SIGTERM. On the way out it stops the runs it started with
 from __future__ import annotations
 
 import secrets
+import signal
 import socket
 import sys
 import webbrowser
@@ -32,6 +33,10 @@ def bind(host: str, port: int) -> socket.socket:
         raise OSError(exc.errno, f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from None
     sock.listen(64)
     return sock
+
+
+def stop_serving(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def url_of(host: str, port: int, token: str) -> str:
@@ -61,8 +66,11 @@ def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, open_browse
             webbrowser.open(url)
     server = uvicorn.Server(uvicorn.Config(studio.app, log_level="warning", timeout_graceful_shutdown=2,
                                            lifespan="off"))
+    signal.signal(signal.SIGTERM, stop_serving)  # uvicorn hands a SIGTERM on to this once it has shut down
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # Ctrl-C or SIGTERM, which uvicorn raises again after its shutdown: stop as asked
     finally:
         studio.stopping = True
         if keep_runs:

@@ -219,8 +219,7 @@ const Watch = {
     list.replaceChildren(element("h3", {}, "Runs"));
     for (const row of this.table) {
       const studio = row.studio;
-      const status = studio ? (studio.running ? (studio.stopping ? "stopping" : "training")
-        : studio.error ? "failed" : "stopped") : row.finished ? "finished" : row.step !== null ? "unfinished" : "";
+      const status = runStatus(row);
       const box = element("input", {type: "checkbox", "data-run": row.path});
       box.checked = this.followed.includes(row.path);
       box.addEventListener("change", () => this.follow(row.path, box.checked).catch(err => say(err.message, true)));
@@ -250,3 +249,12 @@ const Watch = {
     }
   },
 };
+
+function runStatus(row) {
+  const studio = row.studio;
+  if (studio && studio.running) return studio.stopping ? "stopping" : "training";
+  if (studio && studio.error) return "failed";
+  if (row.finished) return "finished";
+  if (studio) return "stopped";
+  return row.step !== null && row.step !== undefined ? "unfinished" : "";
+}

@@ -30,8 +30,7 @@ const Compare = {
   },
 
   show(answer) {
-    this.rows = answer.runs.map(row => ({...row, status: row.studio ? (row.studio.running ? "training"
-      : row.studio.error ? "failed" : "stopped") : row.finished ? "finished" : "unfinished"}));
+    this.rows = answer.runs.map(row => ({...row, status: runStatus(row)}));
     this.draw();
   },
 

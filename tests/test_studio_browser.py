@@ -1,0 +1,243 @@
+"""The studio end to end in headless Chromium (Selenium and Debian's chromium + chromium-driver), against a
+real `microgpt studio` on a tiny workspace: compose a two-expert ensemble and see an error appear on its node
+and clear (and undo and redo the edit); save it to studio.yaml, train it, and see its curve grow; stop it and
+load its checkpoint; sample from it and evaluate it; overlay two runs and download them as CSV. The tests run
+in order on one studio and one browser. With STUDIO_SCREENSHOTS=DIR each view is saved there as a PNG (the
+pictures of docs/studio.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("selenium", reason="the studio extra is not installed (selenium): pip install -e '.[studio]'")
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+                                 reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
+                                 "chromium-driver; .ci/run installs them as root)")]
+
+import httpx
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+import microgpt
+from microgpt.checkpoint import is_checkpoint
+from microgpt.named_runs import load_run
+from studio_workspace import make_workspace
+
+WAIT_S = 60  # the longest any one step may take (a run starting on a loaded 2-core CI machine)
+SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
+    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
+                                "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    found = re.search(r"http://\S+", line)
+    if found is None:
+        process.kill()
+        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
+    yield found.group(0), workspace
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 0, err
+    assert "microgpt studio: stopped" in out
+
+
+@pytest.fixture(scope="module")
+def browser(studio):
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1400,1000"):
+        options.add_argument(argument)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.get(studio[0])
+    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready") == "yes")
+    yield driver
+    driver.quit()
+
+
+def wait(driver, condition, timeout: float = WAIT_S):
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+
+
+def shot(driver, name: str) -> None:
+    """A screenshot for docs/studio.md, in 256 colours to stay small."""
+    if not SHOTS:
+        return
+    from PIL import Image
+
+    path = Path(SHOTS) / f"studio-{name}.png"
+    driver.save_screenshot(str(path))
+    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
+def node(driver, kind: str, index: int = 0):
+    return driver.find_elements(By.CSS_SELECTOR, f'.node[data-kind="{kind}"]')[index]
+
+
+def type_into(driver, kind: str, key: str, text: str, index: int = 0) -> None:
+    field = node(driver, kind, index).find_element(By.CSS_SELECTOR, f'[data-key="{key}"]')
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.DELETE)
+    field.send_keys(text)
+
+
+def choose(driver, kind: str, key: str, value: str) -> None:
+    Select(node(driver, kind).find_element(By.CSS_SELECTOR, f'[data-key="{key}"]')).select_by_value(value)
+
+
+def tab(driver, view: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'.tab[data-view="{view}"]').click()
+
+
+def points(driver, chart: str) -> int:
+    return driver.execute_script(f"const c = document.getElementById('chart-{chart}');"
+                                 "return c && c.data ? c.data[0].x.filter(x => x !== null).length : 0;")
+
+
+def status_of(driver, run: str) -> str:
+    """A run's status in the Watch list (read in one go: the list is redrawn as runs change)."""
+    return driver.execute_script(f"const s = document.querySelector('.run-row[data-run=\"{run}\"] .status');"
+                                 "return s ? s.textContent : '';")
+
+
+def click(driver, selector: str) -> None:
+    """Click what `selector` finds once it is there (the run list is redrawn as runs change)."""
+    wait(driver, lambda d: d.execute_script(f"const b = document.querySelector('{selector}'); if (b) b.click(); "
+                                            "return Boolean(b);"))
+
+
+def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser):
+    Select(browser.find_element(By.ID, "family")).select_by_value("ensemble")
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.node[data-kind="expert"]')) == 2)
+    type_into(browser, "data", "file", "tiny.txt")
+    type_into(browser, "data", "seq_len", "16")
+    type_into(browser, "expert", "cooperative", "d2x8n1", index=0)
+    type_into(browser, "stream", "stream_dim", "16")
+    for key, value in (("steps", "100000"), ("batch_size", "4"), ("eval_every", "10"), ("val_tokens", "200"),
+                       ("gen", "0")):
+        type_into(browser, "training", key, value)
+    choose(browser, "training", "backend", "numpy")
+    wait(browser, lambda d: "parameters" in d.find_element(By.ID, "estimates").text)
+    second = node(browser, "expert", 1)
+    type_into(browser, "expert", "cooperative", "d2x8", index=1)
+    wait(browser, lambda d: "has-error" in second.get_attribute("class"))
+    assert "model spec 'd2x8' is not valid" in second.find_element(By.CSS_SELECTOR, ".node-errors").text
+    others = f'.node.has-error:not([data-id="{second.get_attribute("data-id")}"])'
+    assert not browser.find_elements(By.CSS_SELECTOR, others)
+    shot(browser, "compose")
+    second.find_element(By.CSS_SELECTOR, '[data-key="cooperative"]').send_keys("n1")
+    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".node.has-error")
+         and "parameters" in d.find_element(By.ID, "estimates").text)
+    assert "ensemble of 2 experts d2x8n1,d2x8n1" in browser.find_element(By.ID, "estimates").text
+
+    def expert_spec(d):
+        return node(d, "expert", 1).find_element(By.CSS_SELECTOR, '[data-key="cooperative"]').get_attribute("value")
+
+    browser.find_element(By.ID, "undo").click()
+    assert expert_spec(browser) == "d4x16n2"  # the whole edit of that field is one step
+    browser.find_element(By.ID, "redo").click()
+    assert expert_spec(browser) == "d2x8n1"
+    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".node.has-error"))
+
+
+def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):
+    run_name = browser.find_element(By.ID, "run-name")
+    run_name.send_keys(Keys.CONTROL, "a")
+    run_name.send_keys("ens")
+    browser.find_element(By.ID, "start").click()
+    wait(browser, lambda d: "--config studio.yaml --run ens" in d.find_element(By.ID, "saved-yaml").text)
+    named = load_run(studio[1] / "studio.yaml", "ens")
+    assert named.values["cooperative"] == "d2x8n1,d2x8n1" and named.values["steps"] == 100000
+    tab(browser, "watch")
+    wait(browser, lambda d: points(d, "loss") >= 2)
+    before = points(browser, "loss")
+    wait(browser, lambda d: points(d, "loss") > before + 5, timeout=10)
+    assert status_of(browser, "checkpoints/ens").startswith("training")
+    wait(browser, lambda d: points(d, "router_weight") > 0 and points(d, "tokens_per_s") > 0)
+    browser.find_element(By.ID, "log-y").click()
+    wait(browser, lambda d: d.execute_script("return document.getElementById('chart-loss').layout.yaxis.type")
+         == "log")
+    time.sleep(1)
+    shot(browser, "watch")
+    browser.find_element(By.ID, "log-y").click()
+
+
+def test_stop_it_and_its_checkpoint_loads(browser, studio):
+    click(browser, 'button.stop[data-run="checkpoints/ens"]')
+    wait(browser, lambda d: status_of(d, "checkpoints/ens").startswith("stopped"))
+    checkpoint = studio[1] / "checkpoints" / "ens"
+    assert is_checkpoint(checkpoint)
+    loaded = microgpt.load(checkpoint, backend="numpy")
+    assert loaded.family_name == "ensemble" and len(loaded.sample(10, prompt="the ", seed=1)) > 0
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'button.resume[data-run="checkpoints/ens"]'))
+
+
+def test_sample_from_it_and_evaluate_it(browser):
+    tab(browser, "sample")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#sample-checkpoint option[value="checkpoints/ens"]'))
+    Select(browser.find_element(By.ID, "sample-checkpoint")).select_by_value("checkpoints/ens")
+    browser.find_element(By.ID, "prompt").send_keys("the cat")
+    tokens = browser.find_element(By.ID, "tokens")
+    tokens.send_keys(Keys.CONTROL, "a")
+    tokens.send_keys("40")
+    Select(browser.find_element(By.ID, "sample-backend")).select_by_value("numpy")
+    browser.find_element(By.ID, "generate").click()
+    wait(browser, lambda d: d.find_element(By.ID, "completion").get_attribute("class") in ("done", "failed"))
+    completion = browser.find_element(By.ID, "completion")
+    assert completion.get_attribute("class") == "done", browser.find_element(By.ID, "message").text
+    assert len(completion.text) > 10
+    Select(browser.find_element(By.ID, "eval-file")).select_by_value("prompts.tsv")
+    browser.find_element(By.CSS_SELECTOR, 'input[name="eval-kind"][value="prompts"]').click()
+    browser.find_element(By.ID, "evaluate").click()
+    wait(browser, lambda d: "of 2 correct" in d.find_element(By.ID, "eval-result").text)
+    shot(browser, "sample")
+
+
+def test_overlay_two_runs_and_download_them(browser, studio):
+    tab(browser, "compose")
+    run_name = browser.find_element(By.ID, "run-name")
+    run_name.send_keys(Keys.CONTROL, "a")
+    run_name.send_keys("ens2")
+    type_into(browser, "training", "steps", "40")
+    time.sleep(0.5)  # let the check of the edit land before the save
+    browser.find_element(By.ID, "start").click()
+    tab(browser, "watch")
+    wait(browser, lambda d: status_of(d, "checkpoints/ens2").startswith("finished"))
+    tab(browser, "compare")
+    for run in ("checkpoints/ens", "checkpoints/ens2"):
+        wait(browser, lambda d, run=run: d.find_elements(By.CSS_SELECTOR, f'#runs-table input[data-run="{run}"]'))
+        browser.find_element(By.CSS_SELECTOR, f'#runs-table input[data-run="{run}"]').click()
+    browser.find_element(By.CSS_SELECTOR, '#runs-table th[data-key="val_loss"]').click()
+    shot(browser, "compare")
+    href = browser.find_element(By.ID, "csv").get_attribute("href")
+    browser.find_element(By.ID, "overlay").click()
+    wait(browser, lambda d: d.execute_script(
+        "const c = document.getElementById('chart-loss'); return c && c.data ? c.data.map(t => t.name) : [];")
+        and {"ens: loss", "ens2: loss"} <= set(d.execute_script(
+            "return document.getElementById('chart-loss').data.map(t => t.name)")))
+    time.sleep(1)
+    shot(browser, "overlay")
+    token = re.search(r"token=([^&]+)", studio[0]).group(1)
+    rows = httpx.get(href, headers={"X-Studio-Token": token}).text.splitlines()
+    assert rows[0].startswith("run,step,time,")
+    assert {row.split(",")[0] for row in rows[1:]} == {"checkpoints/ens", "checkpoints/ens2"}
