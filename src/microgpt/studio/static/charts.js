@@ -192,11 +192,11 @@ const Watch = {
           line: {color: colour, width: 1.5, dash: sparse ? "dot" : several && key !== series[0].key ? "dash" : "solid"},
           marker: {size: 5}};
       });
-      const layout = {title: {text: TITLES[group] || group.replace(/_/g, " "), font: {size: 13}},
+      const layout = {title: {text: TITLES[group] || group.replace(/_/g, " "), font: {size: 13}, x: 0.01, xanchor: "left"},
         margin: {l: 55, r: 10, t: 30, b: 35}, height: 240, showlegend: true, legend: {font: {size: 10}},
-        xaxis: {title: {text: xKey === "time" ? "seconds" : "step"}}, yaxis: {type: logY ? "log" : "linear"},
+        xaxis: {title: {text: xKey === "time" ? "seconds" : "step"}, zeroline: false}, yaxis: {type: logY ? "log" : "linear"},
         uirevision: group + xKey + logY};
-      Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+      Plotly.react(div, traces, layout, {displaylogo: false, responsive: true, displayModeBar: "hover"});
     }
   },
 
@@ -228,7 +228,7 @@ const Watch = {
       if (studio && studio.running) {
         actions.append(element("button", {class: "stop", "data-run": row.path,
           onclick: () => this.act(name, "stop")}, "Stop"));
-      } else if (!row.finished && row.step !== null && row.step !== undefined) {
+      } else if (!row.finished && row.step !== null && row.step !== undefined && !row.path.endsWith("-best")) {
         actions.append(element("button", {class: "resume", "data-run": row.path,
           onclick: () => this.act(name, "resume")}, "Resume"));
       }
