@@ -159,20 +159,18 @@ def settings_of(chain: list[tuple[dict, Component]], family_name: str, extra: di
 
 
 def node_of(message: str, chain: list[tuple[dict, Component]]):
-    """The node a library message concerns: the one owning the setting it names (by flag, or by YAML key),
-    and of several copies of a repeated component, the one whose value the message quotes."""
-    best = None
+    """The node a library message concerns: the one owning the setting it names first (by flag, or by YAML
+    key), and of several copies of a repeated component, the one whose value the message quotes."""
+    best, first = None, len(message) + 1
     for node, component in chain:
+        value = str((node.get("values") or {}).get(component.keys[0]) or "") if component.keys else ""
+        if component.repeated and value and repr(value) in message:
+            return node["id"]
         for key in component.keys:
             flag = known_settings()[key].flag
-            if re.search(rf"(?<![\w-])({re.escape(flag)}|{re.escape(key)})(?![\w-])", message):
-                value = str((node.get("values") or {}).get(key) or "")
-                if component.repeated and value and repr(value) in message:
-                    return node["id"]
-                best = best or node["id"]
-    if best is None and "model spec" in message:
-        best = next((node["id"] for node, component in chain if component.repeated
-                     and repr(str((node.get("values") or {}).get(component.keys[0]) or "")) in message), None)
+            found = re.search(rf"(?<![\w-])({re.escape(flag)}|{re.escape(key)})(?![\w-])", message)
+            if found and found.start() < first:
+                best, first = node["id"], found.start()
     return best
 
 
