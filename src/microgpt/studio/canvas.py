@@ -64,13 +64,12 @@ FAMILY_CANVAS: dict[str, FamilyCanvas] = {
         Component("router", "router", "stream", "logits", ("router", "router_epsilon", "expert_grad"),
                   note="mixes the experts' next-token logits per position"),
     ), template={"expert": ["d4x16n2", "d4x16n2"]}),
-    # LOOKAHEAD: the family being built as `--family lookahead`; offered once registry.FAMILIES has it.
     "lookahead": FamilyCanvas("lookahead", (
         Component("trunk", "trunk", "tokens", "vectors", ("d_model", "n_layers", "heads", "d_ff"),
                   note="the shared transformer trunk"),
         Component("heads", "heads", "vectors", "logits",
                   ("lookahead", "lookahead_mode", "head_layers", "lookahead_weight"),
-                  note="one head per future token (mtp) or per gap, and their loss weight"),
+                  note="K extra heads: each a token further ahead (mtp) or the next token behind a gap, and their loss weight"),
     )),
 }
 
