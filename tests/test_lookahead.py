@@ -218,3 +218,34 @@ def test_bad_lookahead_settings_are_one_clear_line(workdir, capsys, flags, words
     err = capsys.readouterr().err
     line = err.strip().splitlines()[-1]  # a flag's bad value comes after argparse's usage lines
     assert words in line and (line.startswith("microgpt train: error:") or len(err.strip().splitlines()) == 1), err
+
+
+def test_speculative_sampling_through_the_cli_is_greedy_samplings_text_and_reports_acceptance(workdir, capsys):
+    from microgpt.cli import main
+
+    assert main(["train", "fox.txt", *FLAGS, "--lookahead", "2", "--steps", "150", "--model", "m", "--quiet"]) == 0
+    common = ["sample", "m", "--temperature", "0", "--tokens", "80", "--prompt", "the", "--backend", "numpy"]
+    capsys.readouterr()
+    assert main(common) == 0
+    plain = capsys.readouterr().out
+    assert main([*common, "--speculative"]) == 0
+    drafted = capsys.readouterr()
+    assert drafted.out == plain
+    report = drafted.err.strip().splitlines()[-1]
+    assert report.startswith("speculative: 80 tokens in ") and "head 1 " in report and "head 2 " in report
+
+
+@pytest.mark.parametrize(("train_flags", "sample_flags", "words"), [
+    ([], ["--speculative"], "--speculative needs a model with draft heads"),
+    (["--lookahead", "2", "--lookahead-mode", "gap"], ["--speculative"], "cannot draft"),
+    (["--lookahead", "2"], ["--speculative", "--no-cache"], "--no-cache turns off"),
+])
+def test_speculative_sampling_is_refused_in_one_line_before_any_text(workdir, capsys, train_flags, sample_flags,
+                                                                     words):
+    from microgpt.cli import main
+
+    assert main(["train", "fox.txt", *FLAGS, *train_flags, "--steps", "2", "--model", "m", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["sample", "m", "--backend", "numpy", *sample_flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and words in err and len(err.strip().splitlines()) == 1, err

@@ -143,3 +143,28 @@ def test_the_ensembles_estimate_is_near_the_numpy_peak(shape):
     finally:
         tracemalloc.stop()
     assert 0.8 < estimate_training_bytes(ensemble, config, 4, NUMPY) / peak < 1.2
+
+
+@pytest.mark.parametrize("heads", [{"lookahead": 1}, {"lookahead": 4}, {"lookahead": 4, "lookahead_mode": "gap"}])
+def test_the_lookahead_estimate_is_near_the_numpy_peak_with_one_head_at_a_time(heads):
+    # The trunk and one extra head's activations (the heads run forward and backward in turn), whatever K. Here
+    # a head's activations (attention probabilities and logits) outweigh its parameters several times, so heads
+    # kept alive together would put four heads' peak far above the estimate: 0.8 to 1.2 catches that.
+    from microgpt.model import lookahead
+    from microgpt.tokenizer import CharTokenizer
+
+    config = lookahead.Config(vocab_size=65, d_model=32, n_layers=1, head_dims=(8,) * 4, d_ff=64, seq_len=128, **heads)
+    windows = np.random.default_rng(0).integers(0, 65, (4, config.seq_len + 1))
+    tokenizer = CharTokenizer("".join(chr(33 + i) for i in range(65)))
+    tracemalloc.start()
+    try:
+        model = lookahead.build(config, NUMPY, tokenizer, 1)
+        for _ in range(2):  # the first step also builds caches
+            tracemalloc.reset_peak()
+            model.params.zero_grad()
+            model.loss_and_backward(windows)
+            model.params.adam_step(1e-3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0.8 < estimate_training_bytes(lookahead, config, 4, NUMPY) / peak < 1.2
