@@ -18,13 +18,25 @@ call the roll on a communicator of their own (each sends the number of the
 collective it waits in to every other), and those that do not answer within
 ROLL_CALL_S are the ones that did not arrive. The lowest rank that answered
 raises `HungRanks` for `failing_together` to print, naming them, and aborts.
+
+The line must come out before the abort: MPICH's mpiexec exits as soon as the
+abort reaches it, and a rank's stderr still in the pipe to its hydra proxy, or
+read by the proxy after the abort, is never printed (the line and MPICH's own
+`Abort(...)` line were lost so about one run in ten of a print-then-abort on
+2 busy cores). So a rank waits, at most REPORT_READ_S, until the proxy has read
+its stderr pipe (`wait_until_read`); what the proxy has read it has forwarded,
+ahead of the abort on the same socket.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import stat
+import struct
 import sys
+import termios
 import time
 from collections.abc import Iterator
 
@@ -46,6 +58,25 @@ SPIN_S, POLL_S = 0.05, 0.001
 ROLL_CALL_S = 2.0  # how long the roll call waits for the ranks to answer
 ROLL_CALL = 1  # the tag of its messages
 REPORTER_WAIT_S = 5.0  # how long a live rank other than the reporter waits for the reporter's abort
+REPORT_READ_S = 2.0  # how long a rank about to abort waits for its stderr line to be read (wait_until_read)
+
+
+def wait_until_read(fd: int, limit_s: float) -> bool:
+    """Wait until nothing written to `fd` is left unread, or `limit_s` passed; True when it was all read.
+
+    Only a pipe is waited for (what mpiexec's proxy, a shell pipeline or a test gives a rank): Linux reports the
+    bytes unread in a pipe (FIONREAD) at either end. A file, a terminal or /dev/null is done when written."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return True
+        end = time.monotonic() + limit_s
+        while struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0] > 0:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(POLL_S)
+    except OSError:  # a closed descriptor, or a system that does not count a pipe's bytes: nothing to wait for
+        return True
+    return True
 
 
 class MPICommunicator:
@@ -163,12 +194,12 @@ class MPICommunicator:
             yield
         except WriterStopped as exc:  # rank 0 alone saw it (a refused save): the others must be stopped
             print(f"{command}: error: {exc}", file=sys.stderr, flush=True)
-            self.comm.Abort(ABORT_STATUS)
+            self._abort()
         except HungRanks as exc:  # every live rank has it; one prints it
             if not exc.reports:
                 time.sleep(REPORTER_WAIT_S)  # the reporter's abort ends this process first
             print(f"{command}: error: {exc}; stopping every rank", file=sys.stderr, flush=True)
-            self.comm.Abort(ABORT_STATUS)
+            self._abort()
         except TrainingStopped:
             if self.is_writer:
                 raise
@@ -181,7 +212,14 @@ class MPICommunicator:
             message = str(exc) or type(exc).__name__
             print(f"{command}: error: rank {self.rank} of {self.size} failed: {message}; stopping every rank",
                   file=sys.stderr, flush=True)
-            self.comm.Abort(ABORT_STATUS)
+            self._abort()
+
+    def _abort(self) -> None:
+        """End every rank (MPI_Abort), once the line just printed to stderr has left this process's pipe."""
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        wait_until_read(2, REPORT_READ_S)  # fd 2, where Python's stderr and MPICH's Abort line go
+        self.comm.Abort(ABORT_STATUS)
 
     def describe(self) -> str:
         return f"{self.size} processes (MPI)"
