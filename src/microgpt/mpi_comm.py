@@ -19,13 +19,17 @@ collective it waits in to every other), and those that do not answer within
 ROLL_CALL_S are the ones that did not arrive. The lowest rank that answered
 raises `HungRanks` for `failing_together` to print, naming them, and aborts.
 
-The line must come out before the abort: MPICH's mpiexec exits as soon as the
-abort reaches it, and a rank's stderr still in the pipe to its hydra proxy, or
-read by the proxy after the abort, is never printed (the line and MPICH's own
-`Abort(...)` line were lost so about one run in ten of a print-then-abort on
-2 busy cores). So a rank waits, at most REPORT_READ_S, until the proxy has read
-its stderr pipe (`wait_until_read`); what the proxy has read it has forwarded,
-ahead of the abort on the same socket.
+The line must be read before the abort is sent: MPICH's mpiexec exits as soon
+as an abort reaches it (HYD_pmiserv_abort), and its hydra proxy, finding the
+abort and the rank's stderr ready at once, forwards the abort first, so the line
+(and MPICH's own `Abort(...)` line) was lost: under strace, the proxy's write of
+it to the exited mpiexec failed with EPIPE. It happened when the proxy was not
+scheduled between the rank's print and its abort: 14 of 160 runs of
+`failing_together` on one core, and the stopped-rank tests' empty stderr in
+full-suite runs. So a rank waits, at most REPORT_READ_S, until the proxy has
+read its stderr pipe (`wait_until_read`); the proxy forwards what it reads
+before it looks at the abort, which is sent only then (0 of 160 runs lost it;
+MPICH's own line, written inside MPI_Abort, can still be lost so).
 """
 
 from __future__ import annotations
