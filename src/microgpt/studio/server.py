@@ -53,21 +53,21 @@ def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, open_browse
     url = url_of(host, port, token)
     lock = StudioLock(workspace).acquire(url)
     studio = Studio(workspace, token, host, port)
-    if host not in LOOPBACK:
-        print(f"microgpt studio: warning: serving on {host}, beyond this machine: anyone who can reach it and "
-              "learns the token can train, read and write in the workspace", file=sys.stderr)
-    print(f"microgpt studio: serving {workspace.root} at {url}", file=out, flush=True)
-    if open_browser:
-        try:
-            webbrowser.get()
-        except webbrowser.Error:
-            pass  # no browser here: the URL above is the way in
-        else:
-            webbrowser.open(url)
-    server = uvicorn.Server(uvicorn.Config(studio.app, log_level="warning", timeout_graceful_shutdown=2,
-                                           lifespan="off"))
     signal.signal(signal.SIGTERM, stop_serving)  # uvicorn hands a SIGTERM on to this once it has shut down
-    try:
+    try:  # from here a Ctrl-C, even one before uvicorn has started, stops as below
+        if host not in LOOPBACK:
+            print(f"microgpt studio: warning: serving on {host}, beyond this machine: anyone who can reach it and "
+                  "learns the token can train, read and write in the workspace", file=sys.stderr)
+        print(f"microgpt studio: serving {workspace.root} at {url}", file=out, flush=True)
+        if open_browser:
+            try:
+                webbrowser.get()
+            except webbrowser.Error:
+                pass  # no browser here: the URL above is the way in
+            else:
+                webbrowser.open(url)
+        server = uvicorn.Server(uvicorn.Config(studio.app, log_level="warning", timeout_graceful_shutdown=2,
+                                               lifespan="off"))
         server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass  # Ctrl-C or SIGTERM, which uvicorn raises again after its shutdown: stop as asked
