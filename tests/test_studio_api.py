@@ -1,23 +1,35 @@
 """The studio's API through Starlette's TestClient: the guard (token, Host, Origin), paths held inside the
 workspace (through '..' and through a symlink), the canvas checked by the library's own rules with each error
-on its node, saving to the YAML the CLI trains from, the workspace lock and the checkpoint writer lock."""
+on its node, saving to the YAML the CLI trains from, the workspace lock and the checkpoint writer lock; a run
+stopped and resumed; and a real `microgpt studio` process: the warning off loopback, and Ctrl-C stopping its
+runs with SIGTERM (so they save) or, with --keep-runs, leaving them training."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
 pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
 
+import httpx
 from starlette.testclient import TestClient
 
 from microgpt.all_settings import family_keys, known_settings
+from microgpt.checkpoint import TRAIN_STATE, is_checkpoint
 from microgpt.model.family import family, n_params
 from microgpt.named_runs import load_run
 from microgpt.registry import FAMILIES
 from microgpt.run_dir import WriterLock
+from microgpt.run_files import RunPaths
 from microgpt.settings import Settings
 from microgpt.studio.app import Studio
 from microgpt.studio.canvas import DATA, FAMILY_CANVAS, TRAINING, components_of, offered_families
@@ -26,6 +38,7 @@ from studio_workspace import ensemble_graph, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
+WAIT_S = 60  # the longest a run may take to start or save on a loaded 2-core CI machine
 
 
 @pytest.fixture
@@ -34,9 +47,36 @@ def workspace(tmp_path):
 
 
 @pytest.fixture
-def client(workspace):
+def studio(workspace):
     studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    yield studio
+    studio.manager.stop_all()
+
+
+@pytest.fixture
+def client(studio):
     return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
+
+
+def wait_for(condition, what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}")
+        time.sleep(0.1)
+    return found
+
+
+def logged_steps(checkpoint: Path) -> list[int]:
+    log = RunPaths(checkpoint).metrics
+    lines = log.read_text(encoding="utf-8").splitlines() if log.is_file() else []
+    return [json.loads(line)["step"] for line in lines if line.endswith("}")]
+
+
+def saved_step(checkpoint: Path) -> int | None:
+    if not is_checkpoint(checkpoint):
+        return None
+    return json.loads((checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))["step"]
 
 
 def test_a_request_without_the_token_is_refused(workspace):
@@ -169,3 +209,89 @@ def test_every_registered_family_the_canvas_offers_owns_its_settings():
         assert set(family_keys(family(name))) - {"seq_len"} <= own, f"{name} has settings no component shows"
         assert components_of(name)[0].kind == "data"
     assert set(FAMILIES) <= set(FAMILY_CANVAS), "a registered family has no canvas entry in studio/canvas.py"
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_from_its_checkpoint(client, studio, workspace):
+    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)})
+    started = client.post("/api/runs/ens/start").json()
+    assert started["running"] and started["checkpoint"] == "checkpoints/ens"
+    checkpoint = workspace / "checkpoints" / "ens"
+    wait_for(lambda: len(logged_steps(checkpoint)) >= 20, "the run to log 20 steps")
+    again = client.post("/api/runs/ens/start")
+    assert again.status_code == 400 and "is training already" in again.json()["error"]
+    assert client.post("/api/runs/ens/stop").json()["stopping"]
+    studio.manager.runs["ens"].process.wait(WAIT_S)
+    state = next(s for s in client.get("/api/runs").json()["runs"] if s["path"] == "checkpoints/ens")
+    assert not state["studio"]["running"] and state["studio"]["error"] is None  # SIGTERM: saved, not failed
+    stopped_at = saved_step(checkpoint)
+    assert stopped_at == logged_steps(checkpoint)[-1] >= 20
+    resumed = client.post("/api/runs/ens/resume").json()
+    assert resumed["running"]
+    assert "--resume" in studio.manager.runs["ens"].process.args
+    wait_for(lambda: logged_steps(checkpoint)[-1] >= stopped_at + 10, "the resumed run to log 10 more steps")
+    client.post("/api/runs/ens/stop")
+    studio.manager.runs["ens"].process.wait(WAIT_S)
+    steps = logged_steps(checkpoint)
+    assert steps == list(range(1, len(steps) + 1)), "the resumed run went on from its step, in the same log"
+    assert saved_step(checkpoint) == steps[-1] > stopped_at
+
+
+def start_studio(workspace: Path, *flags: str) -> tuple[subprocess.Popen, str]:
+    """A `microgpt studio` process on the workspace and the URL it printed."""
+    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
+                                "--no-browser", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    found = re.search(r"http://\S+", line)
+    if found is None:
+        process.kill()
+        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
+    return process, found.group(0)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, exited but not yet reaped by its new parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+def test_serving_beyond_loopback_warns(workspace):
+    process, url = start_studio(workspace, "--host", "0.0.0.0")
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=WAIT_S)
+    assert url.startswith("http://0.0.0.0:") and process.returncode == 0
+    assert "warning: serving on 0.0.0.0, beyond this machine" in err
+    assert "microgpt studio: stopped" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep_runs", [False, True], ids=["stops-runs", "keep-runs"])
+def test_ctrl_c_stops_the_studio_and_its_runs_save_or_with_keep_runs_train_on(workspace, keep_runs):
+    process, url = start_studio(workspace, *(["--keep-runs"] if keep_runs else []))
+    token = re.search(r"token=([^&\s]+)", url).group(1)
+    with httpx.Client(base_url=url.split("/?")[0], headers={"X-Studio-Token": token}) as http:
+        assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)}).status_code == 200
+        pid = http.post("/api/runs/ens/start").json()["pid"]
+    checkpoint = workspace / "checkpoints" / "ens"
+    try:
+        wait_for(lambda: len(logged_steps(checkpoint)) >= 5, "the run to log 5 steps")
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=WAIT_S)
+        assert process.returncode == 0 and "microgpt studio: stopped" in out, err
+        assert "warning" not in err  # on 127.0.0.1
+        if keep_runs:
+            assert f"leaving run ens training (process {pid})" in out
+            assert alive(pid)
+            steps = len(logged_steps(checkpoint))
+            wait_for(lambda: len(logged_steps(checkpoint)) > steps, "the kept run to go on training")
+            os.kill(pid, signal.SIGTERM)
+            wait_for(lambda: not alive(pid), "the kept run to stop on SIGTERM")
+        else:
+            assert not alive(pid), "the studio waits for its runs to save and exit"
+        assert saved_step(checkpoint) == logged_steps(checkpoint)[-1]  # SIGTERM: it finished its step and saved
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
