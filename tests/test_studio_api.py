@@ -295,3 +295,31 @@ def test_ctrl_c_stops_the_studio_and_its_runs_save_or_with_keep_runs_train_on(wo
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_runs_best_copy_is_folded_into_its_row_and_an_orphan_one_is_marked(client, studio, workspace):
+    graph = ensemble_graph(steps=30)
+    graph["nodes"][-1]["values"].update(eval_every="10", val_tokens="200")
+    client.post("/api/save", json={"name": "ens", "graph": graph})
+    client.post("/api/runs/ens/start")
+    assert studio.manager.runs["ens"].process.wait(WAIT_S) == 0
+    assert is_checkpoint(workspace / "checkpoints" / "ens-best")
+    rows = {row["path"]: row for row in client.get("/api/runs").json()["runs"]}
+    assert set(rows) == {"checkpoints/ens"}, "the -best copy is not a row of its own"
+    row = rows["checkpoints/ens"]
+    assert row["best_checkpoint"] == "checkpoints/ens-best" and row["best_of"] is None
+    assert 10 <= row["best_step"] <= 30 and row["best_val_loss"] <= row["val_loss"]
+    assert row["parameters"] > 0 and row["model"].startswith("ensemble of 2 experts")
+    for copy in (workspace / "checkpoints" / "ens").iterdir():  # a run killed before its first save: its -best
+        copy.unlink()
+    (workspace / "checkpoints" / "ens").rmdir()
+    (workspace / "checkpoints" / "results.jsonl").unlink()
+    fresh = TestClient(Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT).app, base_url=f"http://127.0.0.1:{PORT}",
+                       headers={"X-Studio-Token": TOKEN})  # a later studio, which did not start the run
+    rows = {row["path"]: row for row in fresh.get("/api/runs").json()["runs"]}
+    orphan = rows["checkpoints/ens-best"]
+    assert set(rows) == {"checkpoints/ens-best"} and orphan["best_of"] == "checkpoints/ens"
+    assert orphan["family"] == "ensemble" and orphan["parameters"] == row["parameters"]
+    assert orphan["model"] == row["model"] and orphan["best_val_loss"] == row["best_val_loss"]
+    assert orphan["best_step"] == orphan["step"] == row["best_step"]

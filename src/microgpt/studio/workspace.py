@@ -4,7 +4,8 @@
 one that lands outside the workspace, through `..` or a link, or that names a hidden studio file. `StudioLock`
 is an fcntl lock on `.studio/studio.lock`, so a second studio on the same workspace is refused, naming the
 process that serves it. `runs` lists every checkpoint of the workspace with the results.jsonl line of its
-latest run.
+latest run (what that line lacks, from the checkpoint's own config and train state), a run's `-best` copy
+folded into its row (where its best validation loss was, and at which step).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import json
 import os
 from pathlib import Path
 
-from microgpt.checkpoint import CONFIG, TRAIN_STATE, is_checkpoint, state_step
+from microgpt.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
 from microgpt.errors import ConfigError
+from microgpt.model.family import family, n_params
 from microgpt.run_files import RESULTS_LOG, RunPaths, open_own
 
 STATE_DIR = ".studio"  # the studio's own files: its lock and the runs' logs
@@ -89,23 +91,47 @@ class Workspace:
                     latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
                 except (ValueError, KeyError, TypeError):
                     continue
-        rows = []
+        rows = {}
         for path in self.checkpoints():
             record = latest.get(str(path.resolve()), {})
             state = _read_json(path / TRAIN_STATE)
-            config = _read_json(path / CONFIG)
-            steps = (state.get("train_config") or {}).get("steps") if isinstance(state, dict) else None
+            steps = (state.get("train_config") or {}).get("steps")
             step = state_step(state)
-            rows.append({
-                "path": self.relative(path), "name": path.name, "family": config.get("family", "gpt"),
-                "model": record.get("model"), "parameters": record.get("parameters"), "step": step,
-                "steps": steps, "finished": step is not None and steps is not None and step >= steps,
+            row = {
+                "path": self.relative(path), "name": path.name, "family": None, "model": record.get("model"),
+                "parameters": record.get("parameters"), "step": step, "steps": steps,
+                "finished": step is not None and steps is not None and step >= steps,
                 "final_loss": record.get("final_loss"), "val_loss": record.get("val_loss"),
-                "best_val_loss": record.get("best_val_loss"), "seconds": record.get("seconds"),
+                "best_val_loss": record.get("best_val_loss", state.get("best_val_loss")),
+                "best_step": None, "best_checkpoint": None, "best_of": None, "seconds": record.get("seconds"),
                 "tokens_per_sec": record.get("tokens_per_sec"), "time": record.get("time"),
                 "has_metrics": RunPaths(path).metrics.is_file(),
-            })
-        return rows
+            }
+            row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
+            rows[path] = row
+        for path, row in list(rows.items()):
+            run = path.with_name(path.name.removesuffix("-best"))
+            if run == path or RunPaths(run).best != path:
+                continue
+            if run in rows:  # the run's best copy: one row, the run's, says where and when it was best
+                del rows[path]
+                rows[run].update(best_checkpoint=row["path"], best_step=row["step"])
+                if rows[run]["best_val_loss"] is None:
+                    rows[run]["best_val_loss"] = row["best_val_loss"]
+            else:  # all that is left of a run killed before its first save
+                row.update(best_of=self.relative(run), best_checkpoint=row["path"], best_step=row["step"])
+        return list(rows.values())
+
+
+def model_figures(path: Path) -> dict:
+    """A checkpoint's family, parameter count and description, from its config.json (none where it does not read)."""
+    try:
+        config = read_config(path)
+        kind = family(config["family"])
+        built = kind.Config(**config["model"])
+        return {"family": config["family"], "parameters": n_params(kind, built), "model": kind.describe(built)}
+    except (CheckpointError, ConfigError, TypeError, ValueError):
+        return {}
 
 
 def _read_json(path: Path) -> dict:

@@ -228,7 +228,7 @@ const Watch = {
       if (studio && studio.running) {
         actions.append(element("button", {class: "stop", "data-run": row.path,
           onclick: () => this.act(name, "stop")}, "Stop"));
-      } else if (!row.finished && row.step !== null && row.step !== undefined && !row.path.endsWith("-best")) {
+      } else if (!row.finished && row.step !== null && row.step !== undefined && !row.best_of) {
         actions.append(element("button", {class: "resume", "data-run": row.path,
           onclick: () => this.act(name, "resume")}, "Resume"));
       }
@@ -252,6 +252,7 @@ const Watch = {
 
 function runStatus(row) {
   const studio = row.studio;
+  if (row.best_of) return `best copy of ${row.best_of}`;
   if (studio && studio.running) return studio.stopping ? "stopping" : "training";
   if (studio && studio.error) return "failed";
   if (row.finished) return "finished";

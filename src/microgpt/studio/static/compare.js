@@ -1,12 +1,12 @@
 // The Compare view: every run of the workspace in one table (its checkpoints, their results.jsonl lines and
-// the studio's own runs), sortable by any column and filtered by text; the selection overlays in Watch and
-// downloads as CSV of every metrics record.
+// the studio's own runs; a run's -best copy is its "best val" and "best at" cells), sortable by any column
+// and filtered by text; the selection overlays in Watch and downloads as CSV of every metrics record.
 "use strict";
 
 const COLUMNS = [
   ["path", "run"], ["family", "family"], ["parameters", "parameters"], ["step", "step"], ["steps", "of"],
   ["final_loss", "final loss"], ["val_loss", "val loss"], ["best_val_loss", "best val"],
-  ["tokens_per_sec", "tokens/s"], ["seconds", "seconds"], ["status", "status"], ["model", "model"],
+  ["best_step", "best at"], ["tokens_per_sec", "tokens/s"], ["seconds", "seconds"], ["status", "status"], ["model", "model"],
 ];
 
 const Compare = {
@@ -62,6 +62,11 @@ const Compare = {
         this.updateCsv();
       });
       const cells = COLUMNS.map(([column]) => element("td", {class: column}, format(row[column])));
+      if (row.best_checkpoint) {
+        for (const cell of cells.filter(c => c.className.startsWith("best_"))) {
+          cell.title = `the best validation checkpoint: ${row.best_checkpoint}`;
+        }
+      }
       body.append(element("tr", {"data-run": row.path}, element("td", {}, box), ...cells));
     }
     document.querySelectorAll("#runs-table th").forEach(th => {

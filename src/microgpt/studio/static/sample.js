@@ -14,9 +14,16 @@ const Sample = {
   showCheckpoints(runs) {
     const select = document.getElementById("sample-checkpoint");
     const chosen = select.value;
-    const saved = runs.filter(row => row.step !== null && row.step !== undefined);
-    select.replaceChildren(...saved.map(row => element("option", {value: row.path}, row.path)));
-    if (saved.some(row => row.path === chosen)) select.value = chosen;
+    const options = [];
+    for (const row of runs.filter(r => r.step !== null && r.step !== undefined)) {
+      if (!row.best_of) options.push(element("option", {value: row.path}, row.path));
+      if (row.best_checkpoint) {
+        options.push(element("option", {value: row.best_checkpoint},
+          `${row.best_checkpoint} (best validation, step ${row.best_step})`));
+      }
+    }
+    select.replaceChildren(...options);
+    if (options.some(option => option.value === chosen)) select.value = chosen;
   },
 
   async refreshFiles() {
