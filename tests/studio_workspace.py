@@ -1,5 +1,5 @@
-"""A tiny workspace for the studio's tests: a short text made here (never shared data), a prompts file, and a
-graph of a small two-expert ensemble on it, as the canvas sends it."""
+"""A tiny workspace for the studio's tests: a short text made here (never shared data), a prompts file, and
+graphs of a small two-expert ensemble and a small lookahead model on it, as the canvas sends them."""
 
 from __future__ import annotations
 
@@ -24,6 +24,19 @@ def ensemble_graph(steps: int = 30, expert: str = "d2x8n1") -> dict:
     kinds = [("data", {"file": "tiny.txt", "seq_len": "16"}), ("prior", {}), ("expert", {"cooperative": expert}),
              ("expert", {"cooperative": "d2x8n1"}), ("stream", {"stream_dim": "16"}), ("router", {}),
              ("training", {"steps": str(steps), "batch_size": "4", "backend": "numpy", "threads": "1", "gen": "0"})]
+    return chain_graph("ensemble", kinds)
+
+
+def lookahead_graph(mode: str = "mtp", heads: int = 2, steps: int = 30) -> dict:
+    """The canvas's graph of a small lookahead model: data -> trunk -> heads -> training."""
+    kinds = [("data", {"file": "tiny.txt", "seq_len": "16"}),
+             ("trunk", {"d_model": "16", "n_layers": "1", "heads": "2", "d_ff": "32"}),
+             ("heads", {"lookahead": str(heads), "lookahead_mode": mode, "head_layers": "1"}),
+             ("training", {"steps": str(steps), "batch_size": "4", "backend": "numpy", "threads": "1", "gen": "0"})]
+    return chain_graph("lookahead", kinds)
+
+
+def chain_graph(family: str, kinds: list[tuple[str, dict]]) -> dict:
     nodes = [{"id": f"n{i}", "kind": kind, "values": values} for i, (kind, values) in enumerate(kinds, start=1)]
     edges = [{"from": a["id"], "to": b["id"]} for a, b in pairwise(nodes)]
-    return {"family": "ensemble", "nodes": nodes, "edges": edges, "extra": {}}
+    return {"family": family, "nodes": nodes, "edges": edges, "extra": {}}

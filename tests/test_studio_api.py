@@ -33,8 +33,9 @@ from microgpt.run_files import RunPaths
 from microgpt.settings import Settings
 from microgpt.studio.app import Studio
 from microgpt.studio.canvas import DATA, FAMILY_CANVAS, TRAINING, components_of, offered_families
+from microgpt.studio.metrics import chart_of
 from microgpt.studio.workspace import StudioLock, Workspace, WorkspaceError
-from studio_workspace import ensemble_graph, make_workspace
+from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
@@ -323,3 +324,49 @@ def test_a_runs_best_copy_is_folded_into_its_row_and_an_orphan_one_is_marked(cli
     assert orphan["family"] == "ensemble" and orphan["parameters"] == row["parameters"]
     assert orphan["model"] == row["model"] and orphan["best_val_loss"] == row["best_val_loss"]
     assert orphan["best_step"] == orphan["step"] == row["best_step"]
+
+
+@pytest.mark.parametrize("mode", ["mtp", "gap"])
+def test_a_lookahead_model_composes_checks_and_saves(client, workspace, mode):
+    graph = lookahead_graph(mode)
+    checked = client.post("/api/check", json=graph).json()
+    assert checked["ok"], checked["errors"]
+    assert checked["parameters"] > 0 and f"lookahead 2 {mode} heads" in checked["description"]
+    graph["nodes"][2]["values"]["lookahead"] = "0"
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert [e["node"] for e in errors] == ["n3"] and "--lookahead" in errors[0]["message"], errors
+    graph["nodes"][2]["values"]["lookahead"] = "2"
+    saved = client.post("/api/save", json={"name": f"look-{mode}", "graph": graph})
+    assert saved.status_code == 200, saved.json()
+    settings = Settings({}, load_run(workspace / "studio.yaml", f"look-{mode}"))
+    assert settings.value("family") == "lookahead" and settings.value("lookahead_mode") == mode
+    loaded = client.get("/api/config", params={"name": f"look-{mode}"}).json()
+    assert [n["kind"] for n in loaded["nodes"]] == ["data", "trunk", "heads", "training"]
+    assert client.post("/api/check", json=loaded).json()["parameters"] == checked["parameters"]
+
+
+def test_per_part_figures_share_a_chart_and_head_losses_stay_off_the_main_loss():
+    assert chart_of("loss")["chart"] == chart_of("val_loss")["chart"] == "loss"
+    heads = [chart_of(f"head{k}_loss") for k in (1, 2, 3)]
+    assert {h["chart"] for h in heads} == {"head_loss"} and heads[0]["title"] == "head losses"
+    assert [h["label"] for h in heads] == ["head 1", "head 2", "head 3"]
+    assert chart_of("expert2_write_norm") == {"chart": "write_norm", "title": "write norm", "label": "expert 2"}
+    assert chart_of("grad_norm") == {"chart": "grad_norm", "title": "gradient norm", "label": "grad_norm"}
+
+
+@pytest.mark.slow
+def test_the_cli_trains_the_saved_lookahead_model_and_watch_charts_its_head_losses(client, workspace):
+    graph = lookahead_graph("mtp", steps=12)
+    assert client.post("/api/save", json={"name": "look", "graph": graph}).status_code == 200
+    trained = subprocess.run([sys.executable, "-m", "microgpt", "train", "--config", "studio.yaml", "--run", "look"],
+                             check=False, cwd=workspace, capture_output=True, text=True, timeout=WAIT_S * 3)
+    assert trained.returncode == 0, trained.stderr
+    checkpoint = workspace / "checkpoints" / "look"
+    assert json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))["family"] == "lookahead"
+    assert saved_step(checkpoint) == 12
+    history = client.get("/api/metrics", params={"run": "checkpoints/look"}).json()
+    assert {"head1_loss", "head2_loss", "loss"} <= set(history["columns"])
+    charts = history["charts"]
+    assert charts["head1_loss"]["chart"] == charts["head2_loss"]["chart"] != charts["loss"]["chart"]
+    assert charts["head1_loss"]["title"] == "head losses"
+    assert "step" not in charts and "time" not in charts

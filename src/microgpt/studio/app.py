@@ -37,7 +37,7 @@ from microgpt.settings import Settings, check_named_runs
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
 from microgpt.studio.guard import Guard, cookie_name
-from microgpt.studio.metrics import Tail, log_of, read_history, records_of, with_speed
+from microgpt.studio.metrics import Tail, charts_of, log_of, read_history, records_of, with_speed
 from microgpt.studio.runs import RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
 from microgpt.use_settings import SampleSettings
@@ -217,7 +217,9 @@ class Studio:
         async def events():
             last_states, quiet = None, 0
             while not self.stopping:
-                records = {path: {"rows": rows, "offset": tail.offset, "inode": tail.inode}
+                # each record's charts, and tokens/s's, which the page works out from the records' times
+                records = {path: {"rows": rows, "offset": tail.offset, "inode": tail.inode,
+                                  "charts": charts_of({key for row in rows for key in row} | {"tokens_per_s"})}
                            for path, tail in tails.items() if (rows := tail.read())}
                 replaced = [path for path, tail in tails.items() if tail.replaced]
                 for path in replaced:

@@ -4,7 +4,10 @@
 and returns it as columns of at most `points` values each: consecutive records are averaged in buckets, so
 that a run of 100,000 steps is a few thousand points. `Tail` follows a log as it grows, from a byte offset,
 line by line (a line is read once it is whole), and says when the log was replaced (a resume cuts it back, a
-new run starts it again), so the page reloads the history.
+new run starts it again), so the page reloads the history. `charts_of` says which chart draws each figure:
+the validation loss with the loss, a figure a family logs per part on one chart of its parts (an ensemble's
+`expert2_write_norm` with the other experts' write norms, a lookahead's `head1_loss`, `head2_loss` on one
+"head losses" chart, apart from the main loss), and every other figure on its own.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt.plot import PART_METRIC
 from microgpt.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
+TITLES = {"loss": "loss (training, and validation as points)", "lr": "learning rate", "grad_norm": "gradient norm",
+          "tokens_per_s": "tokens/s"}
 
 
 def log_of(checkpoint: Path) -> Path:
@@ -71,6 +77,27 @@ def columns_of(records: list[dict], points: int) -> dict[str, list]:
             for i, key in enumerate(keys)}
 
 
+def chart_of(key: str) -> dict:
+    """The chart that draws a figure ({"chart": its id, "title"}) and the figure's name in its legend."""
+    part = PART_METRIC.fullmatch(key)
+    if key == "val_loss":
+        chart, label = "loss", key
+    elif part and part.group(3) == "loss":  # per-head losses: their own chart, not mixed into the main loss
+        chart, label = f"{part.group(1)}_loss", f"{part.group(1)} {part.group(2)}"
+    elif part:
+        chart, label = part.group(3), f"{part.group(1)} {part.group(2)}"
+    else:
+        chart, label = key, key
+    title = TITLES.get(chart) or (f"{part.group(1)} losses" if part and part.group(3) == "loss"
+                                  else chart.replace("_", " "))
+    return {"chart": chart, "title": title, "label": label}
+
+
+def charts_of(keys) -> dict[str, dict]:
+    """chart_of for each figure among keys (not the step and time, the x axes)."""
+    return {key: chart_of(key) for key in keys if key not in ("step", "time")}
+
+
 def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_POINTS) -> dict:
     """The log's curves as columns, with the byte offset and identity to follow it from."""
     try:
@@ -78,12 +105,13 @@ def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_P
             data = f.read()
             identity = os.fstat(f.fileno()).st_ino
     except FileNotFoundError:
-        return {"columns": {}, "offset": 0, "inode": None, "records": 0, "last": None}
+        return {"columns": {}, "charts": {}, "offset": 0, "inode": None, "records": 0, "last": None}
     whole = data[: data.rfind(b"\n") + 1]
     records = with_speed(records_of(whole.decode("utf-8", errors="replace").splitlines()), tokens_per_step)
     last = {key: records[-1][key] for key in ("step", "time") if key in records[-1]} if records else None
-    return {"columns": columns_of(records, points), "offset": len(whole), "inode": identity, "records": len(records),
-            "last": last}
+    columns = columns_of(records, points)
+    return {"columns": columns, "charts": charts_of(columns), "offset": len(whole), "inode": identity,
+            "records": len(records), "last": last}
 
 
 class Tail:
