@@ -1,7 +1,9 @@
 """The studio end to end in headless Chromium (Selenium and Debian's chromium + chromium-driver), against a
 real `microgpt studio` on a tiny workspace: compose a two-expert ensemble and see an error appear on its node
-and clear (and undo and redo the edit); save it to studio.yaml, train it, and see its curve grow; stop it and
-load its checkpoint; sample from it and evaluate it; overlay two runs and download them as CSV. The tests run
+and clear (and undo and redo the edit); save it to studio.yaml, train it, and see its curve grow; stop it, load
+its checkpoint, resume it and stop it again; see a refused sample's reason (from one request) and sample from
+it and evaluate it; overlay two runs, the header's message following the second run to its end, and download
+them as CSV. The tests run
 in order on one studio and one browser. With STUDIO_SCREENSHOTS=DIR each view is saved there as a PNG (the
 pictures of docs/studio.md)."""
 
@@ -120,6 +122,16 @@ def status_of(driver, run: str) -> str:
                                  "return s ? s.textContent : '';")
 
 
+def message(driver) -> str:
+    return driver.find_element(By.ID, "message").text
+
+
+def last_step(driver) -> int:
+    """The last step the loss chart draws (of the one run followed)."""
+    return driver.execute_script("const c = document.getElementById('chart-loss');"
+                                 "return c && c.data ? Math.max(-1, ...c.data[0].x.filter(x => x !== null)) : -1;")
+
+
 def click(driver, selector: str) -> None:
     """Click what `selector` finds once it is there (the run list is redrawn as runs change)."""
     wait(driver, lambda d: d.execute_script(f"const b = document.querySelector('{selector}'); if (b) b.click(); "
@@ -182,13 +194,20 @@ def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):
     browser.find_element(By.ID, "log-y").click()
 
 
-def test_stop_it_and_its_checkpoint_loads(browser, studio):
+def test_stop_it_load_its_checkpoint_and_resume_it(browser, studio):
     click(browser, 'button.stop[data-run="checkpoints/ens"]')
     wait(browser, lambda d: status_of(d, "checkpoints/ens").startswith("stopped"))
     checkpoint = studio[1] / "checkpoints" / "ens"
     assert is_checkpoint(checkpoint)
     loaded = microgpt.load(checkpoint, backend="numpy")
     assert loaded.family_name == "ensemble" and len(loaded.sample(10, prompt="the ", seed=1)) > 0
+    stopped_at = last_step(browser)
+    click(browser, 'button.resume[data-run="checkpoints/ens"]')
+    wait(browser, lambda d: status_of(d, "checkpoints/ens").startswith("training") and last_step(d) > stopped_at)
+    wait(browser, lambda d: message(d) == "run ens: training")
+    click(browser, 'button.stop[data-run="checkpoints/ens"]')
+    wait(browser, lambda d: status_of(d, "checkpoints/ens").startswith("stopped"))
+    wait(browser, lambda d: message(d) == "run ens: stopped (saved)")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'button.resume[data-run="checkpoints/ens"]'))
 
 
@@ -201,6 +220,20 @@ def test_sample_from_it_and_evaluate_it(browser):
     tokens.send_keys(Keys.CONTROL, "a")
     tokens.send_keys("40")
     Select(browser.find_element(By.ID, "sample-backend")).select_by_value("numpy")
+    browser.execute_script("""window.sampleRequests = 0;  // every request for a sample, by fetch or EventSource
+        const seen = url => { if (String(url).includes('/api/sample')) window.sampleRequests += 1; };
+        const realFetch = window.fetch, RealSource = window.EventSource;
+        window.fetch = (url, ...rest) => { seen(url); return realFetch(url, ...rest); };
+        window.EventSource = function (url, ...rest) { seen(url); return new RealSource(url, ...rest); };""")
+    temperature = browser.find_element(By.ID, "temperature")
+    temperature.send_keys(Keys.CONTROL, "a")
+    temperature.send_keys("hot")
+    browser.find_element(By.ID, "generate").click()
+    wait(browser, lambda d: d.find_element(By.ID, "completion").get_attribute("class") == "failed")
+    assert message(browser).startswith("sampling settings must be numbers")
+    assert browser.execute_script("return window.sampleRequests") == 1, "the refusal was read from its response"
+    temperature.send_keys(Keys.CONTROL, "a")
+    temperature.send_keys("0.8")
     browser.find_element(By.ID, "generate").click()
     wait(browser, lambda d: d.find_element(By.ID, "completion").get_attribute("class") in ("done", "failed"))
     completion = browser.find_element(By.ID, "completion")
@@ -223,6 +256,7 @@ def test_overlay_two_runs_and_download_them(browser, studio):
     browser.find_element(By.ID, "start").click()
     tab(browser, "watch")
     wait(browser, lambda d: status_of(d, "checkpoints/ens2").startswith("finished"))
+    wait(browser, lambda d: message(d) == "run ens2: finished")  # not "is training" any more
     tab(browser, "compare")
     for run in ("checkpoints/ens", "checkpoints/ens2"):
         wait(browser, lambda d, run=run: d.find_elements(By.CSS_SELECTOR, f'#runs-table input[data-run="{run}"]'))

@@ -24,8 +24,8 @@ const Canvas = {
     document.getElementById("new-graph").addEventListener("click", () => this.newGraph(select.value));
     document.getElementById("undo").addEventListener("click", () => this.undo());
     document.getElementById("redo").addEventListener("click", () => this.redo());
-    document.getElementById("save").addEventListener("click", () => this.save().catch(err => say(err.message, true)));
-    document.getElementById("start").addEventListener("click", () => this.start().catch(err => say(err.message, true)));
+    document.getElementById("save").addEventListener("click", () => this.save().catch(err => say(err.message, true, "canvas")));
+    document.getElementById("start").addEventListener("click", () => this.start().catch(err => say(err.message, true, "canvas")));
     document.getElementById("load-run").addEventListener("change", event => {
       if (event.target.value) this.load(event.target.value).catch(err => say(err.message, true));
     });
@@ -258,7 +258,7 @@ const Canvas = {
     this.pendingOut = id;
     document.querySelectorAll(".port.out").forEach(p => p.classList.remove("pending"));
     document.querySelector(`.node[data-id="${id}"] .port.out`).classList.add("pending");
-    say("now click the input of the component to connect it to");
+    say("now click the input of the component to connect it to", false, "canvas");
   },
 
   clickIn(id) {
@@ -270,7 +270,7 @@ const Canvas = {
     const source = this.graph.nodes.find(n => n.id === from), target = this.graph.nodes.find(n => n.id === id);
     const gives = components[source.kind].gives, accepts = components[target.kind].accepts;
     if (gives !== accepts) {
-      say(`cannot connect: the ${target.kind} takes ${accepts}, but the ${source.kind} gives ${gives}`, true);
+      say(`cannot connect: the ${target.kind} takes ${accepts}, but the ${source.kind} gives ${gives}`, true, "canvas");
       const box = document.querySelector(`.node[data-id="${id}"]`);
       box.classList.add("refused");
       setTimeout(() => box.classList.remove("refused"), 1200);
@@ -281,7 +281,7 @@ const Canvas = {
       this.graph.edges = this.graph.edges.filter(e => e.from !== from && e.to !== id);
       this.graph.edges.push({from, to: id});
     });
-    say(`connected the ${source.kind} to the ${target.kind}`);
+    say(`connected the ${source.kind} to the ${target.kind}`, false, "canvas");
   },
 
   startDrag(event, node) {
@@ -315,7 +315,8 @@ const Canvas = {
     return {family, extra, edges, nodes: nodes.map(({id, kind, values}) => ({id, kind, values}))};
   },
 
-  scheduleCheck() {
+  scheduleCheck() { // after every edit of the graph: a message about the graph as it was is stale now
+    unsay("canvas");
     clearTimeout(this.checkTimer);
     this.checkTimer = setTimeout(() => this.check(), 150);
   },
@@ -326,7 +327,7 @@ const Canvas = {
       const checked = await api("/api/check", {body: this.forServer()});
       if (serial === this.checkSerial) this.showChecked(checked);
     } catch (err) {
-      say(err.message, true);
+      say(err.message, true, "canvas");
     }
   },
 
@@ -371,7 +372,7 @@ const Canvas = {
     const saved = await api("/api/save", {body: {name: this.runName(), graph: this.forServer()}});
     document.getElementById("saved-yaml").textContent =
       `saved to ${saved.file}; the same run from a shell:\n  ${saved.command}\n\n${saved.yaml}`;
-    say(`saved run ${saved.saved} to ${saved.file}`);
+    say(`saved run ${saved.saved} to ${saved.file}`, false, "canvas");
     await this.refreshRunList();
     return saved;
   },
@@ -379,7 +380,7 @@ const Canvas = {
   async start() {
     await this.save();
     const run = await api(`/api/runs/${encodeURIComponent(this.runName())}/start`, {body: {}});
-    say(`run ${run.name} is training (process ${run.pid}); watch it in Watch`);
+    say(`run ${run.name} is training (process ${run.pid}); watch it in Watch`, false, `run:${run.name}`);
     Watch.follow(run.checkpoint, true);
     return run;
   },
@@ -391,7 +392,7 @@ const Canvas = {
     delete graph.name;
     this.replace(graph);
     document.getElementById("family").value = graph.family;
-    say(`loaded run ${name} from studio.yaml`);
+    say(`loaded run ${name} from studio.yaml`, false, "canvas");
   },
 
   async refreshRunList() {

@@ -1,18 +1,17 @@
 // The Watch view: live curves of the followed runs, one chart per group of metrics, overlaid run on run.
 // History comes from /api/metrics (already bucketed to POINTS), then /api/stream appends each record as the
 // run writes it; past 2 x POINTS a run's columns are halved (pairs averaged), so that 10 runs of 100k steps
-// stay a few thousand points each. Smoothing (an exponential moving average) and log scales are drawn here.
+// stay a few thousand points each. Which chart draws each figure is the server's word (metrics.charts_of),
+// sent with the history and with each record. Smoothing (an exponential moving average) and log scales are
+// drawn here.
 "use strict";
 
-const PART_METRIC = /^([a-z]+)(\d+)_(.+)$/; // "expert2_write_norm": part "expert 2", figure "write_norm"
-const TITLES = {loss: "loss (training, and validation as points)", lr: "learning rate", grad_norm: "gradient norm",
-  tokens_per_s: "tokens/s"};
 const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
   "#bcbd22"];
 
 const Watch = {
   POINTS: 2000,
-  runs: {},       // path -> {columns, offset, inode, perStep, last}
+  runs: {},       // path -> {columns, charts, offset, inode, perStep, last}
   followed: [],   // paths, in the order they were chosen
   source: null,
   states: [],
@@ -55,7 +54,7 @@ const Watch = {
 
   async loadHistory(path) {
     const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${this.POINTS}`);
-    this.runs[path] = {columns: history.columns, offset: history.offset, inode: history.inode,
+    this.runs[path] = {columns: history.columns, charts: history.charts, offset: history.offset, inode: history.inode,
       perStep: history.tokens_per_step, last: history.last};
   },
 
@@ -71,22 +70,26 @@ const Watch = {
     for (const [path, update] of Object.entries(message.records)) {
       const run = this.runs[path];
       if (!run) continue;
+      Object.assign(run.charts, update.charts);
       for (const row of update.rows) this.append(run, row);
       run.offset = update.offset;
       run.inode = update.inode;
     }
-    const changed = JSON.stringify(message.states.map(s => [s.name, s.running, s.returncode, s.stopping]))
-      !== JSON.stringify(this.states.map(s => [s.name, s.running, s.returncode, s.stopping]));
+    const shape = s => JSON.stringify([s.name, s.running, s.returncode, s.stopping, s.pid]);
+    const before = new Set(this.states.map(shape));
+    const moved = message.states.filter(s => !before.has(shape(s)));
+    const changed = moved.length > 0 || message.states.length !== this.states.length;
     this.states = message.states;
     if (message.replaced.length) {
       for (const path of message.replaced) await this.loadHistory(path);
       this.openStream();
     }
+    for (const state of moved) { // a run's failure is news; its other changes update a message about it
+      const about = `run:${state.name}`;
+      if (state.error) say(`run ${state.name}: ${state.error}`, true, about);
+      else if (saying(about)) say(`run ${state.name}: ${stateWord(state)}`, false, about);
+    }
     if (changed) {
-      for (const state of this.states) {
-        const problem = state.error && `run ${state.name}: ${state.error}`;
-        if (problem) say(problem, true);
-      }
       await this.refreshRuns();
     }
     if (Object.keys(message.records).length || message.replaced.length) this.scheduleDraw();
@@ -123,17 +126,17 @@ const Watch = {
   // ---- drawing --------------------------------------------------------------------------------
 
   groups() {
-    const groups = new Map(); // group -> [{run, key, label}]
+    const groups = new Map(); // chart id -> [{path, key, label}]
+    this.titles = {};
     this.followed.forEach(path => {
       const run = this.runs[path];
       if (!run) return;
       for (const key of Object.keys(run.columns).sort()) {
-        if (key === "step" || key === "time") continue;
-        const part = key.match(PART_METRIC);
-        const group = key === "val_loss" ? "loss" : part ? part[3] : key;
-        const label = part ? `${part[1]} ${part[2]}` : key;
-        if (!groups.has(group)) groups.set(group, []);
-        groups.get(group).push({path, key, label});
+        const chart = run.charts[key];
+        if (!chart) continue; // the step and the time: the x axes
+        this.titles[chart.chart] = chart.title;
+        if (!groups.has(chart.chart)) groups.set(chart.chart, []);
+        groups.get(chart.chart).push({path, key, label: chart.label});
       }
     });
     const order = ["loss", "lr", "grad_norm", "tokens_per_s"];
@@ -192,7 +195,7 @@ const Watch = {
           line: {color: colour, width: 1.5, dash: sparse ? "dot" : several && key !== series[0].key ? "dash" : "solid"},
           marker: {size: 5}};
       });
-      const layout = {title: {text: TITLES[group] || group.replace(/_/g, " "), font: {size: 13}, x: 0.01, xanchor: "left"},
+      const layout = {title: {text: this.titles[group], font: {size: 13}, x: 0.01, xanchor: "left"},
         margin: {l: 55, r: 10, t: 30, b: 35}, height: 240, showlegend: true, legend: {font: {size: 10}},
         xaxis: {title: {text: xKey === "time" ? "seconds" : "step"}, zeroline: false}, yaxis: {type: logY ? "log" : "linear"},
         uirevision: group + xKey + logY};
@@ -241,14 +244,19 @@ const Watch = {
   async act(name, action) {
     try {
       const state = await api(`/api/runs/${encodeURIComponent(name)}/${action}`, {body: {}});
-      say(`run ${name}: ${action === "stop" ? "stopping (it saves first)" : "resumed"}`);
+      say(`run ${name}: ${action === "stop" ? "stopping (it saves first)" : "resumed"}`, false, `run:${name}`);
       if (action === "resume") await this.follow(state.checkpoint, true);
       await this.refreshRuns();
     } catch (err) {
-      say(err.message, true);
+      say(err.message, true, `run:${name}`);
     }
   },
 };
+
+function stateWord(state) {
+  if (state.running) return state.stopping ? "stopping (it saves first)" : "training";
+  return state.returncode === 0 ? "finished" : "stopped (saved)";
+}
 
 function runStatus(row) {
   const studio = row.studio;

@@ -18,7 +18,7 @@ const Compare = {
   init() {
     document.getElementById("filter").addEventListener("input", () => this.draw());
     document.getElementById("overlay").addEventListener("click", () => {
-      if (!this.selected.size) { say("select runs in the table first", true); return; }
+      if (!this.selected.size) { say("select runs in the table first", true, "compare"); return; }
       showView("watch");
       Watch.followOnly([...this.selected]).catch(err => say(err.message, true));
     });
@@ -59,6 +59,7 @@ const Compare = {
       box.checked = this.selected.has(row.path);
       box.addEventListener("change", () => {
         if (box.checked) this.selected.add(row.path); else this.selected.delete(row.path);
+        unsay("compare");
         this.updateCsv();
       });
       const cells = COLUMNS.map(([column]) => element("td", {class: column}, format(row[column])));

@@ -3,7 +3,7 @@
 "use strict";
 
 const Sample = {
-  stream: null,
+  reading: null, // the AbortController of the completion streaming in
 
   init() {
     document.getElementById("generate").addEventListener("click", () => this.generate());
@@ -35,8 +35,9 @@ const Sample = {
     }
   },
 
-  generate() {
-    if (this.stream) this.stream.close();
+  async generate() {
+    if (this.reading) this.reading.abort();
+    const reading = this.reading = new AbortController();
     const value = id => document.getElementById(id).value;
     const query = new URLSearchParams({checkpoint: value("sample-checkpoint"), prompt: value("prompt"),
       tokens: value("tokens"), temperature: value("temperature"), top_k: value("top-k"), top_p: value("top-p"),
@@ -44,23 +45,20 @@ const Sample = {
     const out = document.getElementById("completion");
     out.textContent = "";
     out.className = "streaming";
-    this.stream = new EventSource("/api/sample?" + query);
-    this.stream.onmessage = event => {
-      const message = JSON.parse(event.data);
-      if (message.text) out.textContent += message.text;
-      if (message.error) { say(message.error, true); out.className = "failed"; this.stream.close(); }
-      if (message.done) { out.className = "done"; this.stream.close(); say("sampled"); }
-    };
-    this.stream.onerror = async () => {
-      if (out.className !== "streaming") return;
-      this.stream.close();
+    say("sampling...", false, "sample");
+    try {
+      await streamEvents("/api/sample?" + query, message => {
+        if (message.text) out.textContent += message.text;
+        if (message.error) throw new Error(message.error);
+        if (message.done) out.className = "done";
+      }, reading.signal);
+      if (out.className !== "done") throw new Error("the sample stream ended before the completion did; try again");
+      say("sampled", false, "sample");
+    } catch (err) {
+      if (err.name === "AbortError") return; // a newer Generate took over
       out.className = "failed";
-      try {
-        await api("/api/sample?" + query); // the refusal's own words (a bad setting, not a checkpoint)
-      } catch (err) {
-        say(err.message, true);
-      }
-    };
+      say(err.message, true, "sample");
+    }
   },
 
   async evaluate() {
