@@ -215,15 +215,25 @@ const Canvas = {
       y: rect.top - canvas.top + rect.height / 2 + scroll.scrollTop};
   },
 
+  // A connection's path: a curve to an input on the right; to one on the left (the chain wrapping to the next
+  // row), out to the right, along the lane just above the target's row, and down into its input.
+  route(a, b, target) {
+    if (b.x > a.x + 30) {
+      const bend = Math.max(40, (b.x - a.x) / 2);
+      return `M${a.x},${a.y} C${a.x + bend},${a.y} ${b.x - bend},${b.y} ${b.x},${b.y}`;
+    }
+    const right = a.x + 16, left = b.x - 16, lane = Math.min(target.y - 12, b.y - 24);
+    return `M${a.x},${a.y} H${right} V${lane} H${left} V${b.y} H${b.x}`;
+  },
+
   drawEdges() {
     const svg = document.getElementById("edges");
     svg.replaceChildren();
     for (const edge of this.graph.edges) {
       const a = this.portPoint(edge.from, "out"), b = this.portPoint(edge.to, "in");
       if (!a || !b) continue;
-      const bend = Math.max(40, Math.abs(b.x - a.x) / 2);
       const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
-      path.setAttribute("d", `M${a.x},${a.y} C${a.x + bend},${a.y} ${b.x - bend},${b.y} ${b.x},${b.y}`);
+      path.setAttribute("d", this.route(a, b, this.graph.nodes.find(n => n.id === edge.to)));
       path.setAttribute("class", "edge");
       path.setAttribute("data-from", edge.from);
       path.setAttribute("data-to", edge.to);
