@@ -370,3 +370,14 @@ def test_the_cli_trains_the_saved_lookahead_model_and_watch_charts_its_head_loss
     assert charts["head1_loss"]["chart"] == charts["head2_loss"]["chart"] != charts["loss"]["chart"]
     assert charts["head1_loss"]["title"] == "head losses"
     assert "step" not in charts and "time" not in charts
+
+
+def test_a_studio_on_every_interface_answers_to_this_machines_names_and_no_others():
+    """With --host 0.0.0.0 a browser elsewhere sends the machine's name or address; a rebinding page still sends
+    its own name."""
+    from microgpt.studio.guard import machine_names, studio_hosts
+
+    hosts = studio_hosts("0.0.0.0", 8765)
+    assert {f"{name}:8765" for name in machine_names() if ":" not in name} <= hosts
+    assert "127.0.0.1:8765" in hosts and "evil.example:8765" not in hosts and "0.0.0.0:9999" not in hosts
+    assert studio_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}

@@ -10,8 +10,10 @@ Strict, named after the port, since cookies are shared between ports).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import socket
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs
 
@@ -20,11 +22,27 @@ def cookie_name(port: int) -> str:
     return f"microgpt_studio_{port}"
 
 
+LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
+WILDCARDS = {"0.0.0.0", "::"}  # the addresses that bind every interface
+
+
+def machine_names() -> set[str]:
+    """This machine's host name, its fully qualified name and the addresses the name resolves to."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    with contextlib.suppress(OSError):
+        names |= set(socket.gethostbyname_ex(socket.gethostname())[2])
+    return {name for name in names if name}
+
+
 def studio_hosts(host: str, port: int) -> set[str]:
-    """The Host header values that name this studio: its bind address and, on loopback, the loopback names."""
+    """The Host header values that name this studio: its bind address; on loopback, the loopback names; on a
+    wildcard (every interface), the loopback names and this machine's own names and addresses, which is what a
+    browser elsewhere sends. A hostile name that resolves to this machine is none of them."""
     names = {host}
-    if host in ("127.0.0.1", "localhost", "::1"):
-        names |= {"127.0.0.1", "localhost", "::1"}
+    if host in LOOPBACK_NAMES:
+        names |= LOOPBACK_NAMES
+    if host in WILDCARDS:
+        names |= LOOPBACK_NAMES | machine_names()
     return {f"[{name}]:{port}" if ":" in name else f"{name}:{port}" for name in names}
 
 
