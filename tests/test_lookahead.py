@@ -63,6 +63,7 @@ def numeric(model, function, name: str, index: int) -> float:
     {"lookahead": 1},
     {"lookahead": 3, "lookahead_weight": 0.5},
     {"lookahead": 2, "head_layers": 2},
+    {"lookahead": 2, "head_layers": 0},
     {"lookahead": 1, "lookahead_mode": "gap"},
     {"lookahead": 3, "lookahead_mode": "gap", "head_layers": 2, "lookahead_weight": 2.0},
 ])
@@ -142,7 +143,8 @@ def test_the_emulated_cuda_backend_agrees_with_numpy(emulated, mode):
     ({"lookahead": 7}, ["--lookahead 7", "--seq-len 7", "below 7"]),
     ({"lookahead": 7, "lookahead_mode": "gap"}, ["gap", "--seq-len 7", "below 7"]),
     ({"lookahead_mode": "ahead"}, ["--lookahead-mode", "mtp, gap"]),
-    ({"head_layers": 0}, ["--head-layers", "at least 1"]),
+    ({"head_layers": -1}, ["--head-layers", "at least 0"]),
+    ({"head_layers": 0, "lookahead_mode": "gap"}, ["--head-layers 0", "gap head", "--lookahead-mode mtp"]),
     ({"lookahead_weight": -1.0}, ["--lookahead-weight", "at least 0"]),
 ])
 def test_bad_shapes_get_one_clear_line(settings, words):

@@ -57,9 +57,9 @@ def test_feeding_and_keeping_gives_the_plain_decoders_logits():
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-12)  # float64, other sum orders
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_at_temperature_0_the_text_is_greedy_samplings(dtype):
-    model, tokenizer = tiny(dtype)
+@pytest.mark.parametrize(("dtype", "head_layers"), [(np.float64, 1), (np.float32, 1), (np.float64, 0)])
+def test_at_temperature_0_the_text_is_greedy_samplings(dtype, head_layers):
+    model, tokenizer = tiny(dtype, head_layers=head_layers)
     plain = generate(model, tokenizer, "abc", 60, temperature=0)
     speculation = Speculation()
     drafted = generate(model, tokenizer, "abc", 60, temperature=0, speculation=speculation)

@@ -29,8 +29,8 @@ class SampleSettings:
                           "seq_len)", SWITCH)
     speculative: bool = setting(False, "draft the next tokens with the model's lookahead heads (a model trained "
                                 "with --lookahead K) and check them with its main head in one pass: the same "
-                                "text at temperature 0, the same distribution otherwise, and faster where the "
-                                "drafts are kept; prints how many were", SWITCH)
+                                "text at temperature 0, the same distribution otherwise; faster only where most "
+                                "drafts are kept (docs/lookahead.md); prints how many were", SWITCH)
     num_samples: int = setting(1, "samples to generate, each from the prompt, with seeds --seed, --seed + 1, ...",
                                whole(1))
     out: str | None = setting(None, "write the samples to FILE (written whole, then renamed into place) instead of "

@@ -45,12 +45,16 @@ class LookaheadConfig(GPTConfig):
                                   "predicts the token at t+1 seeing up to t and from t+k+1 on: fill in the "
                                   "middle)", Choice(lambda: MODES), metavar="MODE")
     head_layers: int = setting(1, "blocks in each extra head, between the shared trunk and the head's own "
-                               "output layer", whole(1), metavar="N")
+                               "output layer (0, mode mtp only: a linear head on the trunk's last state)", whole(0),
+                               metavar="N")
     lookahead_weight: float = setting(1.0, "the extra heads' share of the loss: main loss + W x their mean loss",
                                       NonNegativeNumber(), metavar="W")
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the trunk's checks, and every setting's (config.check_fields)
+        if self.head_layers == 0 and self.lookahead_mode == "gap":
+            raise ConfigError("--head-layers 0 leaves a gap head without the block that reads past its gap, so it "
+                              "would only repeat the main head; give --head-layers 1 or more, or --lookahead-mode mtp")
         if self.lookahead >= self.seq_len:
             if self.lookahead_mode == "gap":
                 raise ConfigError(
