@@ -1,6 +1,6 @@
 """Lookahead heads against a plain GPT with the same trunk, and speculative sampling against the KV-cache sampler.
 
-    python benchmarks/bench_lookahead.py [--steps 1500] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
+    python benchmarks/bench_lookahead.py [--steps 1000] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
 
 Every run has the same trunk (TRUNK: d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64), batch 16, the
 default recipe otherwise, the cpu backend with one thread, `--jobs` runs at a time. The last 10% of the text is
@@ -89,7 +89,7 @@ def sampling(model_dir: str, prompt: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--text", type=Path, default=DEFAULT_TEXT)
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, help="keep the checkpoints here (default: a temporary directory)")
     args = parser.parse_args()
