@@ -7,6 +7,8 @@ ranks of `microgpt train --resume auto` (the mpich wheel's PMI client speaks Slu
   nobody touched.
 - `scancel --signal=USR1 --batch` signals the batch shell alone; the script passes it to srun, which passes it
   to the ranks: rank 0 saves once and the run trains on to the same final weights.
+- `sbatch --signal=B:USR1@55` with a one-minute limit: the time-limit warning reaches the batch shell as
+  `--batch` does, and the run saves once and trains on.
 - A rank SIGSTOPped in the middle of the run: the other gives up after `--collective-timeout`, names it in one
   line, and the job ends failed with its last checkpoint whole.
 
@@ -72,12 +74,12 @@ def corpus(tmp_path_factory) -> Path:
 class Job:
     """One batch job: its id, its checkpoint and its output file (both goes of a requeued job append to it)."""
 
-    def __init__(self, cluster: SlurmCluster, corpus: Path, where: Path, *flags: str):
+    def __init__(self, cluster: SlurmCluster, corpus: Path, where: Path, *flags: str, sbatch: tuple[str, ...] = ()):
         self.cluster, self.model, self.output = cluster, where / "run", where / "job.out"
         script = where / "job.sh"
         script.write_text(SCRIPT.format(output=self.output, python=sys.executable, corpus=corpus, model=self.model,
                                         steps=STEPS, flags=" ".join([*TINY, *flags])))
-        submitted = cluster.command("sbatch", "--parsable", str(script))
+        submitted = cluster.command("sbatch", "--parsable", *sbatch, str(script))  # flags here win over #SBATCH
         assert submitted.returncode == 0, submitted.stderr
         self.id = submitted.stdout.strip().split(";")[0]
 
@@ -157,6 +159,22 @@ def test_usr1_to_the_batch_shell_saves_and_trains_on(cluster, corpus, reference,
     assert text.count("SIGUSR1: saving a checkpoint after this step, then training on") == 1, text
     assert 0 < saved_at < STEPS and f"finished step {STEPS} ({STEPS} this run)" in text, text
     assert_bit_identical(job.model, reference)
+
+
+def test_the_time_limit_warning_of_sbatch_signal_saves_and_trains_on(cluster, corpus, tmp_path):
+    """`--signal=B:USR1@55` with a one-minute limit: slurmctld sends the warning some seconds in (its timer runs
+    every few tens of seconds, so it may come early or late by that much), to the batch shell, as
+    `scancel --signal=USR1 --batch` does; the run saves once and trains on until it is cancelled."""
+    job = Job(cluster, corpus, tmp_path, "--steps", "100000000", sbatch=("--time=1", "--signal=B:USR1@55"))
+    job.wait_until(lambda: "SIGUSR1: saving a checkpoint after this step, then training on" in job.text(),
+                   "time-limit warning")
+    job.wait_until(lambda: (job.model / "train_state.json").exists(), "save after the warning")
+    saved_at = json.loads((job.model / "train_state.json").read_text())["step"]
+    assert cluster.command("scancel", job.id).returncode == 0  # SIGTERM: the run saves again and stops
+    job.wait_until(lambda: job.field("JobState") not in ("PENDING", "RUNNING", "COMPLETING"), "end")
+    text = job.text()
+    assert text.count("SIGUSR1: saving a checkpoint after this step, then training on") == 1, text
+    assert json.loads((job.model / "train_state.json").read_text())["step"] > saved_at, text  # it trained on
 
 
 def rank_pids(job: Job) -> list[int]:
