@@ -37,9 +37,9 @@ class HeadCount(Whole):
 
 @dataclass
 class LookaheadConfig(GPTConfig):
-    lookahead: int = setting(2, "extra heads K beside the next-token head: head k predicts the token k further "
-                             "ahead (--lookahead-mode mtp) or the next token with the k after it hidden (gap); "
-                             "chooses --family lookahead", HeadCount(), metavar="K")
+    lookahead: int = setting(2, "extra heads K beside the next-token head: head k predicts the token k after the "
+                             "next one (--lookahead-mode mtp), or the next token with it and the k - 1 after it "
+                             "hidden (gap); chooses --family lookahead", HeadCount(), metavar="K")
     lookahead_mode: str = setting("mtp", "what the extra heads learn: mtp (head k predicts the token at t+1+k "
                                   "from positions up to t, and drafts for sample --speculative) or gap (head k "
                                   "predicts the token at t+1 seeing up to t and from t+k+1 on: fill in the "
