@@ -88,6 +88,9 @@ def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperatur
     the end what an incomplete tail decodes to. With a `speculation` (speculative.py) the model's heads draft
     and the main head checks them; it counts what was accepted."""
     check_sampling(temperature, top_k, top_p)
+    if speculation is not None and not use_cache:
+        raise ConfigError("--speculative checks its drafts against the KV cache, which --no-cache turns off; drop "
+                          "one of them")
     rng = np.random.default_rng(seed)
     context = list(tokenizer.encode(prompt or tokenizer.start_text(), source="the prompt"))
     if speculation is not None:
@@ -133,6 +136,7 @@ def one_at_a_time(decoder, context: list[int], n_tokens: int, choose: Callable[[
 
 
 def check_finite(logits: np.ndarray, count: int) -> None:
+    """An UnsoundOutputs error, naming how far sampling got, where the model's logits are NaN or infinite."""
     if not np.all(np.isfinite(logits)):
         raise UnsoundOutputs(f"the model's outputs are not finite (after {count} tokens); its weights "
                              "are unusable, retrain it (with a lower --lr if it diverged)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from microgpt.errors import ConfigError
-from microgpt.sample import UnsoundOutputs
+from microgpt.sample import check_finite
 
 
 def accept_or_resample(draft: int, p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
@@ -43,7 +43,7 @@ class Speculation:
     kept: list[int] = field(default_factory=list)  # per head
 
     def tokens(self, model, context: list[int], n_tokens: int, probs: Callable[[np.ndarray], np.ndarray],
-                    rng: np.random.Generator) -> Iterator[int]:
+               rng: np.random.Generator) -> Iterator[int]:
         """n_tokens new tokens after `context` (appended to it), `probs` turning logits into the distribution to
         sample from (temperature, top-k, top-p)."""
         decoder = self.decoder_for(model)
@@ -52,15 +52,22 @@ class Speculation:
         if n_tokens == 0:
             return
         main, drafts = decoder.prefill(context)  # (vocab,), (K, vocab)
-        check_finite(main, drafts, 0)
+        check_finite(main, 0)
+        check_finite(drafts, 0)
         token = int(rng.choice(len(main), p=probs(main)))  # the next token: the main head's
         done = 0  # tokens made so far
         while True:
             room = min(decoder.drafts, n_tokens - done - 1)  # drafts that would still be wanted after `token`
+            if room == 0:  # `token` is the last one wanted: no pass to check it
+                context.append(token)
+                self.made += 1
+                yield token
+                return
             draft_probs = [probs(drafts[k]) for k in range(room)]  # each (vocab,)
             fed = [token] + [int(rng.choice(len(q), p=q)) for q in draft_probs]
             mains, heads = decoder.feed(fed)  # (n, vocab), (n, K, vocab)
-            check_finite(mains, heads, done)
+            check_finite(mains, done)
+            check_finite(heads, done)
             self.passes += 1
             kept, token = 1, None  # `token` becomes the next round's first, chosen once the drafts are judged
             for k, q in enumerate(draft_probs):
@@ -96,11 +103,6 @@ class Speculation:
         rates = ", ".join(f"head {k + 1} {kept / checked:.0%} of {checked}" if checked else f"head {k + 1} not reached"
                           for k, (kept, checked) in enumerate(zip(self.kept, self.checked)))
         per_pass = self.made / self.passes if self.passes else 0.0
-        return (f"speculative: {self.made} tokens in {self.passes} passes ({per_pass:.2f} per pass); drafts "
+        tokens, passes = ("token" if self.made == 1 else "tokens"), ("pass" if self.passes == 1 else "passes")
+        return (f"speculative: {self.made} {tokens} in {self.passes} {passes} ({per_pass:.2f} per pass); drafts "
                 f"kept: {rates}")
-
-
-def check_finite(main: np.ndarray, drafts: np.ndarray, count: int) -> None:
-    if not (np.all(np.isfinite(main)) and np.all(np.isfinite(drafts))):
-        raise UnsoundOutputs(f"the model's outputs are not finite (after {count} tokens); its weights "
-                             "are unusable, retrain it (with a lower --lr if it diverged)")

@@ -28,7 +28,7 @@ class KVRing:
             raise ValueError(f"a KV ring of {capacity} slots cannot show a window of {self.window} positions")
         self.keys = backend.zeros((group.count, capacity, group.width))  # (G, capacity, w)
         self.values = backend.zeros((group.count, capacity, group.width))  # (G, capacity, w)
-        self._bands: dict[int, object] = {}  # n -> the band mask of n queries past the window
+        self._bands: dict[tuple[int, int], object] = {}  # (n, older keys) -> the band mask of n queries past the window
 
     def attend(self, queries, keys, values, start: int, scale: float):
         """Store keys and values (G, n, w) of positions start .. start + n - 1, and return the attention output
@@ -62,23 +62,23 @@ class KVRing:
         positions: one product over the union of their windows, in position order, with every key outside a
         query's own window masked (MASKED_SCORE, so its probability is exactly 0)."""
         be, n = self.be, queries.shape[1]
-        first = start - self.window + 1  # the oldest position the first query sees
-        slots = np.arange(first, start + n) % self.capacity  # (window + n - 1,)
-        keys, values = self.keys[:, slots], self.values[:, slots]  # each (G, window + n - 1, w)
-        scores = be.bmm(queries, keys, False, True)  # (G, n, window + n - 1)
+        first = max(0, start - self.window + 1)  # the oldest position the first query sees (none before 0)
+        slots = np.arange(first, start + n) % self.capacity  # (start - first + n,)
+        keys, values = self.keys[:, slots], self.values[:, slots]  # each (G, held, w)
+        scores = be.bmm(queries, keys, False, True)  # (G, n, held)
         groups, _, held = scores.shape
-        scaled = be.scale(scores.reshape(groups * n, held), scale)  # (G*n, window + n - 1)
-        be.add_(scaled, self._band(n))
+        scaled = be.scale(scores.reshape(groups * n, held), scale)  # (G*n, held)
+        be.add_(scaled, self._band(n, start - first))
         return be.bmm(be.softmax_rows(scaled).reshape(groups, n, held), values)  # (G, n, w)
 
-    def _band(self, n: int):
-        """The additive mask (G*n, window + n - 1) of `_banded` for n queries, made once per n."""
-        if n not in self._bands:
-            held = self.window + n - 1
-            distance = np.arange(held)[None, :] - np.arange(n)[:, None]  # (n, held): key index less query index
-            outside = (distance < 0) | (distance > self.window - 1)  # (n, held): before its window, or after itself
-            self._bands[n] = self.be.from_host(np.tile(np.where(outside, MASKED_SCORE, 0.0), (self.keys.shape[0], 1)))
-        return self._bands[n]
+    def _band(self, n: int, before: int):
+        """The additive mask (G*n, before + n) of `_banded` for n queries after `before` older keys."""
+        if (n, before) not in self._bands:
+            behind = np.arange(n)[:, None] + before - np.arange(before + n)[None, :]  # (n, held): query less key
+            outside = (behind < 0) | (behind > self.window - 1)  # (n, held): after itself, or before its window
+            mask = np.where(outside, MASKED_SCORE, 0.0)  # (n, held)
+            self._bands[(n, before)] = self.be.from_host(np.tile(mask, (self.keys.shape[0], 1)))
+        return self._bands[(n, before)]
 
     def _seen(self, position: int):
         """The slots of the positions a token at `position` sees (the last `window` up to its own). For several

@@ -55,12 +55,12 @@ class LookaheadConfig(GPTConfig):
         if self.head_layers == 0 and self.lookahead_mode == "gap":
             raise ConfigError("--head-layers 0 leaves a gap head without the block that reads past its gap, so it "
                               "would only repeat the main head; give --head-layers 1 or more, or --lookahead-mode mtp")
+        if self.lookahead_mode == "gap" and self.lookahead >= self.seq_len - 1:
+            raise ConfigError(
+                f"--lookahead {self.lookahead} with --lookahead-mode gap hides a gap of up to {self.lookahead} "
+                f"positions, so large that the context (--seq-len {self.seq_len}) shows head {self.lookahead} "
+                f"nothing beyond it; give --lookahead below {self.seq_len - 1}, or a longer --seq-len")
         if self.lookahead >= self.seq_len:
-            if self.lookahead_mode == "gap":
-                raise ConfigError(
-                    f"--lookahead {self.lookahead} with --lookahead-mode gap hides a gap of up to {self.lookahead} "
-                    f"positions, larger than the context can show beyond it (--seq-len {self.seq_len}); give "
-                    f"--lookahead below {self.seq_len}, or a longer --seq-len")
             raise ConfigError(
                 f"--lookahead {self.lookahead} asks head {self.lookahead} for the token {self.lookahead + 1} "
                 f"positions ahead, past the end of every window of --seq-len {self.seq_len}; give --lookahead "
