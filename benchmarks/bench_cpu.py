@@ -22,7 +22,7 @@ on every thread (its `streams` set to 1), to show what the shard per thread gain
 
 The CPU model (lscpu), the SIMD level and LLVM's target CPU are printed beside
 the figures. The thread count (--threads, default every core) goes to torch and,
-through microgpt.threads.set_threads, to BLAS and numba. `--memory` also measures
+through microgpt.core.threads.set_threads, to BLAS and numba. `--memory` also measures
 the peak resident memory of a training step at T=1024 (reference shape, B=1),
 one fresh process per backend; `--startup` the time from a fresh interpreter to
 the end of the first training step on cpu, cold (an empty kernel cache) and warm.
@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import get_backend
+from microgpt.core.threads import available_cores, set_threads
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.threads import available_cores, set_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from corpus import load_tokens

@@ -90,11 +90,11 @@ def gpt_matching(vocab: int, target: int) -> dict:
 def step_ratio(text: str) -> tuple[float, float]:
     """(ms per ensemble step, ms per step of its four experts trained alone, summed), cpu backend, 1 thread."""
     from microgpt.backends import get_backend
-    from microgpt.data_parallel import train_step
-    from microgpt.distributed import SingleProcess
+    from microgpt.data.tokenizer import CharTokenizer
+    from microgpt.dist.communicator import SingleProcess
     from microgpt.model.family import family
-    from microgpt.optim import Optimizer
-    from microgpt.tokenizer import CharTokenizer
+    from microgpt.training.data_parallel import train_step
+    from microgpt.training.optim import Optimizer
 
     tokenizer = CharTokenizer.from_text(text)
     ids = tokenizer.encode(text)
@@ -151,7 +151,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs) as pool:
         results = {r["name"]: r for r in pool.map(one_run, jobs)}
     results["stream 64"] = results["prior none"]
-    from microgpt.tokenizer import CharTokenizer
+    from microgpt.data.tokenizer import CharTokenizer
 
     shape = gpt_matching(CharTokenizer.from_text(text[:cut]).size, results["prior none"]["parameters"])
     ensemble_per_step = results["prior none"]["seconds"] / args.steps  # what the wall-time-matched GPT may spend

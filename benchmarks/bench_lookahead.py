@@ -68,7 +68,7 @@ def one_run(job: dict) -> dict:
 def sampling(model_dir: str, prompt: str) -> dict:
     """Characters per second at temperature 0: the KV-cache sampler and the speculative one, best of three each."""
     import microgpt
-    from microgpt.speculative import Speculation
+    from microgpt.use.speculative import Speculation
 
     loaded = microgpt.load(model_dir, backend="cpu", threads=1)
     plain_times, speculative_times = [], []

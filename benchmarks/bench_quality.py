@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import get_backend
-from microgpt.config import TrainConfig
-from microgpt.data import RandomBatches
+from microgpt.data.batches import RandomBatches
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.optim import Optimizer, learning_rate
-from microgpt.tokenizer import CharTokenizer
+from microgpt.settings.training import TrainConfig
+from microgpt.training.optim import Optimizer, learning_rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from corpus import CANDIDATES

@@ -22,9 +22,9 @@ import argparse
 import time
 
 from microgpt.backends import CHOICES, get_backend
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.sample import generate
-from microgpt.tokenizer import CharTokenizer
+from microgpt.use.sample import generate
 
 VOCAB = "".join(chr(c) for c in range(ord(" "), ord(" ") + 64)) + "\n"  # 65 characters
 SEQ_LEN = 256

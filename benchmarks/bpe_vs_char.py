@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import microgpt
+from microgpt.data.tokenizer import train_tokenizer
 from microgpt.model import gpt
 from microgpt.model.family import n_params
-from microgpt.tokenizer import train_tokenizer
 
 DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 SHAPE = {"d_model": 96, "n_layers": 4, "seq_len": 64}

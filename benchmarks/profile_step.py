@@ -18,7 +18,7 @@ that adds. Where the cpu backend splits the batch into a shard per thread (B > 1
 several threads), the timers could not tell the threads apart, so the tables
 profile one shard in one thread: what each thread runs at the same time.
 Threads: --threads (default every core) for BLAS and numba, through
-microgpt.threads.set_threads.
+microgpt.core.threads.set_threads.
 
     python3 benchmarks/profile_step.py [--backends cpu numpy] [--steps 20] [--top 15]
 """
@@ -36,9 +36,9 @@ from collections import defaultdict
 import numpy as np
 
 from microgpt.backends import get_backend
+from microgpt.core.threads import available_cores, set_threads
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.shards import shard_count
-from microgpt.threads import available_cores, set_threads
 
 SHAPES = {  # the shapes of bench_cpu.py
     "reference": GPTConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128),

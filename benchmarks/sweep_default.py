@@ -24,13 +24,14 @@ import time
 import numpy as np
 
 from microgpt.backends import get_backend
-from microgpt.config import TrainConfig
-from microgpt.data import RandomBatches, default_corpus, split_validation
+from microgpt.data.batches import RandomBatches
+from microgpt.data.corpus import default_corpus, split_validation
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT
-from microgpt.optim import Optimizer
-from microgpt.run import make_batches
-from microgpt.settings import Settings
-from microgpt.tokenizer import CharTokenizer
+from microgpt.settings.sources import Settings
+from microgpt.settings.training import TrainConfig
+from microgpt.training.optim import Optimizer
+from microgpt.training.prepare import make_batches
 
 RECIPE = {"warmup": 100, "lr_schedule": "cosine", "weight_decay": 0.1, "beta2": 0.99, "grad_clip": 1.0,
           "random_batches": True}

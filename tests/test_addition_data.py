@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from microgpt.prompts import read_prompts
+from microgpt.use.prompts import read_prompts
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "addition.py"
 SUM = re.compile(r"(\d+) \+ (\d+) = (\d+)")

@@ -10,7 +10,7 @@ import pytest
 
 import microgpt
 from microgpt.cli import main
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = {"d_model": 12, "heads": "3", "n_layers": 1, "d_ff": 24, "seq_len": 16, "backend": "numpy"}

@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_info
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import REGISTRY, Backend, backend_class
 from microgpt.backends.cuda import CuBLASBackend
-from microgpt.errors import ConfigError
-from microgpt.threads import available_cores, default_threads, set_threads
+from microgpt.core.errors import ConfigError
+from microgpt.core.threads import available_cores, default_threads, set_threads
 
 
 def blas_threads() -> set[int]:

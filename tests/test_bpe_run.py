@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from microgpt.cli import main
-from microgpt.sample import generate
-from microgpt.tokenizer import BPETokenizer, CharTokenizer
+from microgpt.data.tokenizer import BPETokenizer, CharTokenizer
+from microgpt.use.sample import generate
 
 TEXT = "the cat sat on the mat; the dog sat on the log. naïve café, déjà vu.\n" * 30
 UNSEEN = "日本語 🐍 Ωμέγα"  # characters the training text never had

@@ -12,9 +12,9 @@ import pytest
 
 from family_shapes import TINY, VARIANTS, VOCAB
 from microgpt.backends import get_backend
+from microgpt.core.registry import FAMILIES
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
-from microgpt.registry import FAMILIES
-from microgpt.tokenizer import CharTokenizer
 
 
 def test_every_family_has_a_tiny_shape_here():

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from microgpt.data.tokenizer import CharTokenizer
+from microgpt.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.tokenizer import CharTokenizer
 
 VOCAB = "\n abcdefgh"
 
@@ -126,7 +126,7 @@ def test_weights_that_do_not_match_the_config_are_a_clear_error(tmp_path):
 
 def test_a_save_between_the_files_a_reader_reads_makes_it_read_them_again(tmp_path, monkeypatch):
     """A reader must get one checkpoint, not the weights of one save and the training state of the next."""
-    from microgpt import checkpoint
+    from microgpt.model import checkpoint
 
     backend = get_backend("numpy")
     old, new = (GPT(GPTConfig(vocab_size=4, d_model=8, n_layers=1, head_dims=(4, 4), d_ff=8, seq_len=4), backend,

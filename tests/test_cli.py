@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.checkpoint import load_checkpoint
 from microgpt.cli import main
+from microgpt.model.checkpoint import load_checkpoint
 from microgpt.model.gpt import GPT
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
@@ -174,7 +174,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(workdir):
 
 KILL_DURING_WRITE = """
 import os, signal
-import microgpt.checkpoint as checkpoint
+import microgpt.model.checkpoint as checkpoint
 real_save_file = checkpoint.save_file
 def save_file_then_die(tensors, path, metadata=None):
     real_save_file(tensors, path, metadata=metadata)

@@ -19,12 +19,12 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import HALVES_MIN_LEN
 from microgpt.backends.cpu_kernels.jit import first_private
-from microgpt.checkpoint import load_checkpoint, save_checkpoint
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
+from microgpt.core.threads import available_cores, set_threads
+from microgpt.data.tokenizer import CharTokenizer
+from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.sample import generate
-from microgpt.threads import available_cores, set_threads
-from microgpt.tokenizer import CharTokenizer
+from microgpt.use.sample import generate
 
 VOCAB = "\n abcdefghijklmnopqrstuvwxyz.,;"
 # heads of 16 (the reference width), an odd one and a width-1 one; T not a multiple of the kernels' 16-key blocks

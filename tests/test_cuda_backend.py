@@ -23,9 +23,9 @@ import pytest
 from attention_reference import attention_reference
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.rope import rope_tables
-from microgpt.tokenizer import CharTokenizer
 
 pytestmark = [
     pytest.mark.gpu,
@@ -486,7 +486,7 @@ def test_long_context_trains(cuda, seq_len):
 
 
 def test_checkpoint_trained_on_cuda_loads_on_cpu(cuda, tmp_path):
-    from microgpt.checkpoint import load_checkpoint, save_checkpoint
+    from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
 
     vocab = "".join(chr(32 + i) for i in range(E2E_CONFIG.vocab_size))
     model = GPT(E2E_CONFIG, cuda, seed=5)

@@ -5,15 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from microgpt.data import (
-    RandomBatches,
-    SequentialBatches,
-    default_corpus,
-    read_corpus,
-    split_validation,
-)
-from microgpt.errors import DataError
-from microgpt.tokenizer import CharTokenizer
+from microgpt.core.errors import DataError
+from microgpt.data.batches import RandomBatches, SequentialBatches
+from microgpt.data.corpus import default_corpus, read_corpus, split_validation
+from microgpt.data.tokenizer import CharTokenizer
 
 CAP = 1024**2  # a corpus cap far above these tests' files
 

@@ -20,8 +20,8 @@ import pytest
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.cli import main
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
-from microgpt.tokenizer import CharTokenizer
 
 TOKENIZER = CharTokenizer("0123456789+= \nab")
 V = TOKENIZER.size
@@ -194,7 +194,7 @@ def test_the_n_gram_tables_are_counted_from_the_training_text_and_never_trained(
 
 @pytest.mark.parametrize("flags, words", [
     (["--active-dims", "9"], "--active-dims 9 is wider than the stream (--stream-dim 8)"),
-    (["--prior", "calculator", "--model", "w"], "--prior calculator needs the digits"),
+    (["--prior", "calculator"], "--prior calculator needs the digits"),
     (["--prior", "bigram", "--prior-off-at", "50"], "--prior-off-at 50 is past the end of the run (--steps 6)"),
     (["--cooperative", "d8n1,,d8n1"], "--cooperative 'd8n1,,d8n1' has an empty entry"),
     (["--cooperative", "d8"], "model spec 'd8' is not valid"),
@@ -218,7 +218,7 @@ def test_the_cached_decoder_gives_the_logits_of_re_running_the_model(prior, rout
     """Through the cache while the context fits in seq_len (16 here), and by re-running the window past it; in
     float64 the two paths differ by rounding only (1e-15 measured, 1e-12 allowed)."""
     from microgpt.model.decode import Rerun
-    from microgpt.sample import next_logits
+    from microgpt.use.sample import next_logits
 
     model = tiny(prior=prior, router=router, active_dims=4, seq_len=16)
     context = list(TOKENIZER.encode("\n12 + 34 = 4"))  # a whole line so far: the calculator has its say
@@ -283,7 +283,7 @@ def test_the_prior_switches_off_at_its_step_in_training_and_after_it(workdir):
                  "--model", "off", "--quiet"]) == 0
     records = [json.loads(line) for line in (workdir / "off.metrics.jsonl").read_text().splitlines()]
     assert ["prior_final_cos" in r for r in records] == [True, True, False, False]  # steps 1, 2 with it
-    from microgpt.loaded import load
+    from microgpt.use.loaded import load
 
     loaded = load(workdir / "off", backend="numpy")
     assert loaded.model.params.step == 4 and not loaded.model.passes.own.prior_on()  # served as it finished
@@ -332,7 +332,7 @@ def test_the_whole_stream_is_one_setting_however_it_is_said():
 
 
 def test_a_trigram_table_for_a_bpe_vocabulary_is_refused_in_one_line():
-    from microgpt.errors import ConfigError
+    from microgpt.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--prior trigram counts a table of .* entries for this vocabulary of 512"):
         family("ensemble").Config(vocab_size=512, cooperative="d4n1", prior="trigram")

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.errors import DataError
-from microgpt.evaluate import evaluate
+from microgpt.core.errors import DataError
+from microgpt.data.tokenizer import CharTokenizer
+from microgpt.model.checkpoint import save_checkpoint
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.tokenizer import CharTokenizer
+from microgpt.use.evaluate import evaluate
 
 VOCAB = "\n abcdefgh"
 TEXT = "abc def\nhag bad cafe\nbeef ghee\n" * 2  # 62 characters

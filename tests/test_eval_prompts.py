@@ -9,7 +9,7 @@ import pytest
 
 import microgpt
 from microgpt.cli import main
-from microgpt.loaded import LoadedModel
+from microgpt.use.loaded import LoadedModel
 
 TEXT = "".join(f"{x} + {y} = {x + y}\n" for x in range(12) for y in range(12))
 PROMPTS = ["3 + 4 =", "11 + 9 =", "0 + 0 =", "7 + 1"]

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from microgpt.checks import POSITIVE_NUMBER, whole
 from microgpt.cli import main
-from microgpt.config import check_fields, setting
+from microgpt.core.checks import POSITIVE_NUMBER, whole
+from microgpt.core.fields import check_fields, setting
+from microgpt.core.registry import FAMILIES
 from microgpt.model.decode import Rerun
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.shards import Sharded
-from microgpt.registry import FAMILIES
 
 # ---- the family ------------------------------------------------------------------------------------------
 

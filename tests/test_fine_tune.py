@@ -11,11 +11,11 @@ import pytest
 
 import microgpt
 from microgpt.backends import get_backend
-from microgpt.checkpoint import load_checkpoint
 from microgpt.cli import main
-from microgpt.config import TrainConfig
+from microgpt.model.checkpoint import load_checkpoint
 from microgpt.model.gpt import GPT
-from microgpt.optim import learning_rate
+from microgpt.settings.training import TrainConfig
+from microgpt.training.optim import learning_rate
 
 OLD = "the cat sat on the mat. " * 40
 NEW = "THE DOG SAT ON THE LOG! the dog sat. " * 40

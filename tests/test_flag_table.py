@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from microgpt.all_settings import known_settings
 from microgpt.cli import build_parser
 from microgpt.cli.flag_table import BEGIN, END, readme_block
+from microgpt.settings.known import known_settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

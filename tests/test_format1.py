@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import microgpt
-from microgpt.checkpoint import FORMAT_VERSION, read_config
 from microgpt.cli import main
+from microgpt.model.checkpoint import FORMAT_VERSION, read_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED = json.loads((FIXTURES / "format1-expected.json").read_text(encoding="utf-8"))

@@ -26,8 +26,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from microgpt.backends import get_backend
-from microgpt.checkpoint import load_checkpoint
 from microgpt.cli import main
+from microgpt.model.checkpoint import load_checkpoint
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
@@ -196,7 +196,7 @@ def test_sigterm_finishes_the_step_saves_and_exits_143(workdir):
 
 SIGTERM_DURING_SAVE = """
 import os, signal
-import microgpt.checkpoint as checkpoint
+import microgpt.model.checkpoint as checkpoint
 real_save_file = checkpoint.save_file
 def save_file_and_sigterm(tensors, path, metadata=None):
     os.kill(os.getpid(), signal.SIGTERM)  # arrives while the checkpoint is being written

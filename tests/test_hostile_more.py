@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.checkpoint import load_checkpoint
 from microgpt.cli import main
+from microgpt.model.checkpoint import load_checkpoint
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
@@ -216,7 +216,7 @@ def test_a_read_only_checkpoint_directory_is_refused_before_step_1(workdir, caps
 READER = """
 import sys, time
 from microgpt.backends import get_backend
-from microgpt.checkpoint import load_checkpoint
+from microgpt.model.checkpoint import load_checkpoint
 failures, reads = 0, 0
 while reads < int(sys.argv[2]):
     try:
@@ -444,7 +444,7 @@ def test_a_config_nested_too_deeply_is_one_line(workdir, capsys):
 def test_compare_claims_every_specs_directory_before_the_first_trains(workdir, capsys):
     """A second spec held by another run was found only after the first spec trained; a compare.png that is a
     directory gave a traceback after all the training."""
-    from microgpt.run_dir import WriterLock
+    from microgpt.training.run_dir import WriterLock
 
     holder = WriterLock(workdir / "cmp" / "d4x2n1").acquire()
     try:

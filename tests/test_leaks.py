@@ -14,10 +14,10 @@ import pytest
 
 from family_shapes import TINY, VARIANTS, VOCAB
 from microgpt.backends import get_backend
+from microgpt.core.registry import FAMILIES
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
 from microgpt.model.heads import HeadLogits, heads_of
-from microgpt.registry import FAMILIES
-from microgpt.tokenizer import CharTokenizer
 
 ATOL = 1e-12  # float64: a leak moves logits by far more, rounding by far less
 

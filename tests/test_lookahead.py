@@ -16,9 +16,9 @@ import pytest
 
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
-from microgpt.tokenizer import CharTokenizer
 
 TOKENIZER = CharTokenizer("abcdefghijk")
 V = TOKENIZER.size

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.checks import format_bytes, parse_size
-from microgpt.errors import ConfigError
-from microgpt.memory import check_memory, estimate_training_bytes, memory_parts
+from microgpt.core.checks import format_bytes, parse_size
+from microgpt.core.errors import ConfigError
+from microgpt.core.threads import available_cores
 from microgpt.model import gpt
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.threads import available_cores
+from microgpt.model.memory import check_memory, estimate_training_bytes, memory_parts
 
 NUMPY = get_backend("numpy", dtype=np.float32)
 
@@ -125,8 +125,8 @@ def test_the_ensembles_estimate_is_near_the_numpy_peak(shape):
     # Its experts' parts are the gpt formula's; the streams, the prior's features and the mixed logits are
     # counted on top. Measured 0.96 and 0.86 of the peak for these shapes (the small one's fixed costs weigh
     # more); 0.8 to 1.2 catches a part forgotten or counted twice.
+    from microgpt.data.tokenizer import CharTokenizer
     from microgpt.model import ensemble
-    from microgpt.tokenizer import CharTokenizer
 
     config = ensemble.Config(vocab_size=65, **shape)
     windows = np.random.default_rng(0).integers(0, 65, (4, config.seq_len + 1))
@@ -150,8 +150,8 @@ def test_the_lookahead_estimate_is_near_the_numpy_peak_with_one_head_at_a_time(h
     # The trunk and one extra head's activations (the heads run forward and backward in turn), whatever K. Here
     # a head's activations (attention probabilities and logits) outweigh its parameters several times, so heads
     # kept alive together would put four heads' peak far above the estimate: 0.8 to 1.2 catches that.
+    from microgpt.data.tokenizer import CharTokenizer
     from microgpt.model import lookahead
-    from microgpt.tokenizer import CharTokenizer
 
     config = lookahead.Config(vocab_size=65, d_model=32, n_layers=1, head_dims=(8,) * 4, d_ff=64, seq_len=128, **heads)
     windows = np.random.default_rng(0).integers(0, 65, (4, config.seq_len + 1))

@@ -10,9 +10,9 @@ import numpy as np
 
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
-from microgpt.memory import estimate_training_bytes, memory_parts
 from microgpt.model import gpt
 from microgpt.model.gpt import GPTConfig
+from microgpt.model.memory import estimate_training_bytes, memory_parts
 
 NUMPY = get_backend("numpy", dtype=np.float32)  # materialised attention, the same dtype as the CUDA backend
 

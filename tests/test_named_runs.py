@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from microgpt.all_settings import known_settings
-from microgpt.errors import ConfigError
-from microgpt.named_runs import load_run
+from microgpt.core.errors import ConfigError
+from microgpt.settings.known import known_settings
+from microgpt.settings.named_runs import load_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "configs.yaml"
 

@@ -14,13 +14,13 @@ import microgpt
 from microgpt.backends import get_backend
 from microgpt.backends.base import Backend
 from microgpt.cli import main
-from microgpt.config import TrainConfig
-from microgpt.data import SequentialBatches
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
+from microgpt.data.batches import SequentialBatches
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.optim import Optimizer, grad_norm, learning_rate
-from microgpt.settings import Settings
-from microgpt.tokenizer import CharTokenizer
+from microgpt.settings.sources import Settings
+from microgpt.settings.training import TrainConfig
+from microgpt.training.optim import Optimizer, grad_norm, learning_rate
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 40
 SHAPE = {"d_model": 16, "heads": "2", "n_layers": 1, "d_ff": 32, "seq_len": 16}

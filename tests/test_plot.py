@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from microgpt.cli import main
-from microgpt.plot import (
+from microgpt.training.plot import (
     PLOT_HINT,
     loss_limits,
     moving_average,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from microgpt.progress import Progress
+from microgpt.core.progress import Progress
 
 
 class Terminal(io.StringIO):
@@ -55,7 +55,7 @@ def test_a_resumed_run_counts_from_where_it_was():
 
 
 def test_a_counter_in_a_log_says_how_far_a_long_job_is_at_once_and_every_tenth():
-    from microgpt.progress import Counter
+    from microgpt.core.progress import Counter
 
     stream = io.StringIO()
     counter = Counter(1000, "character", "scoring f.txt", stream=stream)
@@ -69,7 +69,7 @@ def test_a_counter_in_a_log_says_how_far_a_long_job_is_at_once_and_every_tenth()
 
 
 def test_a_counter_on_a_terminal_is_a_bar_and_quiet_is_silent():
-    from microgpt.progress import Counter
+    from microgpt.core.progress import Counter
 
     stream = Terminal()
     counter = Counter(100, "character", "scoring", stream=stream)

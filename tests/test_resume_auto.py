@@ -21,8 +21,8 @@ from safetensors.numpy import load_file
 
 import microgpt
 from microgpt.cli import main
-from microgpt.errors import ConfigError
-from microgpt.progress import Progress
+from microgpt.core.errors import ConfigError
+from microgpt.core.progress import Progress
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 SHAPE = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16"]
@@ -309,7 +309,7 @@ def test_the_python_api_takes_overwrite_and_resume_auto(workdir, monkeypatch):
 
 def test_under_procs_rank_0_refuses_for_every_rank_and_resume_auto_continues(workdir, monkeypatch):
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
-    from microgpt.launch import child_environment, find_mpiexec
+    from microgpt.dist.launch import child_environment, find_mpiexec
 
     try:
         find_mpiexec()

@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.checkpoint import save_checkpoint
 from microgpt.cli import main
-from microgpt.errors import ConfigError, DataError
+from microgpt.core.errors import ConfigError, DataError
+from microgpt.data.tokenizer import CharTokenizer
+from microgpt.model.checkpoint import save_checkpoint
 from microgpt.model.decode import Rerun
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.gpt.decode import Decoder
-from microgpt.sample import choose_token, generate, next_logits
-from microgpt.tokenizer import CharTokenizer
+from microgpt.use.choose import choose_token
+from microgpt.use.sample import generate, next_logits
 
 VOCAB = "\n abcdefgh"
 TOKENIZER = CharTokenizer(VOCAB)
@@ -50,18 +51,18 @@ class Counted:
     its `text`, the tokens `made`, and for each on_text call (tokens made by then, all the text shown by then)."""
 
     def __init__(self, monkeypatch, stop: str):
-        import microgpt.sample
+        import microgpt.use.sample
 
         model = tiny_model()
         self.full = generate(model, TOKENIZER, "ab", 30, seed=4)
         self.made, self.shown = 0, []
-        real = microgpt.sample.next_logits
+        real = microgpt.use.sample.next_logits
 
         def counting(*args):
             self.made += 1
             return real(*args)
 
-        monkeypatch.setattr(microgpt.sample, "next_logits", counting)
+        monkeypatch.setattr(microgpt.use.sample, "next_logits", counting)
         self.text = generate(model, TOKENIZER, "ab", 30, seed=4, stop=stop(self.full), on_text=self.on_text)
 
     def on_text(self, piece: str) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from microgpt.config import RunConfig, TrainConfig
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 from microgpt.model.gpt import GPTConfig
-from microgpt.named_runs import NamedRun
-from microgpt.settings import Settings
+from microgpt.settings.named_runs import NamedRun
+from microgpt.settings.sources import Settings
+from microgpt.settings.training import RunConfig, TrainConfig
 
 
 def test_nothing_given_is_the_declared_defaults():

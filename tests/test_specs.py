@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 from microgpt.model.specs import format_spec, parse_spec, parse_spec_list
 
 
@@ -27,7 +27,7 @@ def test_d_ff_is_the_specs_else_the_given_default_else_four_times_d_model():
 
 
 def test_a_spec_builds_its_config_through_the_settings():
-    from microgpt.settings import Settings
+    from microgpt.settings.sources import Settings
 
     config = Settings(parse_spec("d64n2").settings()).model_config(65)  # one head of 64, not 64 heads
     assert (config.head_dims, config.d_model, config.n_layers, config.d_ff, config.vocab_size) == ((64,), 64, 2, 256, 65)

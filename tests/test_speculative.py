@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
-from microgpt.sample import generate, token_probs
-from microgpt.speculative import Speculation, accept_or_resample
-from microgpt.tokenizer import CharTokenizer
+from microgpt.use.choose import token_probs
+from microgpt.use.sample import generate
+from microgpt.use.speculative import Speculation, accept_or_resample
 
 TOKENIZER = CharTokenizer("abcdefghijk")
 
@@ -164,7 +165,7 @@ def test_later_rounds_are_distributed_as_the_main_heads_too():
 
 def test_the_chi_square_check_catches_a_sampler_that_keeps_every_draft(monkeypatch):
     model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2)
-    monkeypatch.setattr("microgpt.speculative.accept_or_resample", lambda draft, p, q, rng: (True, draft))
+    monkeypatch.setattr("microgpt.use.speculative.accept_or_resample", lambda draft, p, q, rng: (True, draft))
     chi2, df = chi_square(model, tokenizer, {"temperature": 1.0, "top_k": 0, "top_p": 1.0}, speculation=True)
     assert chi2 > 3 * CHI2_BOUND[df], (chi2, df)
 

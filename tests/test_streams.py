@@ -20,8 +20,8 @@ from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import CHUNKED_SIZE
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.core.threads import available_cores, set_threads
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.threads import available_cores, set_threads
 
 # unequal heads, T not a multiple of 16; B=5 splits unevenly into 2+2+1 or 3+2
 CONFIG = GPTConfig(vocab_size=29, d_model=24, n_layers=2, head_dims=(8, 8, 5, 3), d_ff=40, seq_len=19)

@@ -23,18 +23,18 @@ pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): 
 import httpx
 from starlette.testclient import TestClient
 
-from microgpt.all_settings import family_keys, known_settings
-from microgpt.checkpoint import TRAIN_STATE, is_checkpoint
+from microgpt.core.registry import FAMILIES
+from microgpt.model.checkpoint import TRAIN_STATE, is_checkpoint
 from microgpt.model.family import family, n_params
-from microgpt.named_runs import load_run
-from microgpt.registry import FAMILIES
-from microgpt.run_dir import WriterLock
-from microgpt.run_files import RunPaths
-from microgpt.settings import Settings
+from microgpt.settings.known import family_keys, known_settings
+from microgpt.settings.named_runs import load_run
+from microgpt.settings.sources import Settings
 from microgpt.studio.app import Studio
 from microgpt.studio.canvas import DATA, FAMILY_CANVAS, TRAINING, components_of, offered_families
 from microgpt.studio.metrics import chart_of
 from microgpt.studio.workspace import StudioLock, Workspace, WorkspaceError
+from microgpt.training.run_dir import WriterLock
+from microgpt.training.run_files import RunPaths
 from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
 
 TOKEN = "test-token"

@@ -38,8 +38,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 import microgpt
-from microgpt.checkpoint import is_checkpoint
-from microgpt.named_runs import load_run
+from microgpt.model.checkpoint import is_checkpoint
+from microgpt.settings.named_runs import load_run
 from studio_workspace import make_workspace
 
 WAIT_S = 60  # the longest any one step may take (a run starting on a loaded 2-core CI machine)

@@ -14,11 +14,11 @@ import pytest
 from tokenizers import Tokenizer as LibraryTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from microgpt.errors import ConfigError, DataError
-from microgpt.tokenizer import KINDS, from_json, train_tokenizer
-from microgpt.tokenizer import bpe as bpe_module
-from microgpt.tokenizer.bpe import MIN_VOCAB, PIECE_CHARS, BPETokenizer, byte_alphabet, pieces, untrained
-from microgpt.tokenizer.char import CharTokenizer
+from microgpt.core.errors import ConfigError, DataError
+from microgpt.data.tokenizer import KINDS, from_json, train_tokenizer
+from microgpt.data.tokenizer import bpe as bpe_module
+from microgpt.data.tokenizer.bpe import MIN_VOCAB, PIECE_CHARS, BPETokenizer, byte_alphabet, pieces, untrained
+from microgpt.data.tokenizer.char import CharTokenizer
 
 # --- char ---------------------------------------------------------------------------------------------------
 
@@ -283,7 +283,7 @@ def test_bpe_json_round_trip_encodes_the_same(bpe):
 
 def test_training_is_deterministic_across_calls_processes_and_thread_counts(bpe):
     assert BPETokenizer.train(TRAINING_TEXT, 300).to_json() == bpe.to_json()
-    program = ("import sys; from microgpt.tokenizer.bpe import BPETokenizer; "
+    program = ("import sys; from microgpt.data.tokenizer.bpe import BPETokenizer; "
                "sys.stdout.write(BPETokenizer.train(sys.stdin.read(), 300).to_json()['data'])")
     source_root = str(Path(bpe_module.__file__).resolve().parents[2])  # this checkout's microgpt, not another
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONHASHSEED": "12345", "PYTHONPATH": source_root}

@@ -27,14 +27,14 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.config import TrainConfig
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.optim import Optimizer, learning_rate
+from microgpt.settings.training import TrainConfig
+from microgpt.training.optim import Optimizer, learning_rate
 
 torch = pytest.importorskip("torch", reason="torch is not installed; the PyTorch cross-check needs it")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from microgpt.checkpoint import load_checkpoint, save_checkpoint
-from microgpt.tokenizer import CharTokenizer
+from microgpt.data.tokenizer import CharTokenizer
+from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
 from torch_gpt import (  # after the path above
     TorchGPT,
     load_from_microgpt,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from microgpt.cli import main
-from microgpt.threads import available_cores
+from microgpt.core.threads import available_cores
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "8", "--heads", "2", "--n-layers", "1", "--d-ff", "16", "--seq-len", "16", "--steps", "5",

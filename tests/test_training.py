@@ -9,9 +9,9 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.data import SequentialBatches
+from microgpt.data.batches import SequentialBatches
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.tokenizer import CharTokenizer
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 40
 TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--gen", "0", "--quiet"]

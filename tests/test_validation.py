@@ -11,14 +11,15 @@ import pytest
 
 from microgpt.backends import get_backend
 from microgpt.cli import main
-from microgpt.config import DEFAULT_HELD_OUT_MAX, TrainConfig
-from microgpt.data import SequentialBatches, held_out_count
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
+from microgpt.core.progress import Progress
+from microgpt.data.batches import SequentialBatches
+from microgpt.data.corpus import DEFAULT_HELD_OUT_MAX, held_out_count
+from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.progress import Progress
-from microgpt.settings import Settings
-from microgpt.tokenizer import CharTokenizer
-from microgpt.trainer import RunPaths, Trainer, validation_windows
+from microgpt.settings.sources import Settings
+from microgpt.settings.training import TrainConfig
+from microgpt.training.trainer import RunPaths, Trainer, validation_windows
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 60  # 2,700 characters
 TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--gen", "0",

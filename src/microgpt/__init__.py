@@ -14,11 +14,11 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     if name == "train":  # imported on first use, so `import microgpt` stays light
-        from microgpt.run import train
+        from microgpt.training.api import train
 
         return train
     if name == "load":
-        from microgpt.loaded import load
+        from microgpt.use.loaded import load
 
         return load
     raise AttributeError(f"module 'microgpt' has no attribute {name!r}")

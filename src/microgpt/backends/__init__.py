@@ -1,9 +1,8 @@
-"""Backend registry: `get_backend(name)` imports a backend only when it is asked for.
-
-Names: "numpy" (the CPU reference), "cpu" (the NumPy backend with numba-compiled
-fused kernels), "cuda" / "cublas" (CuPy and cuBLAS), and "auto", which picks CUDA
-when a GPU is usable, else "cpu", and "numpy" when numba is missing or broken
-(saying so in one line on stderr).
+"""The compute backends behind one contract (base.py): numpy (the plain reference), cpu (numba kernels on numpy)
+and cuda (CuPy, cuBLAS and our kernels), each imported only when asked for. `start_backend` starts the one a
+run asked for; "auto" is cuda where a GPU is usable, else cpu (numpy where numba is broken), and says so.
+It imports only core/ and itself; the model and the library above it use a backend through the contract
+and this registry, never a concrete backend.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import importlib
 import sys
 
 from microgpt.backends.base import Backend, BackendUnavailable
-from microgpt.registry import BACKENDS as REGISTRY  # name -> (module, class), imported on first use only
+from microgpt.core.registry import BACKENDS as REGISTRY  # name -> (module, class), imported on first use only
 
 CHOICES = ("auto", *REGISTRY)
 
@@ -49,4 +48,18 @@ def resolve_auto() -> str:
     return "cpu"
 
 
-__all__ = ["CHOICES", "REGISTRY", "Backend", "BackendUnavailable", "backend_class", "get_backend", "resolve_auto"]
+def start_backend(name: str, comm=None, threads: int | None = None) -> tuple[Backend, str | None]:
+    """The backend a run asked for, and for "auto" a note saying which one it picked and why. A backend on the
+    CPU uses `threads` for BLAS and its kernels (default: threads.default_threads). With several processes on
+    the GPU, each first takes its own GPU (`comm.use_local_gpu`, the communicator of dist/)."""
+    picked = resolve_auto() if name == "auto" else name
+    kind = backend_class(picked)
+    if comm is not None and kind.on_gpu:
+        comm.use_local_gpu()
+    backend = kind.start(threads)
+    if name != "auto":
+        return backend, None
+    return backend, f"backend: {picked} (auto: {'a GPU is usable' if kind.on_gpu else 'no usable GPU'})"
+
+
+__all__ = ["CHOICES", "REGISTRY", "Backend", "BackendUnavailable", "backend_class", "get_backend", "resolve_auto", "start_backend"]

@@ -59,7 +59,7 @@ class Backend(abc.ABC):
     @classmethod
     def start(cls, threads: int | None = None) -> Backend:
         """A ready backend with its defaults, for a run. `threads` is for a backend that computes on the CPU
-        (its BLAS and kernel threads; None: `microgpt.threads.default_threads()`); this default ignores it."""
+        (its BLAS and kernel threads; None: `microgpt.core.threads.default_threads()`); this default ignores it."""
         return cls()
 
     # ---- plumbing -------------------------------------------------------------------------

@@ -17,7 +17,7 @@ thread count; another count sums the shards differently and agrees to rounding.
 
 float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
 kernels compile once per dtype). `threads` (default: every core) goes to
-`microgpt.threads.set_threads`, which sets BLAS's and numba's pools together;
+`microgpt.core.threads.set_threads`, which sets BLAS's and numba's pools together;
 the backend's `threads` attribute says what it runs with.
 
 Each kernel takes C-contiguous arrays; an op handed anything else (a strided
@@ -34,7 +34,7 @@ from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
 from microgpt.backends.cpu_kernels import load
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
-from microgpt.threads import set_threads
+from microgpt.core.threads import set_threads
 
 # Element-wise work on arrays at least this large runs in column chunks, one per stream (Adam, AdamW and
 # add_weighted_ from CHUNKED_SIZE, zero_ from ZERO_CHUNKED_SIZE): handing chunks to the pool costs ~35 us,

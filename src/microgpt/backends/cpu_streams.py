@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from microgpt.threads import blas_thread_setter
+from microgpt.core.threads import blas_thread_setter
 
 
 class StreamPool:

@@ -23,7 +23,7 @@ from microgpt.backends.adamw import adamw_update
 from microgpt.backends.base import Backend, Mat, ReferenceAPI
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
-from microgpt.threads import set_threads
+from microgpt.core.threads import set_threads
 
 EXP_SAFE = 60.0  # |x| < 60: float32 exp(x) is a normal number and a row of a million of them sums finitely
 

@@ -1,8 +1,8 @@
-"""The `microgpt` command line: `train`, `sample`, `eval`, `plot` and `studio`.
+"""The `microgpt` command line: `train`, `sample`, `eval`, `plot` and `studio`, a module each (`add_parser`).
 
-Each subcommand lives in its own module here and registers its flags through
-`add_parser`. User errors (bad flags, bad files, bad checkpoints, a missing
-backend) print one clear line and exit non-zero, with no traceback.
+A face: it parses flags, prints, and maps the errors a user can cause to one line and exit status 2, with no
+traceback. It may import every package (the studio only to serve it); nothing imports it but
+`python -m microgpt` and the `microgpt` script.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import sys
 
 from microgpt import __version__
 from microgpt.backends import BackendUnavailable
-from microgpt.checkpoint import CheckpointError
 from microgpt.cli.output import OutputLost, guard_output
-from microgpt.errors import ConfigError, DataError, TrainingStopped
-from microgpt.sample import UnsoundOutputs
+from microgpt.core.errors import ConfigError, DataError, TrainingStopped, UnsoundOutputs
+from microgpt.model.checkpoint import CheckpointError
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped, UnsoundOutputs)
 EXIT_USER_ERROR = 2

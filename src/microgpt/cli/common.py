@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from microgpt.checks import Choice, Switch, shown
-from microgpt.config import SettingField
-from microgpt.settings import known_settings
+from microgpt.core.checks import Choice, Switch, shown
+from microgpt.core.fields import SettingField
+from microgpt.settings.sources import known_settings
 
 
 def _number_parser(convert, kind: str, minimum: float, strict: bool):

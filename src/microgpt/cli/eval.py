@@ -8,14 +8,14 @@ import math
 import sys
 
 from microgpt.cli.common import add_flags_with_defaults, train_settings
-from microgpt.config import settings_fields
-from microgpt.data import read_corpus
-from microgpt.errors import ConfigError
-from microgpt.evaluate import evaluate
-from microgpt.loaded import LoadedModel, load
-from microgpt.progress import Counter
-from microgpt.prompts import Prompt, answer_prompts, read_prompts
-from microgpt.use_settings import EvalSettings
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import settings_fields
+from microgpt.core.progress import Counter
+from microgpt.data.corpus import read_corpus
+from microgpt.settings.use import EvalSettings
+from microgpt.use.evaluate import evaluate
+from microgpt.use.loaded import LoadedModel, load
+from microgpt.use.prompts import Prompt, answer_prompts, read_prompts
 
 
 def add_parser(commands) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from microgpt.checks import Switch
 from microgpt.cli.train import INVOCATION_FLAGS
-from microgpt.settings import known_settings
+from microgpt.core.checks import Switch
+from microgpt.settings.sources import known_settings
 
 BEGIN = "<!-- train flags: made by `python -m microgpt.cli.flag_table`; a test checks this table -->"
 END = "<!-- end of train flags -->"

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from microgpt.cli.common import non_negative_float
-from microgpt.errors import ConfigError
-from microgpt.plot import (
+from microgpt.core.errors import ConfigError
+from microgpt.training.plot import (
     PLOT_FORMATS,
     PLOT_HINT,
     plot_available,
@@ -25,7 +25,7 @@ from microgpt.plot import (
     write_loss_plot,
     write_runs_plot,
 )
-from microgpt.run_files import metrics_log
+from microgpt.training.run_files import metrics_log
 
 
 def add_parser(commands) -> None:

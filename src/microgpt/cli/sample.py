@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from microgpt.cli.common import add_flags_with_defaults, train_settings
-from microgpt.config import settings_fields
-from microgpt.errors import ConfigError
-from microgpt.loaded import load
-from microgpt.run_files import open_own
-from microgpt.speculative import Speculation
-from microgpt.use_settings import SampleSettings
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import settings_fields
+from microgpt.settings.use import SampleSettings
+from microgpt.training.run_files import open_own
+from microgpt.use.loaded import load
+from microgpt.use.speculative import Speculation
 
 
 def add_parser(commands) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 
 STUDIO_EXTRA = "pip install -e '.[studio]' (starlette, uvicorn and plotly)"
 

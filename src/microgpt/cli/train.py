@@ -14,18 +14,21 @@ import sys
 import warnings
 from pathlib import Path
 
-from microgpt import machine
 from microgpt.cli.common import add_setting_flags, flag_type, help_text, positive_int
-from microgpt.distributed import communicator
-from microgpt.errors import ConfigError, DistributedError
-from microgpt.launch import relaunch, watch_launcher
-from microgpt.named_runs import load_all_runs, load_run
-from microgpt.plot import PART_METRIC, PLOT_HINT, plot_available, write_runs_plot
-from microgpt.progress import Progress
-from microgpt.run import RESUME_AUTO, Run, prepare, prepare_compare, start_backend
-from microgpt.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
-from microgpt.settings import Settings, check_named_runs, known_settings
-from microgpt.trainer import RunSummary
+from microgpt.core import machine
+from microgpt.core.errors import ConfigError, DistributedError
+from microgpt.core.progress import Progress
+from microgpt.dist.communicator import communicator
+from microgpt.dist.launch import relaunch, watch_launcher
+from microgpt.settings.named_runs import load_all_runs, load_run
+from microgpt.settings.sources import Settings, check_named_runs, known_settings
+from microgpt.training.compare import prepare_compare
+from microgpt.training.plot import PART_METRIC, PLOT_HINT, plot_available, write_runs_plot
+from microgpt.training.prepare import prepare, start
+from microgpt.training.resolve import RESUME_AUTO
+from microgpt.training.run import Run
+from microgpt.training.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
+from microgpt.training.trainer import RunSummary
 
 # The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
 INVOCATION_FLAGS = [
@@ -94,7 +97,7 @@ def train_command(args, comm) -> int:
         if named is not None:
             check_named_runs(args.config)
         settings = Settings({key: getattr(args, key) for key in known_settings()}, named)
-        backend, note = start_backend(settings.value("backend"), comm, settings.value("threads"))
+        backend, note = start(settings, comm)
         if note and not args.quiet:
             print(note)
         if args.compare is not None:

@@ -38,8 +38,8 @@ import dataclasses
 import importlib
 from types import ModuleType
 
-from microgpt.errors import ConfigError
-from microgpt.registry import FAMILIES
+from microgpt.core.errors import ConfigError
+from microgpt.core.registry import FAMILIES
 
 
 def family(name: str) -> ModuleType:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 
 SPEC_GRAMMAR = ("d<width>, d<count>x<width> or d<w1>+<w2>+..., then n<layers>, then optionally ff<d_ff>; "
                 "e.g. d64n2, d4x16n2, d1+2+4+8+16+32n2, d4x16n2ff128")

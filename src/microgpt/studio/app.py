@@ -28,19 +28,19 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from microgpt.all_settings import known_settings
-from microgpt.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint
-from microgpt.errors import ConfigError, DataError
-from microgpt.named_runs import load_all_runs, load_run
-from microgpt.run_dir import RunDirError
-from microgpt.settings import Settings, check_named_runs
+from microgpt.core.errors import ConfigError, DataError
+from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint
+from microgpt.settings.known import known_settings
+from microgpt.settings.named_runs import load_all_runs, load_run
+from microgpt.settings.sources import Settings, check_named_runs
+from microgpt.settings.use import SampleSettings
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
 from microgpt.studio.guard import Guard, cookie_name
 from microgpt.studio.metrics import Tail, charts_of, log_of, read_history, records_of, with_speed
 from microgpt.studio.runs import RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
-from microgpt.use_settings import SampleSettings
+from microgpt.training.run_dir import RunDirError
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: one line back, status 400 (or 403, 409)
 STATIC = resources.files("microgpt.studio") / "static"

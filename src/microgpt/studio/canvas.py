@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from microgpt.all_settings import known_settings
-from microgpt.checks import Choice, Switch
-from microgpt.registry import FAMILIES
+from microgpt.core.checks import Choice, Switch
+from microgpt.core.registry import FAMILIES
+from microgpt.settings.known import known_settings
 
 
 @dataclass(frozen=True)

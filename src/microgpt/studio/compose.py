@@ -14,20 +14,20 @@ import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from microgpt.all_settings import known_settings
 from microgpt.backends import backend_class
-from microgpt.checks import NumberOrOff, Switch, format_bytes, shown
-from microgpt.data import default_corpus, read_corpus
-from microgpt.data_parallel import micro_batch_size
-from microgpt.errors import ConfigError, DataError
-from microgpt.memory import estimate_training_bytes
+from microgpt.core.checks import NumberOrOff, Switch, format_bytes, shown
+from microgpt.core.errors import ConfigError, DataError
+from microgpt.data.corpus import default_corpus, read_corpus
+from microgpt.data.tokenizer import tokenizer_kind
 from microgpt.model.family import family, n_params
-from microgpt.named_runs import NamedRun
-from microgpt.run import with_held_out
-from microgpt.settings import Settings
+from microgpt.model.memory import estimate_training_bytes
+from microgpt.settings.known import known_settings
+from microgpt.settings.named_runs import NamedRun
+from microgpt.settings.sources import Settings
 from microgpt.studio.canvas import FAMILY_CANVAS, Component, components_of, offered_families
 from microgpt.studio.speed import expected_tokens_per_second
-from microgpt.tokenizer import tokenizer_kind
+from microgpt.training.data_parallel import micro_batch_size
+from microgpt.training.prepare import with_held_out
 
 ERROR_OF_GRAPH = None  # the node of a problem that concerns the whole graph
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.plot import PART_METRIC
-from microgpt.run_files import RunPaths
+from microgpt.training.plot import PART_METRIC
+from microgpt.training.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
 TITLES = {"loss": "loss (training, and validation as points)", "lr": "learning rate", "grad_norm": "gradient norm",

@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from microgpt.errors import ConfigError
-from microgpt.named_runs import load_run
-from microgpt.run_dir import WriterLock
-from microgpt.run_files import DEFAULT_ROOT, open_own
-from microgpt.settings import Settings
+from microgpt.core.errors import ConfigError
+from microgpt.settings.named_runs import load_run
+from microgpt.settings.sources import Settings
+from microgpt.training.run_dir import WriterLock
+from microgpt.training.run_files import DEFAULT_ROOT, open_own
 
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 STOPPED_BY_SIGTERM = (128 + signal.SIGTERM, -signal.SIGTERM)  # train's status after saving; killed before its handler

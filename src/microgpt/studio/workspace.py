@@ -16,10 +16,10 @@ import json
 import os
 from pathlib import Path
 
-from microgpt.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
+from microgpt.model.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
 from microgpt.model.family import family, n_params
-from microgpt.run_files import RESULTS_LOG, RunPaths, open_own
+from microgpt.training.run_files import RESULTS_LOG, RunPaths, open_own
 
 STATE_DIR = ".studio"  # the studio's own files: its lock and the runs' logs
 CONFIG_FILE = "studio.yaml"  # the named runs the canvas saves (`microgpt train --config studio.yaml --run NAME`)

@@ -22,7 +22,7 @@ shard of a batch: cpu_streams.py): a parallel launch inside a kernel costs about
 (measured on 2 cores, column sums of 2048 x 64: 8 us in one thread, 140 us with
 prange).
 
-numba comes through `microgpt.threads.import_numba`, which picks the threading layer.
+numba comes through `microgpt.core.threads.import_numba`, which picks the threading layer.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from microgpt.threads import import_numba
+from microgpt.core.threads import import_numba
 
 numba = import_numba()
 

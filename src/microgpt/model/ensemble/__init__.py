@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 from microgpt.model.ensemble.config import EnsembleConfig
 from microgpt.model.ensemble.model import Ensemble, param_specs
 from microgpt.model.specs import parse_spec_list

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microgpt.checks import NUMBER, SPEC_LIST, Choice, whole
-from microgpt.config import check_fields, setting
-from microgpt.errors import ConfigError
+from microgpt.core.checks import NUMBER, SPEC_LIST, Choice, whole
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import check_fields, setting
 from microgpt.model.specs import ModelSpec, parse_spec_list
 
 PRIORS = ("none", "counter", "bigram", "trigram", "calculator")

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 from microgpt.model.params import ParameterViews, ParamSpec
 
 CALCULATOR_CHARACTERS = "0123456789+= \n"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microgpt.checks import HEADS, whole
-from microgpt.config import check_fields, setting
-from microgpt.errors import ConfigError
+from microgpt.core.checks import HEADS, whole
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import check_fields, setting
 
 # Named head sets; a named set fixes d_model to its sum.
 NAMED_HEADS: dict[str, tuple[int, ...]] = {

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from microgpt.backends.base import Backend
-from microgpt.errors import NonFiniteLoss
+from microgpt.core.errors import NonFiniteLoss
 from microgpt.model.block import Block, block_specs
 from microgpt.model.gpt.config import GPTConfig
 from microgpt.model.gpt.decode import Decoder

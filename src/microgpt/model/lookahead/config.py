@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microgpt.checks import Choice, NonNegativeNumber, Whole, whole
-from microgpt.config import setting
-from microgpt.errors import ConfigError
+from microgpt.core.checks import Choice, NonNegativeNumber, Whole, whole
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import setting
 from microgpt.model.gpt.config import GPTConfig
 from microgpt.model.gpt.config import config_from as trunk_config_from
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from microgpt.errors import ConfigError
+from microgpt.core.errors import ConfigError
 from microgpt.model.gpt.model import GPT, Layers
 from microgpt.model.gpt.model import param_specs as trunk_specs
 from microgpt.model.heads import HeadLogits

@@ -1,0 +1,68 @@
+"""The settings of the commands that use a trained model, `sample` and `eval`, each declared once.
+
+As for train's (config.py), a field made with `setting(...)` is a flag of its
+command (`--top-k` for top_k), with its help, default and check; the backend,
+threads and memory cap are train's own settings, shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from microgpt.core.checks import NON_NEGATIVE_NUMBER, PATH, PROBABILITY, SWITCH, TEXT, whole
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import check_fields, setting, settings_fields
+
+
+@dataclass
+class SampleSettings:
+    prompt: str = setting("", "text to continue", TEXT, shown_default="a newline", metavar="TEXT")
+    tokens: int = setting(500, "tokens to generate (characters, with the char tokenizer)", whole(0))
+    temperature: float = setting(0.8, "sampling temperature; 0 is greedy (argmax)", NON_NEGATIVE_NUMBER,
+                                 metavar="X")
+    top_k: int = setting(0, "sample only from the K most likely tokens; 0 for no limit", whole(0), metavar="K")
+    top_p: float = setting(1.0, "sample only from the most likely tokens whose probabilities add up to P (nucleus "
+                           "sampling); 1 keeps them all", PROBABILITY, metavar="P")
+    seed: int = setting(0, "random seed for sampling", whole(0), metavar="S")
+    cache: bool = setting(True, "reuse the keys and values already computed (--no-cache: re-run the model on the "
+                          "last seq_len tokens for every new one; slower, the same text while the context fits in "
+                          "seq_len)", SWITCH)
+    speculative: bool = setting(False, "draft the next tokens with the model's lookahead heads (a model trained "
+                                "with --lookahead K) and check them with its main head in one pass: the same "
+                                "text at temperature 0, the same distribution otherwise; faster only where most "
+                                "drafts are kept (docs/lookahead.md); prints how many were", SWITCH)
+    num_samples: int = setting(1, "samples to generate, each from the prompt, with seeds --seed, --seed + 1, ...",
+                               whole(1))
+    out: str | None = setting(None, "write the samples to FILE (written whole, then renamed into place) instead of "
+                              "printing them", PATH, shown_default="print them", metavar="FILE")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.speculative and not self.cache:
+            raise ConfigError("--speculative checks its drafts against the KV cache, which --no-cache turns off; drop "
+                              "one of them")
+
+
+@dataclass
+class EvalSettings:
+    prompts: str | None = setting(None, "instead of scoring a FILE, complete each prompt of this file of lines "
+                                  "prompt<TAB>answer greedily, up to a newline or seq_len tokens, and count the "
+                                  "completions that are the answer (surrounding whitespace ignored)", PATH,
+                                  shown_default="score FILE", metavar="FILE")
+    max_positions: int | None = setting(None, "score only the first N positions", whole(1),
+                                        shown_default="every position from seq_len on")
+    stride: int = setting(1, "score the last S tokens of each window (strided perplexity: about S times faster, an "
+                          "approximation, since a token gets as little as seq_len - S + 1 of context); 1 is exact",
+                          whole(1), metavar="S")
+    batch_size: int = setting(32, "windows per forward pass", whole(1), metavar="B")
+    json: bool = setting(False, "print one JSON line: model, file, positions (tokens scored), characters, stride, "
+                         "nll (nats per token), perplexity, bits_per_char, seconds; with --prompts: model, file, "
+                         "correct, total, accuracy, results (line, prompt, answer, completion, correct for each)",
+                         SWITCH)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.prompts is not None:
+            for f in settings_fields(EvalSettings):
+                if f.field not in ("prompts", "json") and getattr(self, f.field) != f.default:
+                    raise ConfigError(f"{f.flag} is for scoring a FILE, not for --prompts; drop it")

@@ -1,0 +1,123 @@
+"""`--compare`: several model specs trained in turn on the same text, tokenizer, batches, seed and steps.
+
+`prepare_compare` checks every spec (its shape, memory, and where it saves:
+each directory claimed before the first spec trains) before any training;
+`Comparison.runs` then makes each spec's run when it is reached, so only one
+model is in memory at a time. The specs are the family's shape strings
+(`parse_specs`); each spec is its own settings over the command's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.backends import Backend
+from microgpt.core.errors import ConfigError
+from microgpt.data.corpus import split_validation
+from microgpt.data.tokenizer import Tokenizer
+from microgpt.model.checkpoint import CONFIG
+from microgpt.model.family import family, n_params
+from microgpt.model.memory import check_memory
+from microgpt.settings.sources import Settings
+from microgpt.settings.training import TrainConfig
+from microgpt.training.data_parallel import micro_batch_size
+from microgpt.training.prepare import claim, learn_tokenizer, make_batches, short_vocabulary, with_held_out
+from microgpt.training.resolve import check_overwrite
+from microgpt.training.run import Corpus, Run
+from microgpt.training.run_dir import (
+    WriterLock,
+    check_plain_file,
+    check_replaceable,
+    check_run_files,
+    check_target,
+)
+from microgpt.training.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
+
+
+@dataclass
+class Comparison:
+    """Several model specs to train in turn on the same data, batches, seed and steps."""
+
+    specs: list[str]  # as written
+    configs: list  # each spec's family config
+    family_name: str
+    corpus: Corpus
+    tokenizer: Tokenizer
+    train_tokens: np.ndarray
+    val_tokens: np.ndarray | None
+    train_config: TrainConfig
+    backend: Backend
+    base: Path | None  # the directory holding one checkpoint per spec; None without saving
+    locks: list[WriterLock | None]  # each spec's checkpoint directory, claimed before the first spec trains
+    notes: list[str]  # the finished checkpoints (or with --overwrite, unfinished ones) that the specs replace
+
+    def runs(self) -> Iterator[Run]:
+        """Each spec's run, made when it is reached (so only one model is in memory at a time); close each run
+        when it is done (which releases its directory), and the comparison at the end."""
+        kind = family(self.family_name)
+        for spec, config, lock in zip(self.specs, self.configs, self.locks):
+            model = kind.build(config, self.backend, self.tokenizer, self.train_config.seed)
+            if hasattr(model, "learn_from"):  # the family's counts, from the training tokens alone
+                model.learn_from(self.train_tokens)
+            batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
+            paths = RunPaths(None if lock is None else lock.directory)
+            yield Run(model, self.family_name, self.tokenizer, self.corpus, batches, self.val_tokens,
+                      self.train_config, paths, self.corpus.run_info(self.train_config), spec, lock=lock)
+
+    def close(self) -> None:
+        """Release the directories of specs that did not train (a comparison that stopped early)."""
+        for lock in self.locks:
+            if lock is not None:
+                lock.release()
+
+
+def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True,
+                    overwrite: bool = False) -> Comparison:
+    """Every spec of `specs_text` (the family's shape strings, `parse_specs`) checked (shape, memory, and where
+    it saves: each directory locked for this comparison, and none an unfinished checkpoint unless `overwrite`)
+    before any training."""
+    check_overwrite(overwrite, save, None)
+    kind, family_name = settings.family, settings.value("family")
+    if not hasattr(kind, "parse_specs"):
+        raise ConfigError(f"--compare takes model specs, and the {family_name} family has none; compare its runs "
+                          "with --config FILE (named runs) instead")
+    for key in kind.SPEC_KEYS:
+        if settings.given(key):
+            raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
+    specs = kind.parse_specs(specs_text, settings)
+    train_config = settings.train_config()
+    micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
+    corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
+    tokenizer = learn_tokenizer(settings.value("tokenizer"), corpus.text, settings.value("vocab_size"))
+    configs = [Settings({**settings.explicit, **values}, settings.named).model_config(tokenizer.size)
+               for _, values in specs]
+    for (text, _), config in zip(specs, configs):
+        check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
+        if hasattr(kind, "check_training"):  # every spec's, before the first trains
+            kind.check_training(config, train_config)
+    names = [text for text, _ in specs]
+    base, notes = None, [short_vocabulary(settings.value("vocab_size"), tokenizer)]
+    if save:
+        label = settings.named.id if settings.named else corpus.name
+        base = settings.path("model") or DEFAULT_ROOT / f"{label}-compare"
+        if (base / CONFIG).exists() or (base.exists() and not base.is_dir()):
+            raise ConfigError(f"{base} is a checkpoint or a file; --compare writes one checkpoint per spec inside "
+                              "--model DIR, so pick a directory that is neither")
+        for name in names:  # every spec's place and files, before the first spec trains
+            check_target(base / name)
+            notes.append(check_replaceable(base / name, overwrite))
+            check_run_files(base / name)
+        check_plain_file(base / COMPARE_PLOT)
+    seq_len = configs[0].seq_len
+    tokens = tokenizer.encode(corpus.text, source=corpus.description)
+    train_config = with_held_out(train_config, len(tokens), seq_len)
+    settings.check_all_used(train_config, save=save, compare=True)
+    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
+    locks = ([claim(base / name, n_params(kind, config)) for name, config in zip(names, configs)]
+             if base is not None else [None] * len(specs))
+    return Comparison(names, configs, family_name, corpus, tokenizer, train_tokens, val_tokens, train_config, backend,
+                      base, locks, [note for note in notes if note])

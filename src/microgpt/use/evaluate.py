@@ -1,0 +1,106 @@
+"""Held-out evaluation: negative log-likelihood, perplexity and bits per character of a text.
+
+Every token position t from seq_len on is scored once. With stride 1 (exact)
+each has the seq_len tokens before it as context: -log p(text[t] | text[t -
+seq_len : t]), one window per position. With stride S (the standard strided
+perplexity, an approximation) each window of seq_len tokens scores its last S
+positions, so position t has between seq_len - S + 1 and seq_len tokens of
+context and the text takes 1/S as many windows. The NLL is per token, which
+depends on the tokenizer; bits per character divides the same total by the
+characters the scored tokens stand for, so models with different tokenizers
+compare on it. Windows are batched (many
+per forward); only the scored rows of the logits are read back, and the
+log-softmax and the sum run on the host in float64.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from microgpt.core.errors import DataError, UnsoundOutputs
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    positions: int  # tokens scored
+    nll: float  # mean negative log-likelihood per token, in nats
+    seconds: float
+    characters: int  # characters of text the scored tokens stand for (the positions, for the char tokenizer)
+
+    @property
+    def perplexity(self) -> float:
+        """exp(nll), per token; infinite for a model so bad that exp overflows (nll past about 709 nats)."""
+        return math.exp(self.nll) if self.nll < math.log(sys.float_info.max) else math.inf
+
+    @property
+    def bits_per_char(self) -> float:
+        """The total NLL in bits over the characters scored: what compares across tokenizers. NaN where the
+        scored tokens start no character (a few BPE tokens inside one multi-byte character)."""
+        if self.characters == 0:
+            return math.nan
+        return self.nll * self.positions / self.characters / math.log(2)
+
+
+def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text") -> int:
+    """How many positions a text of n_tokens has with a full seq_len context; a DataError when none."""
+    if n_tokens < seq_len + 1:
+        raise DataError(
+            f"{what} has {n_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1}: the model reads "
+            f"{seq_len} tokens of context before each one it scores; give a longer text"
+        )
+    return n_tokens - seq_len
+
+
+def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
+             what: str = "the text", stride: int = 1, on_progress=None, tokenizer=None) -> Evaluation:
+    """Mean NLL of tokens[t] for t = seq_len, seq_len + 1, ... (at most max_positions), each scored once in a window
+    that ends at most stride - 1 positions after it (stride 1: exactly seq_len tokens of context), for a model
+    of any family. `on_progress(done, total)`, when given, hears of each batch: positions scored so far, of
+    all. `tokenizer` counts the characters the scored tokens stand for (without one, a token is a character)."""
+    seq_len = model.config.seq_len
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if not 1 <= stride <= seq_len:
+        raise DataError(f"--stride must be between 1 and the model's seq_len {seq_len}, got {stride}")
+    tokens = np.asarray(tokens, dtype=np.int32)
+    positions = scorable_positions(len(tokens), seq_len, what)
+    if max_positions is not None:
+        positions = min(positions, max_positions)
+    end = seq_len + positions  # one past the last scored position
+    firsts = np.arange(seq_len, end, stride)  # (windows,) the first position each window scores
+    rows = np.arange(seq_len - stride, seq_len)  # (S,) the logits rows that can be scored
+    start = time.perf_counter()
+    total = 0.0  # float64 sum of -log p over the scored positions
+    for i in range(0, len(firsts), batch_size):
+        first = firsts[i : i + batch_size]  # (B,)
+        last = np.minimum(first + stride, end) - 1  # (B,) the last position each window scores
+        starts = last - seq_len  # (B,) row j of a window predicts position starts + j + 1
+        windows = tokens[starts[:, None] + np.arange(seq_len)[None, :]]  # (B, T)
+        targets = starts[:, None] + rows[None, :] + 1  # (B, S) the positions the rows predict
+        scored = targets >= first[:, None]  # (B, S) the last window may repeat positions already scored
+        logits = model.logits(windows).reshape(len(first), seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
+        nll = nll_rows(model.be.to_host(logits).reshape(len(first) * stride, -1), tokens[targets.reshape(-1)])
+        total += float(np.sum(nll[scored.reshape(-1)]))
+        if on_progress is not None:
+            on_progress(int(last[-1]) + 1 - seq_len, positions)
+    model.be.sync()
+    if not math.isfinite(total):
+        raise UnsoundOutputs(f"the model's outputs on {what} are not finite; its weights are unusable, retrain it "
+                             "(with a lower --lr if it diverged)")
+    scored = tokens[seq_len:end]  # (positions,)
+    characters = positions if tokenizer is None else tokenizer.count_characters(scored)
+    return Evaluation(positions=positions, nll=total / positions, seconds=time.perf_counter() - start,
+                      characters=characters)
+
+
+def nll_rows(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """-log softmax(logits)[target] per row, in float64: logits (rows, vocab), targets (rows,)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    top = logits.max(axis=1, keepdims=True)  # (rows, 1)
+    log_sum = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))  # (rows,)
+    return log_sum - logits[np.arange(len(targets)), targets]

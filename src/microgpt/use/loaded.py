@@ -1,0 +1,113 @@
+"""A trained model to use from Python: `microgpt.load(DIR)`.
+
+    import microgpt
+    model = microgpt.load("checkpoints/python-docs")
+    print(model.sample(200, prompt="def ", temperature=0.8))
+    print(model.complete("\n12 + 34 ="))  # greedy, up to the first newline (the prompt as given)
+    print(model.evaluate(open("held_out.txt").read()).bits_per_char)
+    logits = model.logits("def f")  # (tokens, vocab): the next-token logits after each prefix
+
+It loads a checkpoint onto a backend started as `train` starts one (`auto`:
+CUDA where a GPU is usable, else the cpu backend, with `threads`), and offers
+what `microgpt sample` and `microgpt eval` do, with the same checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.backends import start_backend
+from microgpt.core.checks import format_bytes
+from microgpt.core.errors import ConfigError
+from microgpt.data.tokenizer import Tokenizer
+from microgpt.model.checkpoint import load_checkpoint
+from microgpt.model.family import family
+from microgpt.model.memory import estimate_training_bytes
+from microgpt.settings.sources import Settings
+from microgpt.use.evaluate import Evaluation, evaluate
+from microgpt.use.sample import generate
+from microgpt.use.speculative import Speculation
+
+
+@dataclass
+class LoadedModel:
+    """A checkpoint's model (of any family) and tokenizer, ready to sample, score and inspect."""
+
+    model: object
+    family_name: str
+    tokenizer: Tokenizer
+    path: Path
+    max_memory: int  # the cap a batch of `evaluate` is held to
+    backend_note: str | None = None  # with backend "auto", which one it picked and why (as train says it)
+
+    def fitting_batch(self, batch_size: int) -> int:
+        """The largest batch of at most `batch_size` windows whose step fits `max_memory` (estimated as for a
+        training step, which holds more than scoring does); a ConfigError when not even one window fits."""
+        def needed(batch: int) -> int:
+            return estimate_training_bytes(family(self.family_name), self.model.config, batch, self.model.be)
+
+        if needed(batch_size) <= self.max_memory:
+            return batch_size
+        if needed(1) > self.max_memory:
+            raise ConfigError(f"scoring one window of {self.path} needs about {format_bytes(needed(1))}, over "
+                              f"--max-memory {format_bytes(self.max_memory)}; raise --max-memory")
+        low, high = 1, batch_size  # needed(low) fits, needed(high) does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if needed(middle) <= self.max_memory else (low, middle)
+        return low
+
+    @property
+    def seq_len(self) -> int:
+        return self.model.config.seq_len
+
+    def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
+               top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
+               on_text: Callable[[str], None] | None = None, speculation: Speculation | None = None) -> str:
+        """n_tokens tokens of text continuing `prompt` (the tokenizer's start text when empty, a newline where it
+        has one), as `microgpt sample` makes them; with a `speculation` (microgpt.use.speculative), drafted by the
+        model's lookahead heads, and counted there."""
+        return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
+                        on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache, speculation=speculation)
+
+    def complete(self, prompt: str, stop: str = "\n", max_tokens: int | None = None) -> str:
+        """The greedy continuation of `prompt` up to the first `stop` (left out), at most max_tokens tokens (seq_len
+        by default, a context's worth)."""
+        return generate(self.model, self.tokenizer, prompt, self.seq_len if max_tokens is None else max_tokens,
+                        temperature=0, stop=stop)
+
+    def evaluate(self, text: str, stride: int = 1, batch_size: int = 32, max_positions: int | None = None,
+                 what: str = "the text") -> Evaluation:
+        """NLL per token, perplexity and bits per character of `text`, as `microgpt eval` scores a file (in
+        batches of `batch_size` windows, fewer where that would not fit `max_memory`)."""
+        tokens = self.tokenizer.encode(text, source=what)
+        return evaluate(self.model, tokens, batch_size=self.fitting_batch(batch_size), max_positions=max_positions,
+                        what=what, stride=stride, tokenizer=self.tokenizer)
+
+    def logits(self, ids) -> np.ndarray:
+        """Next-token logits as a host float array: for a text or a 1-D id sequence of at most seq_len tokens,
+        (len, vocab), row t scoring the token after ids[: t + 1]; for a 2-D batch (B, T), (B, T, vocab)."""
+        if isinstance(ids, str):
+            ids = self.tokenizer.encode(ids, source="the text")
+        ids = np.asarray(ids, dtype=np.int32)
+        batch = ids[None, :] if ids.ndim == 1 else ids  # (B, T)
+        if batch.ndim != 2 or not 1 <= batch.shape[1] <= self.seq_len:
+            raise ValueError(f"logits takes ids of shape (T,) or (B, T) with 1 <= T <= seq_len {self.seq_len}, "
+                             f"got {ids.shape}")
+        out = self.model.be.to_host(self.model.logits(batch)).reshape(*batch.shape, -1)  # (B, T, vocab)
+        return out[0] if ids.ndim == 1 else out
+
+
+def load(directory: str | Path, backend: str | None = None, threads: int | None = None,
+         max_memory: int | str | None = None) -> LoadedModel:
+    """The checkpoint at `directory` on `backend` (auto by default, cpu, numpy or cuda) with `threads`, refused
+    above `max_memory` (bytes or "512MiB"; the train default), checked as `sample` checks it. The settings
+    are read and checked as train's are (settings/sources.py)."""
+    settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory})
+    started, note = start_backend(settings.value("backend"), None, settings.value("threads"))
+    model, tokenizer, info = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
+    return LoadedModel(model, info["family"], tokenizer, Path(directory), settings.value("max_memory"), note)

@@ -1,0 +1,72 @@
+"""Prompts with their answers: a prompt file, and a model's greedy answers to it (`microgpt eval --prompts`).
+
+A prompt file is UTF-8 text, one prompt a line: the prompt before the line's first tab, kept exactly as
+written (spaces included: it is what the model continues), and its answer after the tab. Blank lines are
+skipped. `answer_prompts` completes each prompt greedily up to its first newline (LoadedModel.complete) and
+counts the completion correct when it is the answer, surrounding whitespace ignored on both. A prompt is
+read as the start of a line: the model sees a newline before it (where its tokenizer has one), as it saw
+one before each line of its training text, so that `0 + 0 =` is not taken for the end of `10 + 0 =`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from microgpt.data.corpus import DataError, read_corpus
+from microgpt.use.loaded import LoadedModel
+
+FORMAT = "lines of prompt<TAB>answer"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    prompt: str
+    answer: str
+    line: int  # its line in the file, counting from 1
+
+
+@dataclass(frozen=True)
+class Answered:
+    prompt: Prompt
+    completion: str  # the greedy continuation, up to its first newline
+
+    @property
+    def correct(self) -> bool:
+        return self.completion.strip() == self.prompt.answer.strip()
+
+
+def read_prompts(path: str | Path, max_bytes: int) -> list[Prompt]:
+    """The prompts of a prompt file of at most max_bytes; a DataError naming the file and line of a bad one."""
+    prompts = []
+    for number, line in enumerate(read_corpus(path, max_bytes, wanted=FORMAT).split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise DataError(f"{path} line {number} has no tab; give {FORMAT}")
+        prompt, answer = line.split("\t", 1)
+        if not prompt:
+            raise DataError(f"{path} line {number} has nothing before its tab; give {FORMAT}")
+        prompts.append(Prompt(prompt, answer, number))
+    if not prompts:
+        raise DataError(f"{path} has only blank lines; give {FORMAT}")
+    return prompts
+
+
+def answer_prompts(model: LoadedModel, prompts: list[Prompt], path: str | Path) -> Iterator[Answered]:
+    """Each prompt answered in turn; first, before any is, an error for a prompt the tokenizer cannot encode."""
+    for p in prompts:
+        model.tokenizer.encode(p.prompt, source=f"the prompt on line {p.line} of {path}")
+    start = line_start(model)
+    return (Answered(p, model.complete(start + p.prompt)) for p in prompts)
+
+
+def line_start(model: LoadedModel) -> str:
+    """A newline where the model's tokenizer encodes one, else nothing (a char model of a text without one)."""
+    try:
+        model.tokenizer.encode("\n")
+    except DataError:
+        return ""
+    return "\n"

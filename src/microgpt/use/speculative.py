@@ -1,0 +1,108 @@
+"""Speculative sampling with a model's own draft heads: the heads propose the next K tokens, one pass of the model
+over them checks them all, and the text comes out distributed exactly as the main head's.
+
+A model that can draft gives `speculative_decoder()` (model/lookahead/speculative.py): `prefill(context)` and
+`feed(tokens)` return the main head's logits after each token fed and the draft heads' logits there, and
+`keep(m)` keeps the first m tokens of the last pass. Each round feeds the next token (already chosen) with K
+drafts for the tokens after it, drawn from the heads' distributions q_k; the pass gives the main head's
+distribution p after each. Draft k is kept with probability min(1, p(d) / q_k(d)) while all before it were;
+at the first one refused, the token there is drawn from the residual max(0, p - q_k), normalised, and the round
+ends (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding"; Chen et al. 2023).
+Every token is then distributed as the main head's (sample.token_probs of its logits), so at temperature 0,
+where every distribution is all on its argmax, the text is plain greedy sampling's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from microgpt.core.errors import ConfigError
+from microgpt.use.choose import check_finite
+
+
+def accept_or_resample(draft: int, p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
+    """(kept, token): the draft, drawn from q (vocab,), is kept with probability min(1, p(d) / q(d)); otherwise a
+    token drawn from max(0, p - q), normalised. The token so chosen is distributed as p."""
+    if rng.random() < min(1.0, p[draft] / q[draft]):
+        return True, draft
+    residual = np.maximum(p - q, 0.0)  # (vocab,): not all 0, since p(d) < q(d) and both sum to 1
+    return False, int(rng.choice(len(residual), p=residual / residual.sum()))
+
+
+@dataclass
+class Speculation:
+    """Counts of one speculative generation: passes over the model, tokens made, and per draft head how many of
+    its drafts were checked and kept."""
+
+    passes: int = 0
+    made: int = 0  # tokens
+    checked: list[int] = field(default_factory=list)  # per head
+    kept: list[int] = field(default_factory=list)  # per head
+
+    def tokens(self, model, context: list[int], n_tokens: int, probs: Callable[[np.ndarray], np.ndarray],
+               rng: np.random.Generator) -> Iterator[int]:
+        """n_tokens new tokens after `context` (appended to it), `probs` turning logits into the distribution to
+        sample from (temperature, top-k, top-p)."""
+        decoder = self.decoder_for(model)
+        if not self.checked:
+            self.checked, self.kept = [0] * decoder.drafts, [0] * decoder.drafts
+        if n_tokens == 0:
+            return
+        main, drafts = decoder.prefill(context)  # (vocab,), (K, vocab)
+        check_finite(main, 0)
+        check_finite(drafts, 0)
+        token = int(rng.choice(len(main), p=probs(main)))  # the next token: the main head's
+        done = 0  # tokens made so far
+        while True:
+            room = min(decoder.drafts, n_tokens - done - 1)  # drafts that would still be wanted after `token`
+            if room == 0:  # `token` is the last one wanted: no pass to check it
+                context.append(token)
+                self.made += 1
+                yield token
+                return
+            draft_probs = [probs(drafts[k]) for k in range(room)]  # each (vocab,)
+            fed = [token] + [int(rng.choice(len(q), p=q)) for q in draft_probs]
+            mains, heads = decoder.feed(fed)  # (n, vocab), (n, K, vocab)
+            check_finite(mains, done)
+            check_finite(heads, done)
+            self.passes += 1
+            kept, token = 1, None  # `token` becomes the next round's first, chosen once the drafts are judged
+            for k, q in enumerate(draft_probs):
+                self.checked[k] += 1
+                accepted, chosen = accept_or_resample(fed[k + 1], probs(mains[k]), q, rng)
+                if not accepted:
+                    token = chosen
+                    break
+                self.kept[k] += 1
+                kept += 1
+            decoder.keep(kept)
+            for t in fed[:kept]:
+                context.append(t)
+                yield t
+            done += kept
+            self.made += kept
+            if done >= n_tokens:
+                return
+            if token is None:  # every draft kept: the next token is the main head's after the last of them
+                token = int(rng.choice(len(mains[kept - 1]), p=probs(mains[kept - 1])))
+            drafts = heads[kept - 1]  # the heads' drafts for the tokens after `token`
+
+    @staticmethod
+    def decoder_for(model):
+        """The model's speculative decoder; a ConfigError, before anything is sampled, where it has none."""
+        if not hasattr(model, "speculative_decoder"):
+            raise ConfigError("--speculative needs a model with draft heads (microgpt train ... --lookahead K); "
+                              "this one has none: sample without --speculative")
+        return model.speculative_decoder()
+
+    def report(self) -> str:
+        """'speculative: 400 tokens in 190 passes (2.11 per pass); drafts kept: head 1 71% of 190, head 2 ...'."""
+        rates = ", ".join(f"head {k + 1} {kept / checked:.0%} of {checked}" if checked else f"head {k + 1} not reached"
+                          for k, (kept, checked) in enumerate(zip(self.kept, self.checked)))
+        per_pass = self.made / self.passes if self.passes else 0.0
+        tokens, passes = ("token" if self.made == 1 else "tokens"), ("pass" if self.passes == 1 else "passes")
+        return (f"speculative: {self.made} {tokens} in {self.passes} {passes} ({per_pass:.2f} per pass); drafts "
+                f"kept: {rates}")
