@@ -172,7 +172,7 @@ def test_a_familys_per_part_figures_get_panels_of_their_own(tmp_path, capsys):
 
 
 def test_the_summary_tables_the_parts_figures():
-    from microgpt.cli.train import metrics_table
+    from microgpt.cli.train_report import metrics_table
 
     lines = metrics_table({"expert0_write_norm": 1.5, "expert0_router_weight": 0.25, "expert1_write_norm": 2.5,
                            "expert1_router_weight": 0.75, "prior_final_cos": 0.125})

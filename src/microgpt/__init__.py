@@ -1,12 +1,12 @@
 """microgpt: train and study small GPT language models from scratch, on characters or byte-level BPE tokens.
 
 The compute lives behind a pluggable backend (`microgpt.backends`): NumPy on
-the CPU, CuPy and cuBLAS on a GPU. The model families (`microgpt.model`: gpt
-today) are written once against that contract, with hand-written backward
-passes and Adam, and read text through a tokenizer (`microgpt.tokenizer`).
-`microgpt.train(...)` trains from Python (see microgpt/run.py) and
+the CPU, CuPy and cuBLAS on a GPU. The model families (`microgpt.model`: gpt,
+ensemble and lookahead) are written once against that contract, with hand-written backward
+passes and Adam, and read text through a tokenizer (`microgpt.data.tokenizer`).
+`microgpt.train(...)` trains from Python (see microgpt/training/api.py) and
 `microgpt.load(DIR)` gives a trained model to sample, score and inspect
-(microgpt/loaded.py).
+(microgpt/use/loaded.py).
 """
 
 __version__ = "0.1.0"

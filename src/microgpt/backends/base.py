@@ -10,7 +10,7 @@ its abstract methods and can train. The fused ops, `causal_attention` and
 query, for fill-in-the-middle heads) have default implementations built from
 the separate ones, to be fused later (`attention_memory` says what a backend's
 attention keeps, for the memory estimate);
-`adamw_step` (ours, not the spec's: the optimiser of optim.py beyond the
+`adamw_step` (ours, not the spec's: the optimiser of training/optim.py beyond the
 reference's Adam) has a default that computes on the host. `streams`,
 `run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
 batch at once (the cpu backend, one per thread); by default there is one stream.

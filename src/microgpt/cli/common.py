@@ -1,5 +1,5 @@
-"""Flags shared by the subcommands: the setting flags made from the settings' declarations (config.py,
-use_settings.py and each family's), and a typed number parser that gives argparse a clear message."""
+"""Flags shared by the subcommands: the setting flags made from the settings' declarations (settings/training.py,
+settings/use.py and each family's), and a typed number parser that gives argparse a clear message."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ def _number_parser(convert, kind: str, minimum: float, strict: bool):
 
 
 positive_int = _number_parser(int, "whole number", 0, strict=True)
-non_negative_float = _number_parser(float, "number", 0, strict=False)
 
 
 def flag_type(field: SettingField):

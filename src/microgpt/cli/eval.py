@@ -12,7 +12,7 @@ from microgpt.core.errors import ConfigError
 from microgpt.core.fields import settings_fields
 from microgpt.core.progress import Counter
 from microgpt.data.corpus import read_corpus
-from microgpt.settings.use import EvalSettings
+from microgpt.settings.commands import EvalSettings
 from microgpt.use.evaluate import evaluate
 from microgpt.use.loaded import LoadedModel, load
 from microgpt.use.prompts import Prompt, answer_prompts, read_prompts

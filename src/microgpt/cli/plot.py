@@ -15,8 +15,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from microgpt.cli.common import non_negative_float
+from microgpt.cli.common import add_flags_with_defaults
 from microgpt.core.errors import ConfigError
+from microgpt.core.fields import settings_fields
+from microgpt.settings.commands import PlotSettings
 from microgpt.training.plot import (
     PLOT_FORMATS,
     PLOT_HINT,
@@ -33,21 +35,12 @@ def add_parser(commands) -> None:
                             description=__doc__.split("\n\n")[0].split(":", 1)[1].strip())
     p.add_argument("runs", nargs="+", metavar="RUN", type=Path,
                    help="checkpoint directories (or their .metrics.jsonl logs), finished or still training")
-    p.add_argument("--x", choices=("step", "time"), default="step", help="the horizontal axis (default: step)")
-    p.add_argument("--out", type=Path, default=Path("runs.png"),
-                   help="the plot to write, a .png, .svg or .pdf (default: runs.png)")
-    p.add_argument("--title", default="loss", help="the plot's title (default: loss)")
-    p.add_argument("--detail", action="store_true",
-                   help="draw one RUN alone: its training and validation loss, and its model's per-part figures "
-                   "(an ensemble's experts)")
-    p.add_argument("--follow", action="store_true",
-                   help="keep redrawing the plot as the logs grow (a run that is training), until Ctrl-C")
-    p.add_argument("--interval", type=non_negative_float, default=2.0,
-                   help="with --follow, seconds between looks at the logs (default: 2)")
+    add_flags_with_defaults(p, settings_fields(PlotSettings))
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    args.out = Path(args.out)
     if not plot_available():
         raise ConfigError(PLOT_HINT.removeprefix("note: ").replace("no loss plot; ", "plotting needs matplotlib: "))
     if args.out.suffix.lower() not in PLOT_FORMATS:

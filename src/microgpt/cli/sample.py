@@ -9,7 +9,7 @@ from pathlib import Path
 from microgpt.cli.common import add_flags_with_defaults, train_settings
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import settings_fields
-from microgpt.settings.use import SampleSettings
+from microgpt.settings.commands import SampleSettings
 from microgpt.training.run_files import open_own
 from microgpt.use.loaded import load
 from microgpt.use.speculative import Speculation

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from microgpt.cli.common import add_flags_with_defaults
 from microgpt.core.errors import ConfigError
+from microgpt.core.fields import settings_fields
+from microgpt.settings.commands import StudioSettings
 
 STUDIO_EXTRA = "pip install -e '.[studio]' (starlette, uvicorn and plotly)"
 
@@ -12,21 +15,12 @@ def add_parser(commands) -> None:
                             description=__doc__.split(":", 1)[1].strip()
                             + " It prints a URL with a token that every request needs; see docs/studio.md.")
     p.add_argument("directory", metavar="DIR", nargs="?", default=".",
-                   help="the workspace: its text files, studio.yaml and checkpoints (default: the current directory)")
-    p.add_argument("--port", type=int, default=8765, metavar="N", help="the port to listen on; 0 picks a free one "
-                   "(default: 8765)")
-    p.add_argument("--host", default="127.0.0.1", metavar="ADDRESS",
-                   help="the address to listen on; another than 127.0.0.1 serves beyond this machine, with a "
-                   "warning (default: 127.0.0.1)")
-    p.add_argument("--no-browser", action="store_true", help="print the URL without opening a browser")
-    p.add_argument("--keep-runs", action="store_true",
-                   help="leave the runs it started training when the studio stops (default: SIGTERM, so they save)")
+                   help="the workspace: its text files, studio.yaml and checkpoints; without it, the current directory")
+    add_flags_with_defaults(p, settings_fields(StudioSettings))
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
     try:
         import plotly  # noqa: F401 - only to say what is missing, before serving
         import starlette  # noqa: F401
@@ -36,7 +30,7 @@ def run(args) -> int:
     from microgpt.studio.server import serve
 
     try:
-        return serve(args.directory, args.host, args.port, open_browser=not args.no_browser,
+        return serve(args.directory, args.host, args.port, open_browser=args.browser,
                      keep_runs=args.keep_runs)
     except OSError as exc:
         raise ConfigError(str(exc)) from None

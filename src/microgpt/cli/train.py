@@ -1,33 +1,44 @@
 """`microgpt train [FILE]`: train a model on a text file (or on Python's bundled docs), resume one, train a
 named run from a YAML file, or compare model specs on the same data.
 
-The setting flags are made from the config dataclasses (microgpt/config.py);
-the precedence of their sources lives in microgpt/settings.py and the run
-itself in microgpt/run.py. This module parses the command line and prints.
+The setting flags are made from the settings' declarations (settings/, and each
+family's in model/); the run is resolved and built in training/ and what it
+prints is train_report.py's. This module parses the command line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import warnings
 from pathlib import Path
 
 from microgpt.cli.common import add_setting_flags, flag_type, help_text, positive_int
+from microgpt.cli.train_report import (
+    describe_auto,
+    describe_backend,
+    describe_validation,
+    draw_together,
+    hint_at_plots,
+    plot_config_runs,
+    print_parallel_layout,
+    print_summary,
+    print_table,
+    report_plot,
+)
 from microgpt.core import machine
 from microgpt.core.errors import ConfigError, DistributedError
 from microgpt.core.progress import Progress
 from microgpt.dist.communicator import communicator
 from microgpt.dist.launch import relaunch, watch_launcher
-from microgpt.settings.named_runs import load_all_runs, load_run
+from microgpt.settings.named_runs import load_run
 from microgpt.settings.sources import Settings, check_named_runs, known_settings
 from microgpt.training.compare import prepare_compare
-from microgpt.training.plot import PART_METRIC, PLOT_HINT, plot_available, write_runs_plot
+from microgpt.training.plot import plot_available
 from microgpt.training.prepare import prepare, start
 from microgpt.training.resolve import RESUME_AUTO
 from microgpt.training.run import Run
-from microgpt.training.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
+from microgpt.training.run_files import COMPARE_PLOT
 from microgpt.training.trainer import RunSummary
 
 # The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
@@ -144,47 +155,6 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
     return exit_status(summary)
 
 
-def describe_auto(run: Run) -> str:
-    """What --resume auto found in --model, in one line; under Slurm, with the job id and its restart count:
-    'slurm job 812, restart 2: resuming runs/shk from step 1519'."""
-    place, step = run.paths.checkpoint, run.model.params.step
-    if run.done:
-        found = f"{place} is finished at step {step} (--steps {run.train_config.steps}); nothing to train"
-    elif run.resumed:
-        found = f"resuming {place} from step {step}"
-    else:
-        found = f"no checkpoint in {place} yet; starting a new run there"
-    job = os.environ.get("SLURM_JOB_ID")
-    where = f"slurm job {job}, restart {os.environ.get('SLURM_RESTART_COUNT', '0')}" if job else "--resume auto"
-    return f"{where}: {found}"
-
-
-def describe_validation(run: Run) -> str:
-    """'validation: the last 20,000 tokens (312 windows of 65), every 140 steps and at the end'."""
-    tc = run.train_config
-    if not tc.val_tokens:
-        return "validation: none (--val-tokens 0)"
-    windows = (tc.val_tokens - 1) // run.model.config.seq_len
-    when = (f"every {plural(tc.validate_every, 'step')}" if tc.validate_every else f"every {tc.val_interval:g} s")
-    return (f"validation: the last {tc.val_tokens:,} tokens ({plural(windows, 'window')} of "
-            f"{run.model.config.seq_len + 1}), {when} and at the end")
-
-
-def plural(count: int, word: str) -> str:
-    """'1 layer', '4 layers'."""
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
-def print_parallel_layout(run: Run) -> None:
-    """With several processes or micro-batches, how the global batch is made."""
-    tc, comm = run.train_config, run.comm
-    if comm.size == 1 and tc.grad_accum == 1:
-        return
-    micro = tc.batch_size // (comm.size * tc.grad_accum)
-    print(f"data-parallel: {comm.describe()} x {tc.grad_accum} micro-batch{'es' if tc.grad_accum > 1 else ''} "
-          f"of {micro} = global batch {tc.batch_size}")
-
-
 def run_compare(args, settings: Settings, backend) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save, overwrite=args.overwrite)
@@ -217,95 +187,6 @@ def run_compare(args, settings: Settings, backend) -> int:
     return exit_status(rows[-1][2])
 
 
-def plot_config_runs(config: Path, run: Run) -> None:
-    """After a named run: every run of its YAML file trained so far, in one PNG beside the checkpoints."""
-    logs = {}
-    for named in load_all_runs(config):
-        checkpoint = (run.paths.checkpoint if named.id == run.label
-                      else Settings({}, named).path("model") or DEFAULT_ROOT / named.id)
-        log = RunPaths(checkpoint).metrics
-        if log.is_file():
-            logs[named.id] = log
-    draw_together(logs, run.paths.checkpoint.parent / f"{config.stem}.png", f"runs of {config}",
-                  f"the runs of {config}")
-
-
-def draw_together(logs: dict[str, Path], png: Path, what: str, title: str) -> None:
-    """Several runs' curves in one plot, after they trained: a plot that cannot be written is a note, since the
-    checkpoints are saved."""
-    try:
-        drawn = write_runs_plot(logs, png, title)
-    except OSError as exc:
-        print(f"note: cannot write {png} ({exc.strerror or exc}); the checkpoints were saved", file=sys.stderr)
-        return
-    if drawn is not None:
-        print(f"{what}: {drawn}")
-
-
-def report_plot(run: Run, summary: RunSummary) -> bool:
-    """Finish a run (results line, plot) and say where its plot went; True when it saved a checkpoint."""
-    png = run.finish(summary)
-    if png is not None:
-        print(f"loss plot: {png}")
-    return summary.checkpoint is not None and summary.steps_run > 0
-
-
-def hint_at_plots(any_saved: bool) -> None:
-    """Once per command: how to get the plots that were not drawn."""
-    if any_saved and not plot_available():
-        print(PLOT_HINT, file=sys.stderr)
-
-
-def describe_backend(backend) -> str:
-    """"backend cpu, 2 threads" (the thread count where the backend runs on the CPU)."""
-    threads = getattr(backend, "threads", None)
-    return f"backend {backend.name}" + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
-
-
 def exit_status(summary: RunSummary) -> int:
     """0 for a finished run; 128 + the signal for one a signal stopped (130 for Ctrl-C, 143 for SIGTERM)."""
     return 128 + summary.stop_signal if summary.interrupted else 0
-
-
-def print_summary(summary: RunSummary) -> None:
-    lines = [(f"{'stopped at' if summary.interrupted else 'finished'} step {summary.steps} "
-              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {summary.tokens_per_sec:,.0f} tokens/s "
-              f"on {machine.describe()}")]
-    lines.append(f"final loss {summary.final_loss:.4f}")
-    if summary.val_loss is not None:
-        lines[-1] += f", validation loss {summary.val_loss:.4f} (best {summary.best_val_loss:.4f})"
-    lines.append(f"checkpoint: {summary.checkpoint}" if summary.checkpoint else "checkpoint: not saved (--no-save)")
-    print("\n".join(lines + metrics_table(summary.metrics)))
-
-
-def metrics_table(metrics: dict[str, float]) -> list[str]:
-    """The model's own figures at the last step: those of numbered parts (an ensemble's experts) as a table of
-    one row per part, the others one per line."""
-    parts: dict[str, dict[str, float]] = {}
-    loose = []
-    for key, value in metrics.items():
-        match = PART_METRIC.fullmatch(key)
-        if match:
-            parts.setdefault(f"{match.group(1)} {match.group(2)}", {})[match.group(3)] = value
-        else:
-            loose.append(f"{key.replace('_', ' ')}: {value:.4g}")
-    if not parts:
-        return loose
-    columns = list(dict.fromkeys(name for figures in parts.values() for name in figures))
-    width = max(len(row) for row in parts)
-    lines = [f"{'':<{width}}  " + "  ".join(f"{c.replace('_', ' '):>12}" for c in columns)]
-    lines += [f"{row:<{width}}  " + "  ".join(f"{figures.get(c, float('nan')):>12.4g}" for c in columns)
-              for row, figures in parts.items()]
-    return lines + loose
-
-
-def print_table(rows: list[tuple[str, int, RunSummary]]) -> None:
-    """The --compare table: one line per spec."""
-    width = max(len("spec"), *(len(spec) for spec, _, _ in rows))
-    print(f"{'spec':<{width}}  {'parameters':>10}  {'loss':>7}  {'val loss':>8}  {'time':>8}  {'tokens/s':>9}")
-    for spec, n_params, s in rows:
-        val = f"{s.val_loss:.4f}" if s.val_loss is not None else "-"
-        stopped = f"  (stopped at step {s.steps})" if s.interrupted else ""
-        print(f"{spec:<{width}}  {n_params:>10,}  {s.final_loss:>7.4f}  {val:>8}  {s.seconds:>7.1f}s  "
-              f"{s.tokens_per_sec:>9,.0f}{stopped}")
-

@@ -75,11 +75,14 @@ class Check:
 
 
 class Whole(Check):
-    """An int (not a bool), at least `minimum` when one is given."""
+    """An int (not a bool), at least `minimum` and at most `maximum` where they are given."""
 
-    def __init__(self, minimum: int | None):
-        self.minimum = minimum
-        self.kind = "a whole number" + ("" if minimum is None else f" of at least {minimum}")
+    def __init__(self, minimum: int | None, maximum: int | None = None):
+        self.minimum, self.maximum = minimum, maximum
+        if maximum is not None:
+            self.kind = f"a whole number from {minimum} to {maximum}"
+        else:
+            self.kind = "a whole number" + ("" if minimum is None else f" of at least {minimum}")
 
     def from_text(self, text: str):
         try:
@@ -91,13 +94,13 @@ class Whole(Check):
     def validate(self, value):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(self.kind)  # noqa: TRY004 - one error kind for every bad value
-        if self.minimum is not None and value < self.minimum:
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
             raise ValueError(self.kind)
         return value
 
 
-def whole(minimum: int | None) -> Whole:
-    return Whole(minimum)
+def whole(minimum: int | None, maximum: int | None = None) -> Whole:
+    return Whole(minimum, maximum)
 
 
 class PositiveNumber(Check):
@@ -127,7 +130,7 @@ class PositiveNumber(Check):
 
 
 class Number(PositiveNumber):
-    """Any finite float; where its range depends on other settings it is checked beside them (config.py)."""
+    """Any finite float; where its range depends on other settings it is checked beside them (settings/training.py)."""
 
     kind = "a number"
 

@@ -4,7 +4,7 @@ Plain strings at the ground, so that a setting's check can list the choices
 without importing anything above it. A backend's module is imported only when it
 is chosen (`microgpt.backends`); a family's when it is chosen
 (`microgpt.model.family`), and when the train command lists every setting
-there is, since each family declares its own (all_settings.py). A new family is a folder under `model/`
+there is, since each family declares its own (settings/known.py). A new family is a folder under `model/`
 and one line here; a new backend, a module under `backends/` and one line here.
 """
 

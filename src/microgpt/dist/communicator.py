@@ -2,7 +2,7 @@
 
 `communicator()` picks it once per process. Started by `mpiexec`, `mpirun` or
 `srun` with more than one task (the launcher's environment says so), it is an
-`MPICommunicator` (microgpt/mpi_comm.py, mpi4py); otherwise `SingleProcess`,
+`MPICommunicator` (mpi.py, mpi4py); otherwise `SingleProcess`,
 which imports nothing and changes nothing, so a lone process trains exactly as
 it always did. Under a launcher without mpi4py it is a one-line error rather
 than N independent runs overwriting one checkpoint.

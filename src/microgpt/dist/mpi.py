@@ -1,6 +1,6 @@
 """The MPI communicator (mpi4py): several processes train one model, data-parallel.
 
-Imported only when a launcher started several processes (microgpt/distributed.py
+Imported only when a launcher started several processes (communicator.py
 decides). Gradients are averaged with one in-place all-reduce on the flat
 gradient buffer per step; the loss and the stop and save flags travel in one
 three-number all-reduce, so every rank sees the same mean loss, and stops

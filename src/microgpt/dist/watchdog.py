@@ -2,7 +2,7 @@
 
 A rank that stops (SIGSTOP, a stuck filesystem, a dead node that keeps its
 socket) would leave the others waiting in the next all-reduce for ever; the MPI
-communicator (mpi_comm.py) waits at most `CollectiveTimeout.seconds()` instead.
+communicator (mpi.py) waits at most `CollectiveTimeout.seconds()` instead.
 Given --collective-timeout, that is the limit of every watched collective. Without it
 the set-up check and the first two steps, which include one-time work (numba or
 CUDA compiling, a cold filesystem), get SETUP_S; from then on the limit is

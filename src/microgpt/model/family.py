@@ -2,7 +2,7 @@
 
 A family is a module (a folder under `model/`) that gives:
 - `Config`: a dataclass of the family's shape. Its first field is `vocab_size` (set from the tokenizer, not a
-  user setting); every other field made with `config.setting(...)` is a setting, so its flag, YAML key, help
+  user setting); every other field made with `core.fields.setting(...)` is a setting, so its flag, YAML key, help
   and README line follow from it, and one of them is `seq_len`, the context length in tokens. Families that
   share a setting (`seq_len`, `d_model`) declare it alike;
 - `config_from(settings, vocab_size) -> Config` (optional): the config from a run's settings where it is more
@@ -12,7 +12,7 @@ A family is a module (a folder under `model/`) that gives:
   share one flat parameter store;
 - `build(config, backend, tokenizer, seed) -> Model`;
 - `memory_parts(config, batch, backend) -> {"activations": bytes, "workspace": bytes}`: what one training
-  step over `batch` sequences holds beyond the parameter state (memory.py adds that), with the backend
+  step over `batch` sequences holds beyond the parameter state (model/memory.py adds that), with the backend
   reporting its own attention footprint (`Backend.attention_memory`);
 - `describe(config) -> str`: one line for the CLI, the results line and plot titles;
 - `parse_specs(text, settings) -> [(spec, settings it fixes)]` and `SPEC_KEYS` (optional): short shape

@@ -17,7 +17,7 @@ In elements of the backend's dtype (N = batch x seq_len rows, d = d_model, V = v
   few N x d, the loss's temporaries (2 x N x V), or the FFN backward's
   (2 x N x d_ff).
 
-memory.py adds the parameter state and the optimiser step's temporaries;
+model/memory.py adds the parameter state and the optimiser step's temporaries;
 tests/test_memory.py holds the sum to the measured peak.
 """
 

@@ -1,4 +1,4 @@
-"""Every setting there is: the run's own (config.py) and every registered model family's shape."""
+"""Every setting there is: the run's own (training.py) and every registered model family's shape."""
 
 from __future__ import annotations
 

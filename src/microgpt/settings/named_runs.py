@@ -3,7 +3,7 @@
 The file has a `runs:` mapping of run id -> settings, and optionally a
 `defaults:` mapping merged under every run. Settings are named like the train
 flags, with underscores (d_model for --d-model); each is read and checked by
-the same `Check` as the flag (microgpt/config.py declares both):
+the same `Check` as the flag (core/fields.py declares both):
 
     defaults:
       steps: 2000

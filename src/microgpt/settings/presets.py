@@ -1,7 +1,7 @@
 """Presets: named bundles of setting values, for `--preset NAME` (or `preset: NAME` in a named run).
 
 A preset sits just above the declared defaults: a named run's own values, the
-checkpoint being resumed and flags all override it (settings.py). `reference`
+checkpoint being resumed and flags all override it (sources.py). `reference`
 is the reference implementation's run exactly: its model shape, batch, steps
 and plain Adam at one fixed learning rate, with no warm-up, decay or clipping,
 so its losses are bit-identical to training with the reference's optimiser.

@@ -30,10 +30,10 @@ from starlette.routing import Route
 
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint
+from microgpt.settings.commands import SampleSettings
 from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings, check_named_runs
-from microgpt.settings.use import SampleSettings
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
 from microgpt.studio.guard import Guard, cookie_name

@@ -144,26 +144,12 @@ class Trainer:
             with self._metrics_log(first_step) as metrics:
                 # one process stops at once; several agree on a stop inside the next step, then all stop
                 while params.step < cfg.steps and not stopping and not (self.comm.size == 1 and self._stop_signal):
-                    windows = self.batches.next()
-                    try:
-                        # a stop asked in any process ends the loop in every one, after the same step; a
-                        # diverging step's overflow warnings are left unsaid: the checks below name it once
-                        with np.errstate(over="ignore", invalid="ignore"):
-                            result = train_step(self.model, windows, self.optimizer, self.comm, cfg.grad_accum,
-                                                self._stop_signal is not None, self._save_signal is not None)
-                    except NonFiniteLoss as exc:
-                        raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
-                    except HungRanks as exc:  # no save: the checkpoint on disk stays the last whole one
-                        kept = self._kept() if self.comm.is_writer else "the checkpoint on disk is the last one saved"
-                        raise exc.adding(kept) from None
+                    result = self._step()
                     loss, stopping, save_now = result.loss, result.stop, result.save
                     losses.append(loss)
                     last_metrics = result.metrics
                     step, now = params.step, time.perf_counter()
-                    record = {**result.metrics, "step": step, "loss": loss,  # the trainer's own keys win
-                              "time": round(self._time_offset + now - start, 4), "lr": result.update.lr}
-                    if result.update.grad_norm is not None:
-                        record["grad_norm"] = result.update.grad_norm
+                    record = self._record(result, step, round(self._time_offset + now - start, 4))
                     due_by_steps = cfg.validate_every and step % cfg.validate_every == 0
                     due_by_time = not cfg.validate_every and now - last_val >= cfg.val_interval
                     if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
@@ -197,6 +183,29 @@ class Trainer:
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
             checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses, metrics=last_metrics,
         )
+
+    def _step(self):
+        """One optimiser step over the next batch (data_parallel.train_step), its failures said in one line. A
+        stop asked in any process ends the loop in every one, after the same step; a diverging step's overflow
+        warnings are left unsaid: the checks name it once."""
+        windows = self.batches.next()
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return train_step(self.model, windows, self.optimizer, self.comm, self.config.grad_accum,
+                                  self._stop_signal is not None, self._save_signal is not None)
+        except NonFiniteLoss as exc:
+            raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
+        except HungRanks as exc:  # no save: the checkpoint on disk stays the last whole one
+            kept = self._kept() if self.comm.is_writer else "the checkpoint on disk is the last one saved"
+            raise exc.adding(kept) from None
+
+    @staticmethod
+    def _record(result, step: int, seconds: float) -> dict:
+        """A step's line of the metrics log: the model's own figures, then the trainer's keys, which win."""
+        record = {**result.metrics, "step": step, "loss": result.loss, "time": seconds, "lr": result.update.lr}
+        if result.update.grad_norm is not None:
+            record["grad_norm"] = result.update.grad_norm
+        return record
 
     def _kept(self) -> str:
         """What is on disk after a stop, truthfully."""

@@ -2,7 +2,7 @@
 ways to get one: `train_tokenizer` on a training text, `from_json` from a checkpoint's saved form.
 
 The kinds: "char" (char.py: one id per character of the training text) and "bpe" (bpe.py: byte-level BPE
-learnt from it, which encodes any text). Part of the ground: of microgpt it imports only errors.py.
+learnt from it, which encodes any text). Part of the ground: of microgpt it imports only core/errors.py.
 """
 
 from __future__ import annotations

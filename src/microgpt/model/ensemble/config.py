@@ -1,4 +1,4 @@
-"""The cooperative ensemble's settings, each declared once (config.setting), and its experts' shapes.
+"""The cooperative ensemble's settings, each declared once (core/fields.py), and its experts' shapes.
 
 `--cooperative d64n3,d64n3,...` chooses this family (registry.FAMILIES "ensemble"), one transformer expert
 per spec (model/specs.py). The other settings keep the original µGPT's names.

@@ -1,4 +1,4 @@
-"""GPT's settings: the shape of the model, each setting declared once (config.setting), and the head sets.
+"""GPT's settings: the shape of the model, each setting declared once (core/fields.py), and the head sets.
 
 `GPTConfig` is what a checkpoint's config.json records under "model" for the gpt family; `config_from`
 builds it from a run's settings, where --heads may fix d_model; `parse_heads` reads a --heads value (a
@@ -58,7 +58,7 @@ class GPTConfig:
 
 
 def config_from(settings, vocab_size: int) -> GPTConfig:
-    """The shape from a run's settings (settings.Settings): --heads as a count splits d_model, as widths or a
+    """The shape from a run's settings (settings/sources.py): --heads as a count splits d_model, as widths or a
     named set fixes it (and a --d-model given beside it must agree)."""
     d_model, heads = settings.value("d_model"), settings.value("heads")
     shape = {"vocab_size": vocab_size, "n_layers": settings.value("n_layers"), "d_ff": settings.value("d_ff"),

@@ -4,7 +4,7 @@ It keeps a KV ring per head group at every layer of the trunk and of every extra
 with room for the window (seq_len) and the K drafts, so that a pass can feed the next token and K drafted
 ones at once. After a pass, `keep(m)` keeps the first m tokens fed and drops the rest by moving the position
 back: their keys stay in slots that the next pass overwrites. The rule that decides m (and every token) is
-the sampler's (microgpt/speculative.py); this module only runs the model and keeps the positions.
+the sampler's (use/speculative.py); this module only runs the model and keeps the positions.
 """
 
 from __future__ import annotations

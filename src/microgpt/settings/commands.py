@@ -1,6 +1,6 @@
-"""The settings of the commands that use a trained model, `sample` and `eval`, each declared once.
+"""The settings of the commands beside `train`: `sample`, `eval`, `plot` and `studio`, each declared once.
 
-As for train's (config.py), a field made with `setting(...)` is a flag of its
+As for train's (training.py), a field made with `setting(...)` is a flag of its
 command (`--top-k` for top_k), with its help, default and check; the backend,
 threads and memory cap are train's own settings, shared.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microgpt.core.checks import NON_NEGATIVE_NUMBER, PATH, PROBABILITY, SWITCH, TEXT, whole
+from microgpt.core.checks import NON_NEGATIVE_NUMBER, PATH, PROBABILITY, SWITCH, TEXT, Choice, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting, settings_fields
 
@@ -66,3 +66,32 @@ class EvalSettings:
             for f in settings_fields(EvalSettings):
                 if f.field not in ("prompts", "json") and getattr(self, f.field) != f.default:
                     raise ConfigError(f"{f.flag} is for scoring a FILE, not for --prompts; drop it")
+
+
+@dataclass
+class PlotSettings:
+    x: str = setting("step", "the horizontal axis", Choice(lambda: ("step", "time")), metavar="AXIS")
+    out: str = setting("runs.png", "the plot to write, a .png, .svg or .pdf", PATH, metavar="FILE")
+    title: str = setting("loss", "the plot's title", TEXT, metavar="TEXT")
+    detail: bool = setting(False, "draw one RUN alone: its training and validation loss, and its model's per-part "
+                           "figures (an ensemble's experts)", SWITCH)
+    follow: bool = setting(False, "keep redrawing the plot as the logs grow (a run that is training), until Ctrl-C",
+                           SWITCH)
+    interval: float = setting(2.0, "with --follow, seconds between looks at the logs", NON_NEGATIVE_NUMBER,
+                              metavar="S")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass
+class StudioSettings:
+    port: int = setting(8765, "the port to listen on; 0 picks a free one", whole(0, 65535))
+    host: str = setting("127.0.0.1", "the address to listen on; another than 127.0.0.1 serves beyond this machine, "
+                        "with a warning", PATH, metavar="ADDRESS")
+    browser: bool = setting(True, "open the URL in a browser (--no-browser: only print it)", SWITCH)
+    keep_runs: bool = setting(False, "leave the runs it started training when the studio stops (--no-keep-runs: "
+                              "SIGTERM them, so they save)", SWITCH)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
