@@ -68,8 +68,8 @@ def worker(shape: str, steps: int, warmup: int, backend: str) -> None:
     from corpus import load_tokens
     from microgpt.backends import get_backend
     from microgpt.data.batches import SequentialBatches
-    from microgpt.dist.communicator import communicator
     from microgpt.model.gpt import GPT, GPTConfig
+    from microgpt.parallel.communicator import communicator
     from microgpt.training.data_parallel import RankShare, train_step
     from microgpt.training.optim import Optimizer
 
@@ -97,7 +97,7 @@ def run_round(shape: str, ranks: int, threads: int, args) -> dict:
     command = [sys.executable, __file__, "--worker", shape, "--steps", str(args.steps), "--warmup", str(args.warmup),
                "--backend", args.backend]
     if ranks > 1:
-        from microgpt.dist.launch import find_mpiexec
+        from microgpt.parallel.launch import find_mpiexec
 
         command = [find_mpiexec(), "-n", str(ranks), *command]
     result = subprocess.run(command, check=True, env=env, capture_output=True, text=True, timeout=900)

@@ -91,8 +91,8 @@ def step_ratio(text: str) -> tuple[float, float]:
     """(ms per ensemble step, ms per step of its four experts trained alone, summed), cpu backend, 1 thread."""
     from microgpt.backends import get_backend
     from microgpt.data.tokenizer import CharTokenizer
-    from microgpt.dist.communicator import SingleProcess
     from microgpt.model.family import family
+    from microgpt.parallel.communicator import SingleProcess
     from microgpt.training.data_parallel import train_step
     from microgpt.training.optim import Optimizer
 

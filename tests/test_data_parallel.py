@@ -15,10 +15,10 @@ from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError, NonFiniteLoss
 from microgpt.data.batches import RandomBatches, SequentialBatches
-from microgpt.dist import communicator as distributed
-from microgpt.dist.communicator import SingleProcess, launched_size
-from microgpt.dist.launch import child_environment, dead_rank_line, without_procs
 from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.parallel import communicator as distributed
+from microgpt.parallel.communicator import SingleProcess, launched_size
+from microgpt.parallel.launch import child_environment, dead_rank_line, without_procs
 from microgpt.training.data_parallel import RankShare, micro_batch_size, train_step
 from microgpt.training.optim import Optimizer
 
@@ -114,7 +114,7 @@ def test_launched_without_mpi4py_is_one_clear_error(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("PMI_SIZE", "2")
     monkeypatch.setattr(distributed, "_COMMUNICATOR", None)
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # importing it fails, as where it is not installed
-    monkeypatch.delitem(sys.modules, "microgpt.dist.mpi", raising=False)
+    monkeypatch.delitem(sys.modules, "microgpt.parallel.mpi", raising=False)
     monkeypatch.chdir(tmp_path)
     assert main(["train", "--steps", "1", "--gen", "0"]) == 2
     err = capsys.readouterr().err

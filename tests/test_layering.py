@@ -10,18 +10,18 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "microgpt"
 
 # Each package and what it may import (besides itself), from the ground up; the faces on top may import any
-# package below them. "microgpt" itself is the version string (and the lazy `train` and `load`).
+# package below them; microgpt/__init__.py, the lazy `train` and `load`, stands above them all.
 MAY_IMPORT = {
     "core": set(),
     "data": {"core"},
-    "dist": {"core"},
+    "parallel": {"core"},
     "backends": {"core"},
-    "model": {"core", "data", "backends", "microgpt"},
-    "settings": {"core", "data", "dist", "model"},
+    "model": {"core", "data", "backends"},
+    "settings": {"core", "data", "parallel", "model"},
     "use": {"core", "data", "backends", "model", "settings"},
-    "training": {"core", "data", "dist", "backends", "model", "settings", "use"},
-    "studio": {"core", "data", "dist", "backends", "model", "settings", "use", "training"},
-    "cli": {"core", "data", "dist", "backends", "model", "settings", "use", "training", "studio", "microgpt"},
+    "training": {"core", "data", "parallel", "backends", "model", "settings", "use"},
+    "studio": {"core", "data", "parallel", "backends", "model", "settings", "use", "training"},
+    "cli": {"core", "data", "parallel", "backends", "model", "settings", "use", "training", "studio"},
 }
 TOP_LEVEL_MODULES = {"__init__.py", "__main__.py"}
 MAX_TOP_LEVEL_ENTRIES = 12

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.mpi
 pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
 
 from microgpt.backends import get_backend
-from microgpt.dist.launch import child_environment, find_mpiexec
 from microgpt.model.checkpoint import load_checkpoint
+from microgpt.parallel.launch import child_environment, find_mpiexec
 
 try:
     MPIEXEC = find_mpiexec()
@@ -97,7 +97,7 @@ def test_two_ranks_train_the_model_one_process_trains(corpus, reference, tmp_pat
 
 def test_every_rank_ends_with_the_same_weights(corpus, tmp_path):
     script = ("import hashlib, microgpt\n"
-              "from microgpt.dist.communicator import communicator\n"
+              "from microgpt.parallel.communicator import communicator\n"
               f"run, _ = microgpt.train({str(corpus)!r}, steps={STEPS}, batch_size=8, d_model=16, heads=2, "
               "n_layers=1, d_ff=32, seq_len=16, backend='numpy', save=False)\n"
               "with open(f'rank{communicator().rank}.sha256', 'w') as out:\n"
@@ -357,7 +357,7 @@ def test_the_procs_launcher_passes_on_a_stop_and_a_save(corpus, tmp_path, sig):
 def test_a_stopped_rank_cannot_keep_the_job_from_ending_on_a_signal(corpus, tmp_path):
     """Case 14: with one rank SIGSTOPped, two SIGTERMs and a Ctrl-C to the launcher did nothing for 25 s. Now the
     ranks get STOP_GRACE_S to stop; then every process of the job is killed, with one line."""
-    from microgpt.dist.launch import STOP_GRACE_S
+    from microgpt.parallel.launch import STOP_GRACE_S
 
     job, _ = start_procs_job(corpus, tmp_path)
     ranks = rank_pids(job.pid)
@@ -429,7 +429,7 @@ WATCHDOG_S = 5  # a short --collective-timeout, so that a hung rank ends the job
 def test_a_stopped_rank_ends_the_job_within_the_timeout_naming_it(corpus, tmp_path, hung):
     """Issue 21, item 4: a SIGSTOPped rank left the others in the all-reduce for ever. Now the live rank gives up
     after --collective-timeout, names the rank, saves nothing, and the job ends; the checkpoint resumes."""
-    from microgpt.dist.mpi import ROLL_CALL_S
+    from microgpt.parallel.mpi import ROLL_CALL_S
 
     checkpoint = tmp_path / "ck"
     args = [MPIEXEC, "-n", "2", *train(str(corpus), *TINY, "--steps", "1000000", "--save-every", "10", "--model",
@@ -471,7 +471,7 @@ def test_a_stopped_rank_ends_the_job_within_the_timeout_naming_it(corpus, tmp_pa
 def test_a_rank_about_to_abort_waits_until_its_stderr_pipe_is_read(tmp_path):
     """mpiexec exits at an MPI_Abort, dropping what the rank's proxy had not yet read from its stderr pipe (the
     stopped-rank test's one line was lost so, in full-suite runs): the rank waits until the pipe is read."""
-    from microgpt.dist.mpi import wait_until_read
+    from microgpt.parallel.mpi import wait_until_read
 
     read_end, write_end = os.pipe()
     try:
@@ -507,7 +507,7 @@ def test_a_collective_timeout_of_0_is_one_clear_line(corpus, tmp_path):
 
 
 LIBRARY_RUN = ("import microgpt\n"
-               "from microgpt.dist.communicator import communicator\n"
+               "from microgpt.parallel.communicator import communicator\n"
                "corpus = {corpus!r}\n"
                "{fault}"
                "microgpt.train(corpus, steps=100000, batch_size=8, d_model=16, heads=2, n_layers=1, d_ff=32, "

@@ -11,16 +11,16 @@ import pytest
 
 from conftest import CUDA_SKIP
 from microgpt.core.errors import DistributedError
-from microgpt.dist.communicator import SingleProcess
+from microgpt.parallel.communicator import SingleProcess
 
 
 def test_the_nccl_module_imports_without_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
-    monkeypatch.delitem(sys.modules, "microgpt.dist.nccl", raising=False)
-    import microgpt.dist.nccl  # CuPy is imported only when a communicator is made
+    monkeypatch.delitem(sys.modules, "microgpt.parallel.nccl", raising=False)
+    import microgpt.parallel.nccl  # CuPy is imported only when a communicator is made
 
     with pytest.raises(DistributedError, match=r"NCCL, which CuPy cannot load .* pip install"):
-        microgpt.dist.nccl.NCCLCommunicator.from_mpi(SingleProcess())
+        microgpt.parallel.nccl.NCCLCommunicator.from_mpi(SingleProcess())
 
 
 @pytest.mark.gpu
@@ -29,7 +29,7 @@ def test_one_rank_nccl_allreduce_mean_is_in_place_on_the_device():
     import cupy
     from cupy.cuda import nccl
 
-    from microgpt.dist.nccl import NCCLCommunicator
+    from microgpt.parallel.nccl import NCCLCommunicator
 
     comm = NCCLCommunicator(SingleProcess(), nccl.get_unique_id())
     buffer = cupy.arange(1000, dtype=cupy.float32).reshape(1, 1000)
@@ -42,7 +42,7 @@ def test_one_rank_nccl_allreduce_mean_is_in_place_on_the_device():
 TWO_RANKS = """
 import cupy, numpy as np
 from microgpt.backends import get_backend
-from microgpt.dist.communicator import communicator
+from microgpt.parallel.communicator import communicator
 mpi = communicator()
 mpi.use_local_gpu()
 comm = mpi.for_backend(get_backend("cuda"))
@@ -60,7 +60,7 @@ def test_two_ranks_average_over_nccl(tmp_path):
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[cuda12]\")")
     if cupy.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("one GPU here; two ranks need two")
-    from microgpt.dist.launch import child_environment, find_mpiexec
+    from microgpt.parallel.launch import child_environment, find_mpiexec
 
     result = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, "-c", TWO_RANKS], check=False, cwd=tmp_path,
                             env=child_environment(), capture_output=True, text=True, timeout=300)

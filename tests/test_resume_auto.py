@@ -309,7 +309,7 @@ def test_the_python_api_takes_overwrite_and_resume_auto(workdir, monkeypatch):
 
 def test_under_procs_rank_0_refuses_for_every_rank_and_resume_auto_continues(workdir, monkeypatch):
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
-    from microgpt.dist.launch import child_environment, find_mpiexec
+    from microgpt.parallel.launch import child_environment, find_mpiexec
 
     try:
         find_mpiexec()

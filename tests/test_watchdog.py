@@ -3,7 +3,7 @@ with a floor; an explicit --collective-timeout wins throughout."""
 
 from __future__ import annotations
 
-from microgpt.dist.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE, CollectiveTimeout
+from microgpt.parallel.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE, CollectiveTimeout
 
 
 def test_the_limit_follows_the_slowest_step_above_a_floor():

@@ -9,7 +9,9 @@ passes and Adam, and read text through a tokenizer (`microgpt.data.tokenizer`).
 (microgpt/use/loaded.py).
 """
 
-__version__ = "0.1.0"
+from microgpt.core.version import __version__
+
+__all__ = ["__version__", "load", "train"]
 
 
 def __getattr__(name: str):

@@ -51,7 +51,7 @@ def resolve_auto() -> str:
 def start_backend(name: str, comm=None, threads: int | None = None) -> tuple[Backend, str | None]:
     """The backend a run asked for, and for "auto" a note saying which one it picked and why. A backend on the
     CPU uses `threads` for BLAS and its kernels (default: threads.default_threads). With several processes on
-    the GPU, each first takes its own GPU (`comm.use_local_gpu`, the communicator of dist/)."""
+    the GPU, each first takes its own GPU (`comm.use_local_gpu`, the communicator of parallel/)."""
     picked = resolve_auto() if name == "auto" else name
     kind = backend_class(picked)
     if comm is not None and kind.on_gpu:

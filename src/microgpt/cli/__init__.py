@@ -11,10 +11,10 @@ import argparse
 import errno
 import sys
 
-from microgpt import __version__
 from microgpt.backends import BackendUnavailable
 from microgpt.cli.output import OutputLost, guard_output
 from microgpt.core.errors import ConfigError, DataError, TrainingStopped, UnsoundOutputs
+from microgpt.core.version import __version__
 from microgpt.model.checkpoint import CheckpointError
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped, UnsoundOutputs)

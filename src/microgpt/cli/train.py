@@ -29,8 +29,8 @@ from microgpt.cli.train_report import (
 from microgpt.core import machine
 from microgpt.core.errors import ConfigError, DistributedError
 from microgpt.core.progress import Progress
-from microgpt.dist.communicator import communicator
-from microgpt.dist.launch import relaunch, watch_launcher
+from microgpt.parallel.communicator import communicator
+from microgpt.parallel.launch import relaunch, watch_launcher
 from microgpt.settings.named_runs import load_run
 from microgpt.settings.sources import Settings, check_named_runs, known_settings
 from microgpt.training.compare import prepare_compare

@@ -52,10 +52,10 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
-from microgpt import __version__
 from microgpt.backends.base import Backend
 from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.version import __version__
 from microgpt.data.tokenizer import Tokenizer, from_json
 from microgpt.model.family import config_dict, family
 from microgpt.model.memory import DEFAULT_MAX_MEMORY, estimate_training_bytes

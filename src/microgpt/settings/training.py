@@ -17,8 +17,8 @@ from microgpt.core.registry import BACKENDS, FAMILIES
 from microgpt.data.corpus import DEFAULT_HELD_OUT_MAX
 from microgpt.data.tokenizer import KINDS
 from microgpt.data.tokenizer.bpe import BPETokenizer
-from microgpt.dist.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE
 from microgpt.model.memory import DEFAULT_MAX_MEMORY
+from microgpt.parallel.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE
 from microgpt.settings.presets import PRESETS
 
 DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule

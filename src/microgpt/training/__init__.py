@@ -2,6 +2,6 @@
 (prepare.py, over the settings resolved once in resolve.py), the loop (trainer.py), one data-parallel step
 (data_parallel.py), the optimiser (optim.py), where a run writes (run_dir.py, run_files.py) and its plots (plot.py).
 
-It may import every package below it (core/, data/, dist/, settings/, model/ through its protocol, backends/
+It may import every package below it (core/, data/, parallel/, settings/, model/ through its protocol, backends/
 through the registry and the contract, use/); only the CLI and the studio import it.
 """

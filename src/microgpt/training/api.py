@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from microgpt.core.progress import Progress
-from microgpt.dist.communicator import communicator
+from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings
 from microgpt.training.prepare import prepare, start
 from microgpt.training.resolve import RESUME_AUTO
@@ -27,7 +27,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
     where resume="auto" found its checkpoint finished); writes what the CLI writes. Under an MPI launcher every
     rank calls it, and one rank's error ends them all, as with the CLI: one found while setting up raises in
     rank 0 (the others exit with status 2), one while training prints one line naming the rank and aborts
-    every rank (dist/mpi.py)."""
+    every rank (parallel/mpi.py)."""
     if file is not None:
         settings["file"] = str(file)
     comm = communicator()

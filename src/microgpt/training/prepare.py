@@ -25,9 +25,9 @@ from microgpt.core.errors import ConfigError
 from microgpt.data.batches import RandomBatches, SequentialBatches
 from microgpt.data.corpus import held_out_count, split_validation
 from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
-from microgpt.dist.communicator import communicator
 from microgpt.model.family import family
 from microgpt.model.memory import check_memory
+from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
 from microgpt.training.data_parallel import RankShare
@@ -47,7 +47,7 @@ def prepare(settings: Settings, backend: Backend, resume: Path | str | None = No
             init_from: Path | None = None, overwrite: bool = False) -> Run:
     """A run ready to train: a new model from the settings, the checkpoint `resume` continued (RESUME_AUTO: the
     one in --model if there is one, a Run that is `done` when it is at its steps already), or a new run from
-    the weights of `init_from`. `comm` (default: as launched, dist/communicator.py) says how many processes
+    the weights of `init_from`. `comm` (default: as launched, parallel/communicator.py) says how many processes
     share the global batch; rank 0 alone writes and validates. With `save` the checkpoint directory is
     locked for the run: use the Run as a context manager (or call `close`) to release it."""
     comm = comm or communicator()

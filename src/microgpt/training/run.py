@@ -23,9 +23,9 @@ from microgpt.core.progress import Progress
 from microgpt.data.batches import RandomBatches, SequentialBatches
 from microgpt.data.corpus import default_corpus, read_corpus
 from microgpt.data.tokenizer import Tokenizer
-from microgpt.dist.communicator import SingleProcess
 from microgpt.model.checkpoint import CheckpointError
 from microgpt.model.family import config_dict, family
+from microgpt.parallel.communicator import SingleProcess
 from microgpt.settings.training import TrainConfig
 from microgpt.training.plot import plot_available, write_loss_plot
 from microgpt.training.run_dir import WriterLock
@@ -81,7 +81,7 @@ class Run:
     run_info: dict
     label: str | None  # the run id or spec, for results.jsonl and the plot title
     resumed: bool = False
-    comm: object = SingleProcess()  # the processes training this model (dist/communicator.py)
+    comm: object = SingleProcess()  # the processes training this model (parallel/communicator.py)
     lock: WriterLock | None = None  # held on the checkpoint directory while the run lives
     notes: list[str] = field(default_factory=list)  # settings of a resume that override the checkpoint's
     done: bool = False  # --resume auto of a checkpoint already at its --steps: nothing to train or write

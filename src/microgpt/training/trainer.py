@@ -42,7 +42,6 @@ import numpy as np
 
 from microgpt.core.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
 from microgpt.core.progress import Progress
-from microgpt.dist.communicator import SingleProcess
 from microgpt.model.checkpoint import (
     CheckpointError,
     UnsoundWeights,
@@ -50,6 +49,7 @@ from microgpt.model.checkpoint import (
     remove_checkpoint,
     save_checkpoint,
 )
+from microgpt.parallel.communicator import SingleProcess
 from microgpt.settings.training import TrainConfig
 from microgpt.training.data_parallel import micro_batch_size, train_step
 from microgpt.training.optim import Optimizer

@@ -28,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from microgpt.dist.communicator import launched_size
 from microgpt.core.errors import DistributedError
+from microgpt.parallel.communicator import launched_size
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

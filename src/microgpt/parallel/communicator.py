@@ -89,7 +89,7 @@ def communicator():
             _COMMUNICATOR = SingleProcess()
         else:
             try:
-                from microgpt.dist.mpi import MPICommunicator
+                from microgpt.parallel.mpi import MPICommunicator
             except ImportError as exc:
                 raise DistributedError(
                     f"{launcher} started {size} processes, but mpi4py is not installed ({exc}); without it they "

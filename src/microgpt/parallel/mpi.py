@@ -48,7 +48,7 @@ import numpy as np
 from mpi4py import MPI
 
 from microgpt.core.errors import DistributedError, HungRanks, TrainingStopped, WriterStopped
-from microgpt.dist.watchdog import CollectiveTimeout
+from microgpt.parallel.watchdog import CollectiveTimeout
 
 # Ranks other than 0 wait this long before reporting their own error, so that an error every rank hits
 # (a bad flag, a missing file) is reported once, by rank 0, whose abort ends the others first.
@@ -163,7 +163,7 @@ class MPICommunicator:
         """The communicator for a backend's buffers: NCCL on the GPU (never a host copy), MPI for host arrays."""
         if backend.name != "cuda":
             return self
-        from microgpt.dist.nccl import NCCLCommunicator
+        from microgpt.parallel.nccl import NCCLCommunicator
 
         return NCCLCommunicator.from_mpi(self)
 
