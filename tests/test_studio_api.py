@@ -90,7 +90,9 @@ def test_a_request_without_the_token_is_refused(workspace):
     assert bare.get(f"/api/canvas?token={TOKEN}").status_code == 200
     page = bare.get(f"/?token={TOKEN}")
     assert page.status_code == 200 and "microgpt studio" in page.text
-    assert bare.get("/api/canvas").status_code == 200  # the cookie the page set
+    reopened = bare.get("/")  # a tab reopened without ?token=: the cookie the page set lets the page in
+    assert reopened.status_code == 200 and f'<meta name="studio-token" content="{TOKEN}">' in reopened.text
+    assert bare.get("/api/canvas").status_code == 401  # the cookie alone opens no API call: any page sends it
 
 
 def test_a_bad_host_header_and_a_cross_site_origin_are_refused(client):

@@ -206,7 +206,7 @@ def is_checkpoint(directory: Path) -> bool:
     try:
         names = {entry.name for entry in directory.iterdir()}
         config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return (isinstance(config, dict) and isinstance(config.get("format_version"), int)
             and config["format_version"] <= FORMAT_VERSION and WEIGHTS in names and names <= set(FILES))
@@ -222,12 +222,17 @@ def remove_checkpoint(directory: Path) -> None:
         raise CheckpointError(f"cannot remove {directory} ({exc.strerror or exc})") from None
 
 
-class Vanished(CheckpointError):
-    """A file of the checkpoint (`path`) is not there (a save may be swapping the directory at that moment)."""
+class Vanished(CheckpointError, FileNotFoundError):
+    """A file of the checkpoint (`path`), or the checkpoint, is not there (a save may be swapping the directory
+    at that moment). A FileNotFoundError too, which is what Python code expects of a path that is not there."""
 
     def __init__(self, path: Path, message: str | None = None):
-        super().__init__(message or f"{path} is missing; {path.parent} is not a complete microgpt checkpoint")
-        self.path = path
+        text = message or f"{path} is missing; {path.parent} is not a complete microgpt checkpoint"
+        super().__init__(text)
+        self.path, self.filename = path, str(path)
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 READ_ATTEMPTS, READ_PAUSE_S = 100, 0.02  # a reader meeting a save retries for up to about 2 s
@@ -482,6 +487,9 @@ def _read_json(path: Path) -> dict:
         raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path} is not valid JSON ({exc}); the checkpoint is damaged") from None
+    except (RecursionError, ValueError):  # nested past Python's depth, or a number past its digit limit
+        raise CheckpointError(f"{path} is damaged: its JSON nests too deep or holds a number too long to read; "
+                              "the checkpoint cannot be used") from None
 
 
 def _read_tensors(path: Path) -> tuple[dict[str, np.ndarray], dict]:

@@ -36,13 +36,21 @@ from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings, check_named_runs
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
-from microgpt.studio.guard import Guard, cookie_name
-from microgpt.studio.metrics import Tail, charts_of, log_of, read_history, records_of, with_speed
+from microgpt.studio.guard import MAX_BODY_BYTES, Guard, cookie_name
+from microgpt.studio.last_resort import LastResort, failure, file_error
+from microgpt.studio.metrics import Tail, charts_of, read_history, records_of, with_speed
 from microgpt.studio.runs import RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
 from microgpt.training.run_dir import RunDirError
 
-USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: one line back, status 400 (or 403, 409)
+USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: one line back, status 400 (or 403,
+# 409, 429)
+MAX_MODEL_PROCESSES = 2  # sample and eval subprocesses at once (each loads a model: about 100 MB and up)
+MAX_SAMPLE_TOKENS = 20_000  # the longest sample the page asks for
+
+
+class BusyError(ConfigError):
+    """Every sample and eval slot is taken; the request may be made again later (status 429)."""
 STATIC = resources.files("microgpt.studio") / "static"
 STREAM_POLL_S = 0.25  # how often a stream looks for new records (a curve grows within a second of a line)
 STREAM_HEARTBEAT = 20  # polls between messages when nothing changed
@@ -50,6 +58,13 @@ EVAL_TIMEOUT_S = 600
 TEXT_SUFFIXES = (".txt", ".tsv", ".text", ".md", ".csv", ".py")
 YAML_HEADER = ("# Named runs saved by microgpt studio; train one with `microgpt train --config studio.yaml --run "
                "NAME`.\n")
+
+
+def whole_number(text: str, name: str) -> int:
+    """A query parameter that must be a whole number, read, or one line saying so."""
+    if not text.isdigit():
+        raise ConfigError(f"{name} must be a whole number, not {text!r}")
+    return int(text)
 
 
 def plotly_bundle() -> Path:
@@ -64,6 +79,7 @@ class Studio:
         self.workspace, self.token, self.port = workspace, token, port
         self.manager = RunManager(workspace, cores)
         self.stopping = False
+        self.model_processes = 0  # sample and eval subprocesses running now
         routes = [
             Route("/", self.index), Route("/static/{name}", self.static),
             Route("/api/canvas", self.canvas), Route("/api/check", self.check, methods=["POST"]),
@@ -74,8 +90,9 @@ class Studio:
             Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
             Route("/api/files", self.files),
         ]
-        inner = Starlette(routes=routes, exception_handlers={kind: self.error for kind in USER_ERRORS})
-        self.app = Guard(inner, token, host, port)
+        handlers = {**{kind: self.error for kind in USER_ERRORS}, OSError: file_error, Exception: failure}
+        inner = Starlette(routes=routes, exception_handlers=handlers)
+        self.app = Guard(LastResort(inner), token, host, port)
 
     # ---- errors ---------------------------------------------------------------------------
 
@@ -84,17 +101,37 @@ class Studio:
             return JSONResponse({"error": str(exc)}, status_code=403)
         if isinstance(exc, RunDirError):
             return JSONResponse({"error": str(exc)}, status_code=409)
+        if isinstance(exc, BusyError):
+            return JSONResponse({"error": str(exc)}, status_code=429)
         return JSONResponse({"error": str(exc)}, status_code=400)
 
     @staticmethod
     async def body(request: Request) -> dict:
+        """The request's JSON object, read up to MAX_BODY_BYTES (a body sent without a length is counted)."""
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY_BYTES:
+                raise ConfigError(f"the request body is over {MAX_BODY_BYTES:,} bytes; the studio takes small JSON "
+                                  "bodies")
         try:
-            value = await request.json()
-        except ValueError:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
             raise ConfigError("the request body must be a JSON object") from None
         if not isinstance(value, dict):
             raise ConfigError("the request body must be a JSON object")
         return value
+
+    def take_model_slot(self, what: str) -> None:
+        """One of the MAX_MODEL_PROCESSES sample and eval processes that may run at once (`free_model_slot`
+        gives it back), or one line saying that they are all taken."""
+        if self.model_processes >= MAX_MODEL_PROCESSES:
+            raise BusyError(f"{MAX_MODEL_PROCESSES} samples and evaluations are running already; wait for one to "
+                            f"finish before this {what}")
+        self.model_processes += 1
+
+    def free_model_slot(self) -> None:
+        self.model_processes -= 1
 
     def checkpoint(self, text) -> Path:
         path = self.workspace.inside(text, what="the checkpoint")
@@ -106,7 +143,12 @@ class Studio:
     # ---- pages ------------------------------------------------------------------------------
 
     async def index(self, request: Request) -> HTMLResponse:
-        page = HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
+        """The page, with the token in it (a tab reopened without `?token=` came in by the cookie, and its API
+        calls need the token itself); a page of another origin can neither read nor frame it."""
+        html = (STATIC / "index.html").read_text(encoding="utf-8")
+        html = html.replace('<meta charset="utf-8">',
+                            f'<meta charset="utf-8">\n<meta name="studio-token" content="{self.token}">', 1)
+        page = HTMLResponse(html)
         page.set_cookie(cookie_name(self.port), self.token, httponly=True, samesite="strict")
         return page
 
@@ -166,7 +208,7 @@ class Studio:
 
     async def runs(self, request: Request) -> JSONResponse:
         rows = {row["path"]: row for row in self.workspace.runs()}
-        for state in self.manager.states():
+        for state in [*self.manager.states(), *self.manager.others()]:
             row = rows.setdefault(state["checkpoint"], {"path": state["checkpoint"], "name": state["name"],
                                                        "has_metrics": True})
             row["studio"] = state
@@ -181,6 +223,8 @@ class Studio:
             run = self.manager.start(name, resume=True)
         elif action == "stop":
             run = self.manager.stop(name)
+            if run is None:  # a run another process started: told to stop, it saves and exits
+                return JSONResponse({"name": name, "stopping": True, "elsewhere": True})
         else:
             return JSONResponse({"error": f"no action {action!r}; start, resume or stop"}, status_code=404)
         return JSONResponse({**run.state(), "checkpoint": self.workspace.relative(run.checkpoint)})
@@ -188,10 +232,10 @@ class Studio:
     def tokens_per_step(self, checkpoint: Path) -> int | None:
         """Tokens one step trains (batch x context), from the checkpoint, else from its named run."""
         try:
-            config = json.loads((checkpoint / CONFIG).read_text(encoding="utf-8"))
-            state = json.loads((checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))
+            config = json.loads(self.workspace.file_inside(checkpoint / CONFIG).read_text(encoding="utf-8"))
+            state = json.loads(self.workspace.file_inside(checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))
             return int(config["model"]["seq_len"]) * int(state["train_config"]["batch_size"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, WorkspaceError):
             pass
         try:
             settings = Settings({}, load_run(self.workspace.config, checkpoint.name))
@@ -200,10 +244,11 @@ class Studio:
             return None
 
     async def metrics(self, request: Request) -> JSONResponse:
-        checkpoint = self.workspace.inside(request.query_params.get("run"), what="the run")
-        points = min(max(int(request.query_params.get("points", "2000")), 10), 20000)
-        per_step = self.tokens_per_step(checkpoint)
-        history = read_history(log_of(checkpoint), per_step, points)
+        run = request.query_params.get("run")
+        log = self.workspace.run_log(run)
+        points = min(max(whole_number(request.query_params.get("points", "2000"), "points"), 10), 20000)
+        per_step = self.tokens_per_step(self.workspace.run_of(run))
+        history = read_history(log, per_step, points)
         return JSONResponse({**history, "run": request.query_params["run"], "tokens_per_step": per_step})
 
     async def stream(self, request: Request) -> StreamingResponse:
@@ -211,8 +256,9 @@ class Studio:
         tails = {}
         for spec in request.query_params.getlist("run"):  # PATH|OFFSET|INODE, as /api/metrics gave them
             path, offset, inode = (spec.rsplit("|", 2) + ["0", ""])[:3] if spec.count("|") >= 2 else (spec, "0", "")
-            checkpoint = self.workspace.inside(path, what="the run")
-            tails[path] = Tail(log_of(checkpoint), int(offset or 0), int(inode) if inode.isdigit() else None)
+            if not offset.isdigit() or not (inode.isdigit() or inode == ""):
+                raise ConfigError(f"a stream cursor is PATH|OFFSET|INODE with whole numbers, not {spec!r}")
+            tails[path] = Tail(self.workspace.run_log(path), int(offset), int(inode) if inode else None)
 
         async def events():
             last_states, quiet = None, 0
@@ -239,10 +285,9 @@ class Studio:
         """Every record of the selected runs, one row each, as CSV (run, step, time, then the other keys)."""
         rows, keys = [], set()
         for path in request.query_params.getlist("run"):
-            checkpoint = self.workspace.inside(path, what="the run")
-            log = log_of(checkpoint)
+            log = self.workspace.run_log(path)
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
-            for record in with_speed(records_of(lines), self.tokens_per_step(checkpoint)):
+            for record in with_speed(records_of(lines), self.tokens_per_step(self.workspace.run_of(path))):
                 rows.append({"run": path, **record})
                 keys |= record.keys()
         columns = ["run", "step", "time", *sorted(keys - {"step", "time"})]
@@ -273,17 +318,34 @@ class Studio:
                                     top_p=float(q.get("top_p", "1")), seed=int(q.get("seed", "0")))
         except ValueError as exc:
             raise ConfigError(f"sampling settings must be numbers ({exc})") from None
+        if "\0" in chosen.prompt:
+            raise ConfigError("the prompt holds a NUL character, which no text file or tokenizer has; remove it")
+        if chosen.tokens > MAX_SAMPLE_TOKENS:
+            raise ConfigError(f"tokens must be at most {MAX_SAMPLE_TOKENS:,} here, not {chosen.tokens:,}; sample "
+                              "longer texts with `microgpt sample`")
         command = self.model_command("sample", checkpoint, q.get("backend")) + [
             f"--prompt={chosen.prompt}", "--tokens", str(chosen.tokens), "--temperature", str(chosen.temperature),
             "--top-k", str(chosen.top_k), "--top-p", str(chosen.top_p), "--seed", str(chosen.seed)]
-        process = await asyncio.create_subprocess_exec(*command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL,
-                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        self.take_model_slot("sample")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE)
+        except BaseException:
+            self.free_model_slot()
+            raise
 
         async def events():
             utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # a character split between reads waits
             try:
                 while True:
-                    data = await process.stdout.read(64)
+                    if self.stopping:
+                        yield f"data: {json.dumps({'error': 'the studio is stopping'})}\n\n"
+                        return
+                    try:  # a read cut short loses nothing: what came stays in the reader's buffer
+                        data = await asyncio.wait_for(process.stdout.read(64), STREAM_POLL_S)
+                    except asyncio.TimeoutError:
+                        continue
                     if not data:
                         break
                     text = utf8.decode(data)
@@ -300,6 +362,7 @@ class Studio:
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
+                self.free_model_slot()
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -314,17 +377,29 @@ class Studio:
             command += ["--", str(self.workspace.inside(body["file"], what="the file to score"))]
         else:
             raise ConfigError("give a file to score, or a prompts file of prompt<TAB>answer lines")
+        self.take_model_slot("evaluation")
+        try:
+            out, err, code = await self.run_eval(command)
+        finally:
+            self.free_model_slot()
+        if code != 0:
+            lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
+            raise ConfigError(lines[-1] if lines else f"eval exited with status {code}")
+        return JSONResponse(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
+
+    async def run_eval(self, command: list[str]) -> tuple[bytes, bytes, int]:
+        """(stdout, stderr, status) of `microgpt eval`, killed past EVAL_TIMEOUT_S or when the request goes."""
         process = await asyncio.create_subprocess_exec(*command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL,
                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(process.communicate(), EVAL_TIMEOUT_S)
         except asyncio.TimeoutError:
-            process.kill()
             raise ConfigError(f"eval took longer than {EVAL_TIMEOUT_S} s; score a shorter file") from None
-        if process.returncode != 0:
-            lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
-            raise ConfigError(lines[-1] if lines else f"eval exited with status {process.returncode}")
-        return JSONResponse(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        return out, err, process.returncode
 
     async def files(self, request: Request) -> JSONResponse:
         """Text files of the workspace (two levels down, no hidden ones, none inside a checkpoint)."""

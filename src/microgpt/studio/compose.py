@@ -130,8 +130,13 @@ def settings_of(chain: list[tuple[dict, Component]], family_name: str, extra: di
     """The explicit settings the chain gives (clean values), each bad value added on its node."""
     values: dict = {"family": family_name}
     for key, value in (extra or {}).items():
-        if key in known_settings():
-            values[key] = value
+        if key in known_settings() and value is None:
+            values[key] = None
+        elif key in known_settings():  # kept from the YAML file: read as the YAML loader reads it
+            try:
+                values[key] = known_settings()[key].check.from_yaml(value)
+            except ValueError as exc:
+                checked.add(ERROR_OF_GRAPH, f"{key} must be {exc}, not {shown(value)}")
     joined: dict[str, list[str]] = {}
     for node, component in chain:
         for key in component.keys:
@@ -174,15 +179,42 @@ def node_of(message: str, chain: list[tuple[dict, Component]]):
     return best
 
 
+def shape_problem(graph) -> str | None:
+    """What makes `graph` not a graph the canvas sends (before any of its values is read), or None."""
+    if not isinstance(graph, dict):
+        return f"the graph must be an object with family, nodes and edges, not {shown(graph)}"
+    for key, kind in (("nodes", list), ("edges", list), ("extra", dict)):
+        if key in graph and not isinstance(graph[key], kind):
+            return f"the graph's {key} must be a {'list' if kind is list else 'mapping'}, not {shown(graph[key])}"
+    for node in graph.get("nodes", []):
+        if not isinstance(node, dict) or not isinstance(node.get("id"), str) or not isinstance(node.get("kind"), str):
+            return f"each node must be an object with a text id and kind, not {shown(node)}"
+        if not isinstance(node.get("values", {}), dict):
+            return f"node {node['id']}'s values must be a mapping, not {shown(node['values'])}"
+    for edge in graph.get("edges", []):
+        if not isinstance(edge, dict) or not all(isinstance(edge.get(end), str) for end in ("from", "to")):
+            return f"each edge must be an object with a text from and to, not {shown(edge)}"
+    return None
+
+
 def check_graph(graph: dict, workspace) -> Checked:
     """Every problem of a graph, each on its node, and what the model it draws costs (see the module doc)."""
     checked = Checked()
+    problem = shape_problem(graph)
+    if problem is not None:
+        checked.add(ERROR_OF_GRAPH, problem)
+        return checked
     chain = chain_of(graph, checked)
     if chain is None:
         return checked
     name = graph["family"]
     values = settings_of(chain, name, graph.get("extra") or {}, checked)
     if checked.errors:
+        return checked
+    try:
+        workspace.check_run_paths(values)
+    except ConfigError as exc:
+        checked.add(node_of(str(exc), chain), str(exc))
         return checked
     data_node = chain[0][0]["id"]
     try:
@@ -224,7 +256,10 @@ def corpus_text(file: str | None, workspace, max_corpus: int | None) -> str:
         return default_corpus()[0]
     path = workspace.inside(file, what="the data file")
     limit = max_corpus or known_settings()["max_corpus"].default
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except OSError:
+        return read_corpus(path, limit)  # its one line: no such file, a name too long, unreadable
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     if workspace.corpus_cache.get("key") != key:
         workspace.corpus_cache.update(key=key, text=read_corpus(path, limit))

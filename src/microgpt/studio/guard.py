@@ -2,10 +2,14 @@
 
 An ASGI middleware, so that it stands in front of every route, the streams too. A request is refused when
 its Host header is not one of the studio's own addresses (against DNS rebinding: a hostile page whose name
-resolves to 127.0.0.1 still sends its own name), when its Origin is another site's or the browser marks it
-cross-site (against cross-site requests), or when it lacks the token. The token comes as `?token=` (the URL
-the studio prints), the `X-Studio-Token` header, or the cookie the first page sets (HttpOnly, SameSite
-Strict, named after the port, since cookies are shared between ports).
+resolves to 127.0.0.1 still sends its own name), when its Origin is another site's, when the browser marks
+it cross-site, or same-site without being a navigation (a page on another port of this machine is
+"same-site"), when its body is over MAX_BODY_BYTES, or when it lacks the token. An API call (`/api/...`)
+must carry the token itself, as `?token=` or the `X-Studio-Token` header: a cookie goes along with any
+page's request to this host, so it proves nothing there. The page and its files also take the cookie the
+first page sets (HttpOnly, SameSite Strict, named after the port, since cookies are shared between ports),
+so that a reopened tab works; the page then reads the token from itself. Every answer forbids framing
+(X-Frame-Options DENY, and CSP frame-ancestors 'none').
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ def cookie_name(port: int) -> str:
 
 
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
+MAX_BODY_BYTES = 1024 * 1024  # the largest request body: a canvas graph is a few kilobytes
+NO_FRAMING = [(b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'")]
 WILDCARDS = {"0.0.0.0", "::"}  # the addresses that bind every interface
 
 
@@ -56,18 +62,25 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
+
+        async def send_unframed(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *NO_FRAMING]}
+            await send(message)
+
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        refusal = self.refusal(headers, scope.get("query_string", b"").decode("latin-1"))
+        refusal = self.refusal(scope.get("path", ""), headers, scope.get("query_string", b"").decode("latin-1"))
         if refusal is not None:
             status, message = refusal
             body = json.dumps({"error": message}).encode()
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await send_unframed({"type": "http.response.start", "status": status,
+                                 "headers": [(b"content-type", b"application/json"),
+                                             (b"content-length", str(len(body)).encode())]})
+            await send_unframed({"type": "http.response.body", "body": body})
             return None
-        return await self.app(scope, receive, send)
+        return await self.app(scope, receive, send_unframed)
 
-    def refusal(self, headers: dict[str, str], query: str) -> tuple[int, str] | None:
+    def refusal(self, path: str, headers: dict[str, str], query: str) -> tuple[int, str] | None:
         """(status, why) for a request to refuse, or None for one to serve."""
         host = headers.get("host", "")
         if host not in self.hosts:
@@ -76,15 +89,23 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and origin not in self.origins:
             return 403, f"a request from {origin!r} is cross-site; the studio answers only its own pages"
-        if headers.get("sec-fetch-site") == "cross-site":
-            return 403, "a cross-site request; the studio answers only its own pages"
-        given = (parse_qs(query).get("token") or [None])[0] or headers.get("x-studio-token")
-        if given is None and "cookie" in headers:
+        site = headers.get("sec-fetch-site")
+        if site == "cross-site" or (site == "same-site" and headers.get("sec-fetch-mode") != "navigate"):
+            return 403, f"a {site} request; the studio answers only its own pages"
+        length = headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            return 413, f"the request body is over {MAX_BODY_BYTES:,} bytes; the studio takes small JSON bodies"
+        if not self.has_token(path, headers, query):
+            return 401, "this studio needs its token: open the URL it printed (http://...?token=...)"
+        return None
+
+    def has_token(self, path: str, headers: dict[str, str], query: str) -> bool:
+        """The token, as the query or the header gives it, or for a page the cookie (never for an API call)."""
+        given = (parse_qs(query).get("token") or [""])[0] or headers.get("x-studio-token", "")
+        if not given and not path.startswith("/api/") and "cookie" in headers:
             try:
                 morsel = SimpleCookie(headers["cookie"]).get(self.cookie)
             except CookieError:
                 morsel = None
-            given = None if morsel is None else morsel.value
-        if given is None or not secrets.compare_digest(given.encode(), self.token.encode()):
-            return 401, "this studio needs its token: open the URL it printed (http://...?token=...)"
-        return None
+            given = "" if morsel is None else morsel.value
+        return bool(given) and secrets.compare_digest(given.encode(), self.token.encode())

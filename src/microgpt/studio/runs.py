@@ -5,7 +5,9 @@ workspace as its working directory, with its own session so that a Ctrl-C meant 
 it, and its output in `.studio/logs/NAME.log`. Before it starts, its checkpoint directory's writer lock
 (run_dir.WriterLock) is tried, so a run that another process writes is refused at once with that lock's
 message. Stopping sends SIGTERM, on which train finishes its step, saves and exits. Runs may train at once
-while their threads fit in the cores (a run without --threads counts as every core).
+while their threads fit in the cores (a run without --threads counts as every core). A run still training
+that this studio did not start (one whose studio was killed, or one started from a shell) is found by its
+checkpoint's writer lock (`others`), shown, and can be stopped the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
-from microgpt.settings.named_runs import load_run
+from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
 from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import DEFAULT_ROOT, open_own
@@ -75,9 +77,11 @@ class RunManager:
 
     def checkpoint_of(self, name: str) -> tuple[Path, int]:
         """A named run's checkpoint directory and how many threads it trains with."""
-        settings = Settings({}, load_run(self.workspace.config, check_run_name(name)))
+        named = load_run(self.workspace.config, check_run_name(name))
+        self.workspace.check_run_paths(named.values, origin=f" of run {name} in {self.workspace.config.name}")
+        settings = Settings({}, named)
         model = settings.path("model")
-        checkpoint = model if model is not None else self.workspace.root / DEFAULT_ROOT / name
+        checkpoint = self.workspace.inside(str(model)) if model is not None else self.workspace.root / DEFAULT_ROOT / name
         return checkpoint, settings.value("threads") or self.cores
 
     def threads_in_use(self) -> int:
@@ -89,6 +93,10 @@ class RunManager:
         current = self.runs.get(name)
         if current is not None and current.process.poll() is None:
             raise ConfigError(f"run {name} is training already (process {current.process.pid}); stop it first")
+        holder = WriterLock(checkpoint).holder()
+        if holder is not None:
+            raise ConfigError(f"run {name} is training already in process {holder}, which this studio did not "
+                              "start; stop it first")
         busy = self.threads_in_use()
         if busy + threads > self.cores:
             raise ConfigError(f"run {name} trains with {threads} thread{'s' * (threads > 1)} and the runs training "
@@ -112,7 +120,11 @@ class RunManager:
         """SIGTERM to a training run: it finishes its step, saves and exits."""
         run = self.runs.get(check_run_name(name))
         if run is None or run.process.poll() is not None:
-            raise ConfigError(f"run {name} is not training")
+            elsewhere = next((other for other in self.others() if other["name"] == name), None)
+            if elsewhere is None:
+                raise ConfigError(f"run {name} is not training")
+            os.kill(elsewhere["pid"], signal.SIGTERM)  # it finishes its step, saves and exits
+            return None
         run.stopping = True
         run.process.send_signal(signal.SIGTERM)
         return run
@@ -133,3 +145,29 @@ class RunManager:
 
     def states(self) -> list[dict]:
         return [{**run.state(), "checkpoint": self.workspace.relative(run.checkpoint)} for run in self.runs.values()]
+
+    def others(self) -> list[dict]:
+        """The named runs of studio.yaml training now in processes this studio did not start, by their locks."""
+        found = []
+        for name in self.named_runs():
+            current = self.runs.get(name)
+            if current is not None and current.process.poll() is None:
+                continue
+            try:
+                checkpoint, _ = self.checkpoint_of(name)
+            except ConfigError:
+                continue
+            pid = WriterLock(checkpoint).holder()
+            if pid is not None:
+                found.append({"name": name, "pid": pid, "running": True, "returncode": None, "stopping": False,
+                              "error": None, "started": None, "elsewhere": True,
+                              "checkpoint": self.workspace.relative(checkpoint)})
+        return found
+
+    def named_runs(self) -> list[str]:
+        if not self.workspace.config.is_file():
+            return []
+        try:
+            return [named.id for named in load_all_runs(self.workspace.config)]
+        except ConfigError:
+            return []

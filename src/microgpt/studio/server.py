@@ -2,8 +2,10 @@
 
 `serve` binds (127.0.0.1 unless told otherwise, and then it warns), takes the workspace's studio lock (a
 second studio there is refused), prints `http://HOST:PORT/?token=...`, opens a browser where one exists, and
-serves until Ctrl-C or SIGTERM. On the way out it stops the runs it started with SIGTERM, so that each saves
-(with `keep_runs`, it leaves them training), and releases the lock.
+serves until Ctrl-C, SIGTERM or SIGHUP (a closed terminal). As the server begins to stop, the open streams
+end themselves (so none is cut off with a traceback); then it stops the runs it started with SIGTERM, so
+that each saves (with `keep_runs`, it leaves them training), and releases the lock. Runs of the workspace
+still training from an earlier studio are named as it starts, and can be stopped from the page.
 """
 
 from __future__ import annotations
@@ -39,6 +41,19 @@ def stop_serving(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+class StudioServer(uvicorn.Server):
+    """uvicorn's server, which tells the studio's streams to end as soon as it is asked to stop."""
+
+    def __init__(self, studio: Studio):
+        super().__init__(uvicorn.Config(studio.app, log_level="warning", timeout_graceful_shutdown=2,
+                                        lifespan="off"))
+        self.studio = studio
+
+    def handle_exit(self, sig, frame) -> None:
+        self.studio.stopping = True
+        super().handle_exit(sig, frame)
+
+
 def url_of(host: str, port: int, token: str) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/?token={token}"
@@ -53,7 +68,9 @@ def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, open_browse
     url = url_of(host, port, token)
     lock = StudioLock(workspace).acquire(url)
     studio = Studio(workspace, token, host, port)
+    server = StudioServer(studio)
     signal.signal(signal.SIGTERM, stop_serving)  # uvicorn hands a SIGTERM on to this once it has shut down
+    signal.signal(signal.SIGHUP, lambda signum, frame: server.handle_exit(signal.SIGTERM, frame))  # as SIGTERM
     try:  # from here a Ctrl-C, even one before uvicorn has started, stops as below
         if host not in LOOPBACK:
             print(f"microgpt studio: warning: serving on {host}, beyond this machine: anyone who can reach it and "
@@ -66,8 +83,9 @@ def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, open_browse
                 pass  # no browser here: the URL above is the way in
             else:
                 webbrowser.open(url)
-        server = uvicorn.Server(uvicorn.Config(studio.app, log_level="warning", timeout_graceful_shutdown=2,
-                                               lifespan="off"))
+        for other in studio.manager.others():
+            print(f"microgpt studio: run {other['name']} is training in process {other['pid']}, which this studio "
+                  "did not start; the page can stop it", file=out)
         server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass  # Ctrl-C or SIGTERM, which uvicorn raises again after its shutdown: stop as asked

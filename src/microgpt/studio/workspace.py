@@ -1,7 +1,10 @@
 """The workspace a studio serves: one directory, every path a request names held inside it, and its lock.
 
 `Workspace.inside` resolves a path a request gives (relative to the workspace; symlinks followed) and refuses
-one that lands outside the workspace, through `..` or a link, or that names a hidden studio file. `StudioLock`
+one that lands outside the workspace, through `..` or a link, or that names a hidden studio file; every file
+a request reads is resolved and checked so (`file_inside`, `run_log`), and every path-valued setting of a run
+(`check_run_paths`). A workspace whose `.studio`, `.studio/logs` or `checkpoints` is a symlink is refused at
+start, since the studio writes there. `StudioLock`
 is an fcntl lock on `.studio/studio.lock`, so a second studio on the same workspace is refused, naming the
 process that serves it. `runs` lists every checkpoint of the workspace with the results.jsonl line of its
 latest run (what that line lacks, from the checkpoint's own config and train state), a run's `-best` copy
@@ -16,10 +19,13 @@ import json
 import os
 from pathlib import Path
 
+from microgpt.core.checks import Path as PathCheck
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
 from microgpt.model.family import family, n_params
-from microgpt.training.run_files import RESULTS_LOG, RunPaths, open_own
+from microgpt.settings.known import known_settings
+from microgpt.studio.metrics import log_of
+from microgpt.training.run_files import DEFAULT_ROOT, RESULTS_LOG, RunPaths, open_own
 
 STATE_DIR = ".studio"  # the studio's own files: its lock and the runs' logs
 CONFIG_FILE = "studio.yaml"  # the named runs the canvas saves (`microgpt train --config studio.yaml --run NAME`)
@@ -39,6 +45,10 @@ class Workspace:
         self.config = self.root / CONFIG_FILE
         self.state = self.root / STATE_DIR
         self.corpus_cache: dict = {}
+        for written in (self.state, self.state / "logs", self.root / DEFAULT_ROOT):
+            if written.is_symlink():
+                raise WorkspaceError(f"{written} is a symlink; the studio writes there (its lock, its logs, the "
+                                     "checkpoints), so it must be a directory of the workspace: replace the link")
 
     def inside(self, text: str, what: str = "the path") -> Path:
         """The path `text` names (relative to the workspace, or absolute), resolved through any links; a
@@ -52,6 +62,30 @@ class Workspace:
         if resolved == self.state or self.state in resolved.parents:
             raise WorkspaceError(f"{what} {text!r} is the studio's own directory; give another path")
         return resolved
+
+    def file_inside(self, path: Path, what: str = "the file") -> Path:
+        """A file the studio is about to read, resolved through any links and held inside the workspace."""
+        return self.inside(str(path), what=what)
+
+    def run_of(self, text, what: str = "the run") -> Path:
+        """A run's checkpoint directory as a request names it: inside the workspace, and not the workspace."""
+        checkpoint = self.inside(text, what=what)
+        if checkpoint == self.root:
+            raise WorkspaceError(f"{what} {text!r} is the workspace itself; give a run's checkpoint directory")
+        return checkpoint
+
+    def run_log(self, text, what: str = "the run") -> Path:
+        """The metrics log of the run a request names, resolved and held inside the workspace (a link planted
+        in its place that points out is refused)."""
+        return self.file_inside(log_of(self.run_of(text, what)), what=f"{what}'s metrics log")
+
+    def check_run_paths(self, values: dict, origin: str = "") -> None:
+        """Every path-valued setting of a run (`model`, `file` and any later one) inside the workspace, or a
+        WorkspaceError naming it, so that nothing a run reads or writes lands outside."""
+        for key, value in values.items():
+            field = known_settings().get(key)
+            if field is not None and isinstance(field.check, PathCheck) and value is not None:
+                self.inside(str(value), what=f"{field.flag}{origin}")
 
     def relative(self, path: str | Path) -> str:
         """A path as the workspace names it (relative where it is inside)."""
@@ -89,38 +123,54 @@ class Workspace:
                 try:
                     record = json.loads(line)
                     latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, RecursionError):
                     continue
         rows = {}
         for path in self.checkpoints():
-            record = latest.get(str(path.resolve()), {})
-            state = _read_json(path / TRAIN_STATE)
-            steps = (state.get("train_config") or {}).get("steps")
-            step = state_step(state)
-            row = {
-                "path": self.relative(path), "name": path.name, "family": None, "model": record.get("model"),
-                "parameters": record.get("parameters"), "step": step, "steps": steps,
-                "finished": step is not None and steps is not None and step >= steps,
-                "final_loss": record.get("final_loss"), "val_loss": record.get("val_loss"),
-                "best_val_loss": record.get("best_val_loss", state.get("best_val_loss")),
-                "best_step": None, "best_checkpoint": None, "best_of": None, "seconds": record.get("seconds"),
-                "tokens_per_sec": record.get("tokens_per_sec"), "time": record.get("time"),
-                "has_metrics": RunPaths(path).metrics.is_file(),
-            }
-            row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
-            rows[path] = row
+            try:
+                rows[path] = self.row_of(path, latest.get(str(path.resolve()), {}))
+            except (TypeError, ValueError, AttributeError, KeyError, RecursionError, OSError) as exc:
+                rows[path] = {"path": self.relative(path), "name": path.name, "damaged": True,
+                              "error": f"{self.relative(path)} is damaged and cannot be listed ({exc}); remove it "
+                                       "or retrain it", "has_metrics": False}
+        self.fold_best_copies(rows)
+        return list(rows.values())
+
+    def row_of(self, path: Path, record: dict) -> dict:
+        """A checkpoint's row: its step of its steps, and its latest results line's figures."""
+        state = _read_json(path / TRAIN_STATE)
+        train_config = state.get("train_config")
+        steps = train_config.get("steps") if isinstance(train_config, dict) else None
+        steps = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+        step = state_step(state)
+        row = {
+            "path": self.relative(path), "name": path.name, "family": None, "model": record.get("model"),
+            "parameters": record.get("parameters"), "step": step, "steps": steps,
+            "finished": step is not None and steps is not None and step >= steps,
+            "final_loss": record.get("final_loss"), "val_loss": record.get("val_loss"),
+            "best_val_loss": record.get("best_val_loss", state.get("best_val_loss")),
+            "best_step": None, "best_checkpoint": None, "best_of": None, "seconds": record.get("seconds"),
+            "tokens_per_sec": record.get("tokens_per_sec"), "time": record.get("time"),
+            "has_metrics": RunPaths(path).metrics.is_file(),
+        }
+        row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
+        return row
+
+    def fold_best_copies(self, rows: dict) -> None:
+        """A run's `-best` copy folded into the run's row (where and when it was best); an orphan one kept."""
         for path, row in list(rows.items()):
+            if row.get("damaged"):
+                continue
             run = path.with_name(path.name.removesuffix("-best"))
             if run == path or RunPaths(run).best != path:
                 continue
-            if run in rows:  # the run's best copy: one row, the run's, says where and when it was best
+            if run in rows and not rows[run].get("damaged"):  # the run's best copy: one row, the run's
                 del rows[path]
                 rows[run].update(best_checkpoint=row["path"], best_step=row["step"])
                 if rows[run]["best_val_loss"] is None:
                     rows[run]["best_val_loss"] = row["best_val_loss"]
             else:  # all that is left of a run killed before its first save
                 row.update(best_of=self.relative(run), best_checkpoint=row["path"], best_step=row["step"])
-        return list(rows.values())
 
 
 def model_figures(path: Path) -> dict:
@@ -130,14 +180,14 @@ def model_figures(path: Path) -> dict:
         kind = family(config["family"])
         built = kind.Config(**config["model"])
         return {"family": config["family"], "parameters": n_params(kind, built), "model": kind.describe(built)}
-    except (CheckpointError, ConfigError, TypeError, ValueError):
+    except (CheckpointError, ConfigError, TypeError, ValueError, RecursionError):
         return {}
 
 
 def _read_json(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -187,3 +187,19 @@ class WriterLock:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+
+    def holder(self) -> int | None:
+        """The `microgpt train` process training here now, as the lock file names it, or None. Only read: a
+        probe that took the lock, even for a moment, could refuse a run starting at that moment."""
+        try:
+            text = self.path.read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            return None
+        if not text.isdigit():
+            return None
+        pid = int(text)
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None  # not running (or no /proc to ask)
+        return pid if b"microgpt" in b" ".join(command) and b"train" in command else None

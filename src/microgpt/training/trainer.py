@@ -301,7 +301,7 @@ def step_on_disk(checkpoint: Path | None) -> int | None:
         return None
     try:
         step = json.loads((checkpoint / "train_state.json").read_text(encoding="utf-8")).get("step")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return step if isinstance(step, int) else None
 

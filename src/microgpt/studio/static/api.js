@@ -3,7 +3,10 @@
 // line, each message tagged with what it is about, so that it is cleared or updated when that changes.
 "use strict";
 
-const studioToken = new URLSearchParams(location.search).get("token") || "";
+// From the URL the studio printed, or from the page itself (a tab reopened without ?token= came in by the
+// cookie; the API takes the token only as a header or in the query).
+const studioToken = new URLSearchParams(location.search).get("token")
+  || document.querySelector('meta[name="studio-token"]')?.content || "";
 
 async function api(path, options = {}) {
   const init = {method: options.method || "GET", headers: {"X-Studio-Token": studioToken}};

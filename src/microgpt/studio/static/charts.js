@@ -260,7 +260,9 @@ function stateWord(state) {
 
 function runStatus(row) {
   const studio = row.studio;
+  if (row.damaged) return "damaged";
   if (row.best_of) return `best copy of ${row.best_of}`;
+  if (studio && studio.elsewhere) return `training (process ${studio.pid}, not started here)`;
   if (studio && studio.running) return studio.stopping ? "stopping" : "training";
   if (studio && studio.error) return "failed";
   if (row.finished) return "finished";

@@ -79,7 +79,8 @@ const Compare = {
 
   updateCsv() {
     const link = document.getElementById("csv");
-    link.href = "/api/csv?" + [...this.selected].map(p => "run=" + encodeURIComponent(p)).join("&");
+    link.href = "/api/csv?" + [...this.selected].map(p => "run=" + encodeURIComponent(p))
+      .concat("token=" + encodeURIComponent(studioToken)).join("&");  // a download is a navigation: no header
   },
 };
 

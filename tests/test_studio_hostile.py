@@ -1,0 +1,334 @@
+"""The studio keeps to its workspace and answers every bad request with one line (issue 34): path settings
+that point out, files a request reads through links or beside the workspace, symlinked state directories,
+cross-port pages and framing, bodies and samples past their caps, damaged checkpoints in the run list, and
+the requests that used to answer 500 with a traceback."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+
+import threading
+
+import httpx
+from starlette.testclient import TestClient
+
+import microgpt
+from microgpt.studio.app import MAX_MODEL_PROCESSES, MAX_SAMPLE_TOKENS, Studio
+from microgpt.studio.guard import MAX_BODY_BYTES
+from microgpt.studio.workspace import Workspace, WorkspaceError
+from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
+from test_studio_api import alive, logged_steps, saved_step, start_studio, wait_for
+
+TOKEN = "test-token"
+PORT = 8765
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "W"
+    root.mkdir()
+    return make_workspace(root)
+
+
+@pytest.fixture
+def studio(workspace):
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    yield studio
+    studio.manager.stop_all()
+
+
+@pytest.fixture
+def client(studio):
+    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
+                      raise_server_exceptions=False)
+
+
+def one_line_error(answer, status: int) -> str:
+    assert answer.status_code == status, answer.text
+    message = answer.json()["error"]
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# ---- a run cannot write outside the workspace ------------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["model", "file"])
+def test_a_path_setting_that_points_out_of_the_workspace_is_refused_on_save(client, workspace, key):
+    (workspace.parent / "escaped").write_text("a text outside the workspace\n" * 50, encoding="utf-8")
+    for outside in (str(workspace.parent / "escaped"), "../escaped"):
+        graph = lookahead_graph()
+        if key == "file":  # the data node's (a file kept in `extra` gives way to it)
+            graph["nodes"][0]["values"]["file"] = outside
+        else:
+            graph["extra"] = {key: outside}
+        answer = client.post("/api/save", json={"name": "out", "graph": graph})
+        assert answer.status_code == 400, outside
+        assert any("outside the workspace" in error["message"] for error in answer.json()["errors"])
+        assert not (workspace / "studio.yaml").exists()
+
+
+def test_a_named_run_edited_to_write_outside_is_refused_at_start(client, workspace):
+    assert client.post("/api/save", json={"name": "ok", "graph": lookahead_graph(steps=2)}).status_code == 200
+    text = (workspace / "studio.yaml").read_text(encoding="utf-8")
+    (workspace / "studio.yaml").write_text(text.replace("  ok:\n", f"  ok:\n    model: {workspace.parent}/escaped\n"),
+                                           encoding="utf-8")
+    message = one_line_error(client.post("/api/runs/ok/start", json={}), 403)
+    assert "--model" in message and "outside the workspace" in message
+    assert not (workspace.parent / "escaped").exists() and not list(workspace.parent.glob(".escaped*"))
+
+
+# ---- no read outside the workspace -----------------------------------------------------------------------
+
+def test_a_metrics_log_linked_out_of_the_workspace_is_not_served(client, workspace):
+    secret = workspace.parent / "secret.metrics.jsonl"
+    secret.write_text('{"step": 1, "loss": 0.5, "time": 1.0}\n', encoding="utf-8")
+    (workspace / "evil.metrics.jsonl").symlink_to(secret)
+    for path in ("/api/metrics?run=evil", "/api/csv?run=evil", "/api/stream?run=evil"):
+        assert "outside the workspace" in one_line_error(client.get(path), 403), path
+
+
+@pytest.mark.parametrize("run", [".", "checkpoints/..", ""])
+def test_the_workspace_itself_is_not_a_run(client, workspace, run):
+    (workspace.parent / "W.metrics.jsonl").write_text('{"step": 1, "loss": 0.5, "time": 1.0}\n', encoding="utf-8")
+    (workspace / "checkpoints").mkdir()
+    for path in (f"/api/metrics?run={run}", f"/api/csv?run={run}"):
+        assert client.get(path).status_code in (400, 403), path
+
+
+# ---- the studio's own directories are real ones ----------------------------------------------------------
+
+@pytest.mark.parametrize("name", [".studio", "checkpoints"])
+def test_a_workspace_whose_state_directory_is_a_symlink_is_refused(workspace, name):
+    elsewhere = workspace.parent / "elsewhere"
+    elsewhere.mkdir()
+    (workspace / name).symlink_to(elsewhere)
+    with pytest.raises(WorkspaceError, match="symlink"):
+        Workspace(workspace)
+
+
+# ---- cross-port pages and framing ------------------------------------------------------------------------
+
+def test_an_api_call_needs_the_token_itself_not_the_cookie(studio):
+    bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
+    bare.cookies.set(f"microgpt_studio_{PORT}", TOKEN)
+    for path in ("/api/runs", "/api/sample?checkpoint=x", "/api/canvas"):
+        assert bare.get(path).status_code == 401, path
+    assert bare.get("/api/runs", headers={"X-Studio-Token": ""}).status_code == 401
+    assert bare.get("/api/runs", headers={"X-Studio-Token": TOKEN}).status_code == 200
+
+
+def test_a_same_site_page_of_another_port_is_refused_and_nothing_can_be_framed(client):
+    assert client.get("/api/runs", headers={"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors"}).status_code == 403
+    page = client.get(f"/?token={TOKEN}")
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert client.get("/api/nothing-here").headers["x-frame-options"] == "DENY"
+
+
+# ---- limits ----------------------------------------------------------------------------------------------
+
+def test_a_body_over_the_cap_is_refused_without_being_read_whole(client):
+    big = b'{"graph": "' + b"x" * (MAX_BODY_BYTES + 10) + b'"}'
+    assert "over" in one_line_error(client.post("/api/check", content=big), 413)
+
+    def chunks():  # no Content-Length: counted as it comes
+        yield b'{"graph": "'
+        for _ in range(MAX_BODY_BYTES // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}'
+
+    assert "over" in one_line_error(client.post("/api/check", content=chunks()), 400)
+
+
+def test_samples_are_capped_in_length_and_in_number(client, studio, workspace):
+    microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    long = client.get(f"/api/sample?checkpoint=ck&tokens={MAX_SAMPLE_TOKENS + 1}")
+    assert f"at most {MAX_SAMPLE_TOKENS:,}" in one_line_error(long, 400)
+    studio.model_processes = MAX_MODEL_PROCESSES  # as if that many were running
+    assert "running already" in one_line_error(client.get("/api/sample?checkpoint=ck&tokens=5"), 429)
+    assert "running already" in one_line_error(client.post("/api/eval", json={"checkpoint": "ck", "file": "tiny.txt"}),
+                                               429)
+    studio.model_processes = 0
+    answer = client.get("/api/sample?checkpoint=ck&tokens=5&temperature=0")
+    assert answer.status_code == 200 and '"done": true' in answer.text
+    assert studio.model_processes == 0  # the slot is given back when the stream ends
+
+
+# ---- no traceback: one line, status 400 ------------------------------------------------------------------
+
+def test_a_data_file_that_does_not_exist_is_an_error_on_the_data_node(client):
+    graph = ensemble_graph()
+    graph["nodes"][0]["values"]["file"] = "tin"  # half typed
+    checked = client.post("/api/check", json=graph).json()
+    assert checked["ok"] is False and checked["errors"][0]["node"] == "n1"
+    assert "no such file" in checked["errors"][0]["message"]
+    graph["nodes"][0]["values"]["file"] = "x" * 300  # ENAMETOOLONG
+    assert client.post("/api/check", json=graph).json()["errors"][0]["node"] == "n1"
+
+
+@pytest.mark.parametrize("query", ["points=abc", "points=1e3", "points=-5"])
+def test_a_bad_points_count_is_one_line(client, query):
+    assert "points" in one_line_error(client.get(f"/api/metrics?run=x&{query}"), 400)
+
+
+@pytest.mark.parametrize("cursor", ["x|abc|1", "x|1|abc", "x|-1|"])
+def test_a_malformed_stream_cursor_is_one_line(client, cursor):
+    assert "cursor" in one_line_error(client.get("/api/stream", params={"run": cursor}), 400)
+
+
+@pytest.mark.parametrize("graph", [
+    "x", ["nodes"], {"family": "gpt", "nodes": "n1"}, {"family": "gpt", "nodes": [], "edges": {"a": 1}},
+    {"family": "gpt", "nodes": [{"id": ["n1"], "kind": "data"}]}, {"family": "gpt", "nodes": ["n1"]},
+    {"family": "gpt", "nodes": [{"id": "n1", "kind": "data", "values": "x"}]},
+    {"family": "gpt", "nodes": [], "edges": [{"from": 1, "to": 2}]}, {"family": "gpt", "extra": []},
+])
+def test_a_graph_of_the_wrong_shape_is_one_line(client, graph):
+    for answer in (client.post("/api/check", json=graph), client.post("/api/save", json={"name": "g", "graph": graph})):
+        assert answer.status_code in (200, 400)
+        body = answer.json()
+        errors = body.get("errors") or [{"message": body.get("error")}]
+        assert errors and all("\n" not in e["message"] for e in errors)
+
+
+def test_a_nul_byte_in_a_prompt_and_a_bad_extra_value_are_one_line(client, workspace):
+    microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    assert "NUL" in one_line_error(client.get("/api/sample", params={"checkpoint": "ck", "prompt": "a\0b"}), 400)
+    graph = lookahead_graph()
+    graph["extra"] = {"max_corpus": "abc"}
+    checked = client.post("/api/check", json=graph).json()
+    assert checked["ok"] is False and "max_corpus" in checked["errors"][0]["message"]
+
+
+def test_a_full_disk_on_save_is_one_line(client, monkeypatch):
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(Path, "write_text", full)
+    message = one_line_error(client.post("/api/save", json={"name": "full", "graph": lookahead_graph()}), 400)
+    assert "No space left on device" in message
+
+
+def test_an_unexpected_failure_is_one_line_and_no_traceback(client, studio, monkeypatch, capsys):
+    def broken():
+        raise RuntimeError("something\nunexpected")
+
+    monkeypatch.setattr(studio.workspace, "runs", broken)
+    message = one_line_error(client.get("/api/runs"), 500)
+    assert "RuntimeError: something unexpected" in message
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") <= 1
+
+
+# ---- one damaged checkpoint does not hide the others -----------------------------------------------------
+
+@pytest.mark.parametrize("damage", [
+    ("config.json", "[" * 100_000 + "]" * 100_000),
+    ("train_state.json", None),  # steps: "many"
+    ("train_state.json", json.dumps({"step": 2, "train_config": "x"})),
+])
+def test_a_damaged_checkpoint_is_a_marked_row_not_a_failed_list(client, workspace, damage):
+    for name in ("good", "bad"):
+        microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                       backend="numpy", threads=1, gen=0, model=str(workspace / name))
+    file, text = damage
+    if text is None:
+        state = json.loads((workspace / "bad" / file).read_text(encoding="utf-8"))
+        state["train_config"]["steps"] = "many"
+        text = json.dumps(state)
+    (workspace / "bad" / file).write_text(text, encoding="utf-8")
+    rows = {row["name"]: row for row in client.get("/api/runs").json()["runs"]}
+    assert rows["good"]["step"] == 2 and not rows["good"].get("damaged")
+    assert "bad" not in rows or rows["bad"].get("damaged") or rows["bad"]["steps"] is None
+
+
+# ---- lifecycle: a closed terminal, a killed studio, Ctrl-C with streams open -----------------------------
+
+def studio_process(workspace: Path):
+    process, url = start_studio(workspace)
+    token = url.split("token=")[1]
+    return process, url.split("/?")[0], token
+
+
+@pytest.mark.slow
+def test_sighup_stops_the_studio_as_sigterm_does_and_its_run_saves(workspace):
+    process, base, token = studio_process(workspace)
+    with httpx.Client(base_url=base, headers={"X-Studio-Token": token}) as http:
+        assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)}).status_code == 200
+        pid = http.post("/api/runs/ens/start").json()["pid"]
+    checkpoint = workspace / "checkpoints" / "ens"
+    try:
+        wait_for(lambda: len(logged_steps(checkpoint)) >= 3, "the run to log 3 steps")
+        process.send_signal(signal.SIGHUP)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0 and "microgpt studio: stopped" in out, err
+        assert not alive(pid), "the studio stopped its run before it went"
+        assert saved_step(checkpoint) == logged_steps(checkpoint)[-1]
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_later_studio_finds_a_run_still_training_and_stops_it(workspace):
+    first = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    http = TestClient(first.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
+    assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)}).status_code == 200
+    run = first.manager.start("ens")  # then its studio dies (SIGKILL): nobody stops the run
+    checkpoint = workspace / "checkpoints" / "ens"
+    try:
+        wait_for(lambda: len(logged_steps(checkpoint)) >= 3, "the run to log 3 steps")
+        process, base, token = studio_process(workspace)
+        try:
+            assert f"run ens is training in process {run.process.pid}" in process.stdout.readline()
+            with httpx.Client(base_url=base, headers={"X-Studio-Token": token}) as later:
+                rows = {row["name"]: row for row in later.get("/api/runs").json()["runs"]}
+                assert rows["ens"]["studio"]["pid"] == run.process.pid and rows["ens"]["studio"]["elsewhere"]
+                started = later.post("/api/runs/ens/start")
+                assert started.status_code == 400 and "training already" in started.json()["error"]
+                assert later.post("/api/runs/ens/stop").json()["stopping"] is True
+            run.process.wait(120)
+            assert saved_step(checkpoint) == logged_steps(checkpoint)[-1]
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=120)
+    finally:
+        if alive(run.process.pid):
+            run.process.kill()
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_streams_open_says_one_line_not_tracebacks(workspace):
+    process, base, token = studio_process(workspace)
+    opened = []
+
+    def listen():
+        try:
+            with httpx.stream("GET", f"{base}/api/stream", headers={"X-Studio-Token": token}, timeout=60) as stream:
+                opened.append(True)
+                for _ in stream.iter_bytes():
+                    pass
+        except httpx.HTTPError:
+            pass
+
+    listeners = [threading.Thread(target=listen, daemon=True) for _ in range(6)]
+    for listener in listeners:
+        listener.start()
+    deadline = 60
+    while len(opened) < len(listeners) and deadline > 0:
+        threading.Event().wait(0.1)
+        deadline -= 0.1
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0 and "microgpt studio: stopped" in out
+    assert "Traceback" not in err and "CancelledError" not in err, err
