@@ -223,8 +223,8 @@ class Studio:
             run = self.manager.start(name, resume=True)
         elif action == "stop":
             run = self.manager.stop(name)
-            if run is None:  # a run another process started: told to stop, it saves and exits
-                return JSONResponse({"name": name, "stopping": True, "elsewhere": True})
+            if isinstance(run, dict):  # a run another process started: told to stop, it saves and exits
+                return JSONResponse(run)
         else:
             return JSONResponse({"error": f"no action {action!r}; start, resume or stop"}, status_code=404)
         return JSONResponse({**run.state(), "checkpoint": self.workspace.relative(run.checkpoint)})

@@ -116,15 +116,16 @@ class RunManager:
         self.runs[name] = run
         return run
 
-    def stop(self, name: str) -> StudioRun:
-        """SIGTERM to a training run: it finishes its step, saves and exits."""
+    def stop(self, name: str) -> StudioRun | dict:
+        """SIGTERM to a training run: it finishes its step, saves and exits. For a run this studio did not
+        start, its state (as `others` gives it) comes back."""
         run = self.runs.get(check_run_name(name))
         if run is None or run.process.poll() is not None:
             elsewhere = next((other for other in self.others() if other["name"] == name), None)
             if elsewhere is None:
                 raise ConfigError(f"run {name} is not training")
             os.kill(elsewhere["pid"], signal.SIGTERM)  # it finishes its step, saves and exits
-            return None
+            return {**elsewhere, "stopping": True}
         run.stopping = True
         run.process.send_signal(signal.SIGTERM)
         return run

@@ -61,7 +61,8 @@ const Watch = {
   openStream() {
     if (this.source) this.source.close();
     const query = this.followed.filter(p => this.runs[p])
-      .map(p => "run=" + encodeURIComponent(`${p}|${this.runs[p].offset}|${this.runs[p].inode ?? ""}`)).join("&");
+      .map(p => "run=" + encodeURIComponent(`${p}|${this.runs[p].offset}|${this.runs[p].inode ?? ""}`))
+      .concat("token=" + encodeURIComponent(studioToken)).join("&");  // an EventSource sends no header
     this.source = new EventSource("/api/stream?" + query);
     this.source.onmessage = event => this.receive(JSON.parse(event.data));
   },
@@ -244,7 +245,9 @@ const Watch = {
   async act(name, action) {
     try {
       const state = await api(`/api/runs/${encodeURIComponent(name)}/${action}`, {body: {}});
-      say(`run ${name}: ${action === "stop" ? "stopping (it saves first)" : "resumed"}`, false, `run:${name}`);
+      // the stream may have told of this process already (a loaded machine answers late): its word stands
+      const latest = this.states.find(s => s.name === name && s.pid === state.pid);
+      say(`run ${name}: ${stateWord(latest || state)}`, false, `run:${name}`);
       if (action === "resume") await this.follow(state.checkpoint, true);
       await this.refreshRuns();
     } catch (err) {
