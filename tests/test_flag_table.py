@@ -37,4 +37,4 @@ def test_every_setting_is_a_flag_and_a_yaml_key_with_its_default_in_the_help():
             continue  # the positional FILE
         assert f.flag in flags, f"{f.flag} is not a train flag"
         assert flags[f.flag].default is None, f"{f.flag}: a flag's default must be None (the settings supply it)"
-        assert f"(default: {f.default_text})" in flags[f.flag].help
+        assert f"default: {f.default_text})" in flags[f.flag].help

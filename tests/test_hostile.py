@@ -163,10 +163,10 @@ def test_a_new_run_that_fails_over_an_old_checkpoint_keeps_its_log_and_says_so(w
     assert train("--steps", "5", "--model", "c") == 0
     log = (workdir / "c.metrics.jsonl").read_text()
     capsys.readouterr()
-    assert train("--steps", "30", "--model", "c", "--lr", "1e9", "--save-every", "1") == 2
+    assert train("--steps", "30", "--model", "c", "--lr", "1e9", "--save-every", "1", "--overwrite") == 2
     assert "the checkpoint at c (step 5) was kept as it was" in one_error_line(capsys)
     assert (workdir / "c.metrics.jsonl").read_text() == log and not (workdir / "c.metrics.jsonl.new").exists()
-    assert train("--steps", "3", "--model", "c") == 0  # a new run that saves replaces the log with its own
+    assert train("--steps", "3", "--model", "c", "--overwrite") == 0  # a new run that saves replaces the log
     assert len((workdir / "c.metrics.jsonl").read_text().splitlines()) == 3
 
 

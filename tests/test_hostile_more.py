@@ -167,7 +167,7 @@ def test_checkpoints_named_like_staging_directories_are_never_deleted(workdir):
         assert train("--steps", "2", "--model", other) == 0
     before = {name: (workdir / name / "model.safetensors").read_bytes() for name in ("exp.tmp", "exp.prev")}
     assert train("--steps", "2", "--model", "exp") == 0
-    assert train("--steps", "4", "--model", "exp", "--seed", "3") == 0  # a second save replaces exp
+    assert train("--steps", "4", "--model", "exp", "--seed", "3", "--overwrite") == 0  # a second save replaces exp
     for name, weights in before.items():
         assert (workdir / name / "model.safetensors").read_bytes() == weights
 

@@ -123,12 +123,28 @@ def test_a_fine_tuning_run_over_an_unfinished_one_is_refused_too(workdir, monkey
     assert files(workdir) == before
 
 
-def test_a_finished_checkpoint_is_replaced_with_a_note_before_training(workdir, capsys):
+def test_a_finished_checkpoint_is_replaced_only_with_overwrite_and_a_note(workdir, capsys):
     assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 0
+    before = files(workdir)
     capsys.readouterr()
-    assert main(["train", *TINY, "--steps", "10", "--model", "ck", "--seed", "7"]) == 0
+    assert main(["train", *TINY, "--steps", "3", "--model", "ck", "--seed", "7"]) == 2  # a smoke test's wipe
+    assert one_error_line(capsys) == ("ck holds a finished run (step 10); train it on with --resume ck --steps 1010, "
+                                      "start again with --overwrite, or pick another --model")
+    assert files(workdir) == before
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck", "--seed", "7", "--overwrite"]) == 0
     lines = out_lines(capsys)
-    assert lines[0] == "note: replacing the finished checkpoint ck (step 10)" and lines[1].startswith("finished step 10")
+    assert lines[0] == "note: replacing the finished checkpoint ck (step 10; --overwrite)"
+    assert lines[1].startswith("finished step 10")
+
+
+def test_a_finished_run_at_name_best_is_not_replaced_by_names_best_copy(workdir, capsys):
+    """A run named NAME writes NAME-best: a finished checkpoint already there (another run's) is not wiped."""
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck-best"]) == 0
+    before = files(workdir)
+    capsys.readouterr()
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck", "--val-tokens", "100"]) == 2
+    assert one_error_line(capsys).startswith("ck-best holds a finished run (step 10)")
+    assert files(workdir) == before
 
 
 def test_a_weights_only_checkpoint_counts_as_finished_and_cannot_be_resumed(workdir, capsys):
@@ -143,8 +159,12 @@ def test_a_weights_only_checkpoint_counts_as_finished_and_cannot_be_resumed(work
                                       "it with --init-from ck --model NEW, or train a new model in its place without "
                                       "--resume")
     assert files(workdir) == before
-    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 0
-    assert "note: replacing the checkpoint ck (weights only, no training state to resume)" in out_lines(capsys)
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck"]) == 2
+    assert one_error_line(capsys) == "ck holds weights only (no training state); start again with --overwrite, or " \
+                                     "pick another --model"
+    assert main(["train", *TINY, "--steps", "10", "--model", "ck", "--overwrite"]) == 0
+    assert ("note: replacing the checkpoint ck (weights only, no training state to resume; --overwrite)"
+            in out_lines(capsys))
 
 
 def test_a_damaged_training_state_is_not_guessed_finished(workdir, capsys):
@@ -185,9 +205,11 @@ def test_compare_checks_every_spec_directory_before_the_first_trains(workdir, mo
     assert files(workdir) == before
     assert main(["train", *compare, "--overwrite"]) == 0
     assert out_lines(capsys)[0] == "note: replacing the unfinished checkpoint cmp/d8n1 (step 10 of 20; --overwrite)"
-    assert main(["train", *compare]) == 0
-    assert out_lines(capsys)[:2] == ["note: replacing the finished checkpoint cmp/d8n1 (step 20)",
-                                     "note: replacing the finished checkpoint cmp/d12n1 (step 20)"]
+    assert main(["train", *compare]) == 2
+    assert one_error_line(capsys).startswith("cmp/d8n1 holds a finished run (step 20)")
+    assert main(["train", *compare, "--overwrite"]) == 0
+    assert out_lines(capsys)[:2] == ["note: replacing the finished checkpoint cmp/d8n1 (step 20; --overwrite)",
+                                     "note: replacing the finished checkpoint cmp/d12n1 (step 20; --overwrite)"]
 
 
 def test_resume_auto_starts_a_new_run_where_there_is_no_checkpoint(workdir, capsys):
@@ -304,7 +326,7 @@ def test_the_python_api_takes_overwrite_and_resume_auto(workdir, monkeypatch):
     run, summary = microgpt.train("text.txt", resume="auto", **settings)
     assert run.done and summary.steps == 20 and summary.steps_run == 0 and files(workdir) == before
     run, summary = microgpt.train("text.txt", overwrite=True, **settings)
-    assert summary.steps_run == 20 and run.notes == ["replacing the finished checkpoint ck (step 20)"]
+    assert summary.steps_run == 20 and run.notes == ["replacing the finished checkpoint ck (step 20; --overwrite)"]
 
 
 def test_under_procs_rank_0_refuses_for_every_rank_and_resume_auto_continues(workdir, monkeypatch):

@@ -332,3 +332,15 @@ def test_ctrl_c_with_streams_open_says_one_line_not_tracebacks(workspace):
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0 and "microgpt studio: stopped" in out
     assert "Traceback" not in err and "CancelledError" not in err, err
+
+
+def test_starting_over_a_finished_run_asks_first(client, studio, workspace):
+    assert client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=3)}).status_code == 200
+    assert client.post("/api/runs/ens/start").status_code == 200
+    assert studio.manager.runs["ens"].process.wait(120) == 0
+    again = client.post("/api/runs/ens/start")
+    assert again.status_code == 409 and again.json()["confirm"] == "overwrite"
+    assert "holds a finished run (step 3)" in again.json()["error"]
+    replaced = client.post("/api/runs/ens/start", json={"overwrite": True})
+    assert replaced.status_code == 200
+    assert studio.manager.runs["ens"].process.wait(120) == 0

@@ -134,10 +134,10 @@ def test_a_new_run_never_leaves_an_older_models_best_beside_it(workdir):
     assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck"]) == 0
     assert (workdir / "ck-best" / "config.json").is_file()
     small = [*TINY, "--d-model", "8"]
-    assert main(["train", "text.txt", *small, "--steps", "10", "--val-tokens", "0", "--model", "ck"]) == 0
+    assert main(["train", "text.txt", *small, "--steps", "10", "--val-tokens", "0", "--model", "ck", "--overwrite"]) == 0
     assert not (workdir / "ck-best").exists()
-    assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck"]) == 0
-    assert main(["train", "text.txt", *small, "--steps", "10", "--model", "ck"]) == 0
+    assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "ck", "--overwrite"]) == 0
+    assert main(["train", "text.txt", *small, "--steps", "10", "--model", "ck", "--overwrite"]) == 0
     best = json.loads((workdir / "ck-best" / "config.json").read_text())
     assert best["model"]["d_model"] == 8  # this run's own
 

@@ -48,11 +48,13 @@ def help_text(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def add_setting_flags(parser: argparse.ArgumentParser, fields: list[SettingField]) -> None:
+def add_setting_flags(parser, fields: list[SettingField], owner: str | None = None) -> None:
     """One flag per setting. Every flag defaults to None, so that a value given can be told from the default
-    (a named run or a checkpoint may supply it); the help shows the declared default."""
+    (a named run or a checkpoint may supply it); the help shows the declared default, after `owner` ("the
+    lookahead family's") for settings of some families only."""
     for field in fields:
-        help_line = help_text(f"{field.help} (default: {field.default_text})")
+        whose = f"{owner}; " if owner else ""
+        help_line = help_text(f"{field.help} ({whose}default: {field.default_text})")
         if isinstance(field.check, Switch):
             parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=None, help=help_line)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from microgpt.cli.train import INVOCATION_FLAGS
+from microgpt.cli.train_flags import INVOCATION_FLAGS
 from microgpt.core.checks import Switch
 from microgpt.settings.sources import known_settings
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from pathlib import Path
 
-from microgpt.cli.common import add_setting_flags, flag_type, help_text, positive_int
+from microgpt.cli.train_flags import add_train_flags
 from microgpt.cli.train_report import (
     describe_auto,
     describe_backend,
@@ -41,46 +40,10 @@ from microgpt.training.run import Run
 from microgpt.training.run_files import COMPARE_PLOT
 from microgpt.training.trainer import RunSummary
 
-# The flags that say how to invoke a run rather than what to train: (flags, argparse keywords).
-INVOCATION_FLAGS = [
-    (("--no-save",), {"action": "store_true", "help": "do not write a checkpoint or logs"}),
-    (("--resume",), {"type": lambda text: text if text == RESUME_AUTO else Path(text), "metavar": "DIR",
-                     "help": "continue a checkpoint: weights, Adam moments, step, data position and random state. "
-                     "--resume auto continues the one in --model if there is one (a finished one: says so and exits "
-                     "0) and starts a new run there if not (./auto names a directory called auto)"}),
-    (("--overwrite",), {"action": "store_true",
-                        "help": "start a new run over an unfinished checkpoint in --model, which is refused without "
-                        "it (a finished one is replaced with a note)"}),
-    (("--init-from",), {"type": Path, "metavar": "DIR",
-                        "help": "fine-tune: start a new run from a checkpoint's weights, with a fresh optimiser, "
-                        "schedule and step 0, written to its own --model; characters a char checkpoint lacks get new "
-                        "embedding and output rows"}),
-    (("--config",), {"type": Path, "metavar": "FILE", "help": "a YAML file of named runs (see examples/configs.yaml)"}),
-    (("--run",), {"dest": "run_id", "metavar": "ID", "help": "the run of --config to train; flags override its settings"}),
-    (("--compare",), {"metavar": "SPECS",
-                      "help": "train each model spec in turn on the same data and print a table, e.g. "
-                      "d64n2,d4x16n2,d1+2+4+8+16+32n2 (d<width> | d<count>x<width> | d<w1>+<w2>+..., then "
-                      "n<layers>, optional ff<d_ff>; d_ff is --d-ff if given, else 4 x d_model); with --family "
-                      "ensemble, ensembles separated by ';', each its experts' specs, e.g. "
-                      "'d64n3,d64n3;d32n3,d32n3,d32n3,d32n3'"}),
-    (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
-    (("--procs",), {"type": positive_int, "metavar": "N",
-                    "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
-                    "thread each; --batch-size is split over them. Use one per core: on 2 quiet cores, 2 "
-                    "processes x 1 thread trained 1.8-1.9x as fast as one single-threaded process and 5-8% "
-                    "faster than one process with 2 threads, the default (benchmarks/bench_distributed.py); "
-                    "see docs/distributed.md"}),
-]
-
 
 def add_parser(commands) -> None:
     p = commands.add_parser("train", help="train a model", description=__doc__.split("\n\n")[0].split(":", 1)[1].strip())
-    fields = known_settings()
-    p.add_argument("file", nargs="?", metavar="FILE", type=flag_type(fields["file"]),
-                   help=f"{fields['file'].help} (default: {fields['file'].default_text})")
-    add_setting_flags(p, [f for f in fields.values() if f.key != "file"])
-    for flags, keywords in INVOCATION_FLAGS:
-        p.add_argument(*flags, **{**keywords, "help": help_text(keywords["help"])})
+    add_train_flags(p)
     p.set_defaults(run=run)
 
 

@@ -39,7 +39,7 @@ from microgpt.studio.compose import check_graph, graph_of_run
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard, cookie_name
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, read_history, records_of, with_speed
-from microgpt.studio.runs import RunManager, check_run_name
+from microgpt.studio.runs import Replacing, RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
 from microgpt.training.run_dir import RunDirError
 
@@ -99,6 +99,8 @@ class Studio:
     async def error(self, request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, WorkspaceError):
             return JSONResponse({"error": str(exc)}, status_code=403)
+        if isinstance(exc, Replacing):
+            return JSONResponse({"error": str(exc), "confirm": "overwrite"}, status_code=409)
         if isinstance(exc, RunDirError):
             return JSONResponse({"error": str(exc)}, status_code=409)
         if isinstance(exc, BusyError):
@@ -218,7 +220,8 @@ class Studio:
     async def run_action(self, request: Request) -> JSONResponse:
         name, action = check_run_name(request.path_params["name"]), request.path_params["action"]
         if action == "start":
-            run = self.manager.start(name)
+            body = await self.body(request) if int(request.headers.get("content-length") or 0) else {}
+            run = self.manager.start(name, overwrite=body.get("overwrite") is True)
         elif action == "resume":
             run = self.manager.start(name, resume=True)
         elif action == "stop":

@@ -24,12 +24,16 @@ from pathlib import Path
 from microgpt.core.errors import ConfigError
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
-from microgpt.training.run_dir import WriterLock
+from microgpt.training.run_dir import RunDirError, WriterLock, check_replaceable
 from microgpt.training.run_files import DEFAULT_ROOT, open_own
 
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 STOPPED_BY_SIGTERM = (128 + signal.SIGTERM, -signal.SIGTERM)  # train's status after saving; killed before its handler
 ERROR_MARK = "error: "  # how the CLI starts its one line about a user error
+
+
+class Replacing(RunDirError):
+    """A new run would replace a checkpoint (finished or not); the page confirms, then asks with overwrite."""
 
 
 def check_run_name(name) -> str:
@@ -87,8 +91,9 @@ class RunManager:
     def threads_in_use(self) -> int:
         return sum(run.threads for run in self.runs.values() if run.process.poll() is None)
 
-    def start(self, name: str, resume: bool = False) -> StudioRun:
-        """Start (or with `resume`, continue) the named run of studio.yaml; a ConfigError saying why not."""
+    def start(self, name: str, resume: bool = False, overwrite: bool = False) -> StudioRun:
+        """Start (or with `resume`, continue) the named run of studio.yaml; a ConfigError saying why not, and a
+        Replacing error where a new run would replace a checkpoint without `overwrite` (the page asks first)."""
         checkpoint, threads = self.checkpoint_of(name)
         current = self.runs.get(name)
         if current is not None and current.process.poll() is None:
@@ -102,9 +107,16 @@ class RunManager:
             raise ConfigError(f"run {name} trains with {threads} thread{'s' * (threads > 1)} and the runs training "
                               f"use {busy} of the {self.cores} cores; stop one, or give it fewer threads")
         WriterLock(checkpoint).acquire().release()  # another writer: its own refusal, naming the process
+        if not resume:
+            try:
+                check_replaceable(checkpoint, overwrite)
+            except RunDirError as exc:
+                raise Replacing(str(exc)) from None
         command = [sys.executable, "-m", "microgpt", "train", "--config", str(self.workspace.config), "--run", name]
         if resume:
             command += ["--resume", str(checkpoint)]
+        elif overwrite:
+            command += ["--overwrite"]
         logs = self.workspace.state / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"{name}.log"

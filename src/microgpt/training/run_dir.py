@@ -3,9 +3,9 @@
 `check_target` refuses a `--model` that is a file, the current directory (or
 one above it), a symlink loop, or a non-empty directory that is not a microgpt
 checkpoint, since saving replaces the whole directory. `check_replaceable`
-refuses a new run over an unfinished checkpoint (its step short of the steps
-its run aimed at) unless told to overwrite it, and says when a new run
-replaces a finished one. `check_writable` makes sure the checkpoint's parent
+refuses a new run over any checkpoint, finished or not (or over its -best),
+unless told to overwrite it, naming what would be lost and how to continue
+it. `check_writable` makes sure the checkpoint's parent
 directory takes new files and has room for a checkpoint, so a long run does
 not fail at its end. `WriterLock` holds an advisory lock (`fcntl.flock`) on
 `.<name>.lock` beside the checkpoint for the run's lifetime: a second run on
@@ -65,41 +65,51 @@ def check_target(directory: Path) -> None:
 
 
 def check_replaceable(directory: Path, overwrite: bool) -> str | None:
-    """Before a new run saves over `directory`: None when it holds no checkpoint, a note when the run will replace
-    one that finished (or holds weights only, or with `overwrite`, one that did not), and a RunDirError naming the
-    step, the target and both ways out when it holds an unfinished run. Where `directory` holds no checkpoint, its
-    -best is read instead: all that is left of a run killed before its first save, which the new run would remove."""
+    """Before a new run saves over `directory`: None when it holds no checkpoint; with `overwrite`, a note naming
+    the checkpoint the run replaces; without it, a RunDirError naming what is there (a finished run, an
+    unfinished one, weights only) and the ways out, since a new run there would lose it. Where `directory`
+    holds no checkpoint, its -best is read instead: all that is left of a run killed before its first save,
+    or another run's, which the new run's best copy would replace."""
     best = RunPaths(directory).best
     place = directory if is_checkpoint(directory) else best if is_checkpoint(best) else None
     if place is None:
         return None
+    refusal, note = replacing(place, directory)
+    if overwrite:
+        return f"replacing {note}; --overwrite)"
+    raise RunDirError(refusal)
+
+
+def replacing(place: Path, directory: Path) -> tuple[str, str]:
+    """(the refusal of a new run at `directory` over the checkpoint at `place`, the note's words for replacing it,
+    less their closing ')')."""
     path = place / TRAIN_STATE
+    fresh = "start again with --overwrite, or pick another --model"
     if not path.exists():
-        return f"replacing the checkpoint {place} (weights only, no training state to resume)"
+        return (f"{place} holds weights only (no training state); {fresh}",
+                f"the checkpoint {place} (weights only, no training state to resume")
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         state = None
     step = state_step(state)
     if step is None:
-        if overwrite:
-            return f"replacing the checkpoint {place}, whose training state cannot be read (--overwrite)"
-        raise RunDirError(f"{path} cannot be read, so whether its run finished is unknown; start again with "
-                          "--overwrite, or pick another --model")
+        return (f"{path} cannot be read, so whether its run finished is unknown; {fresh}",
+                f"the checkpoint {place} (its training state cannot be read")
     config = state.get("train_config")
     steps = config.get("steps") if isinstance(config, dict) else None
-    if not isinstance(steps, int):
-        return f"replacing the checkpoint {place} (step {step}; it records no --steps to have finished at)"
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        return (f"{place} holds a run at step {step} that records no --steps; {fresh}",
+                f"the checkpoint {place} (step {step}; it records no --steps")
     if step >= steps:
-        return f"replacing the finished checkpoint {place} (step {step})"
-    if overwrite:
-        return f"replacing the unfinished checkpoint {place} (step {step} of {steps}; --overwrite)"
+        return ((f"{place} holds a finished run (step {step}); train it on with --resume {place} --steps "
+                f"{step + 1000}, {fresh}"), f"the finished checkpoint {place} (step {step}")
     if place == directory:
-        what, resume = f"an unfinished run (step {step} of {steps})", f"--resume {place}"
-    else:
-        what = f"the best checkpoint (step {step} of {steps}) of a run that never saved {directory}"
-        resume = f"--resume {place} --model {directory}"
-    raise RunDirError(f"{place} holds {what}; continue it with {resume}, or start again with --overwrite")
+        return ((f"{place} holds an unfinished run (step {step} of {steps}); continue it with --resume {place}, or "
+                "start again with --overwrite"), f"the unfinished checkpoint {place} (step {step} of {steps}")
+    return ((f"{place} holds the best checkpoint (step {step} of {steps}) of a run that never saved {directory}; "
+            f"continue it with --resume {place} --model {directory}, or start again with --overwrite"),
+            f"the best checkpoint {place} (step {step} of {steps}) of a run that never saved {directory}")
 
 
 def checkpoint_bytes(n_params: int) -> int:

@@ -389,7 +389,16 @@ const Canvas = {
 
   async start() {
     await this.save();
-    const run = await api(`/api/runs/${encodeURIComponent(this.runName())}/start`, {body: {}});
+    const path = `/api/runs/${encodeURIComponent(this.runName())}/start`;
+    let run;
+    try {
+      run = await api(path, {body: {}});
+    } catch (err) {  // a checkpoint is there already: replacing it loses it, so ask first
+      if (!(err.details && err.details.confirm === "overwrite") || !window.confirm(`${err.message}\n\nReplace it?`)) {
+        throw err;
+      }
+      run = await api(path, {body: {overwrite: true}});
+    }
     say(`run ${run.name} is training (process ${run.pid}); watch it in Watch`, false, `run:${run.name}`);
     Watch.follow(run.checkpoint, true);
     return run;
