@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def train_parser():
-    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    commands = next(a for a in build_parser()[0]._actions if a.dest == "command")
     return commands.choices["train"]
 
 

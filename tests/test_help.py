@@ -13,7 +13,7 @@ from microgpt.cli import build_parser, main
 
 def subcommands() -> list[str]:
     """Every subcommand the parser knows, read from the parser itself (so a new one is covered)."""
-    actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    actions = [a for a in build_parser()[0]._actions if isinstance(a, argparse._SubParsersAction)]
     return sorted(actions[0].choices)
 
 

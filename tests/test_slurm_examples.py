@@ -26,5 +26,5 @@ def test_example_is_a_requeueable_batch_script(script):
     for needed in ("#SBATCH --requeue", "#SBATCH --signal=B:USR1@", "srun --mpi=pmi2 microgpt train", "--resume auto"):
         assert needed in text, f"{script.name} lacks {needed!r}"
     line = text.replace("\\\n", " ").split("srun --mpi=pmi2 microgpt ", 1)[1].split("\n", 1)[0]
-    args = build_parser().parse_args(shlex.split(line.rstrip("& ")))
+    args = build_parser()[0].parse_args(shlex.split(line.rstrip("& ")))
     assert args.command == "train" and args.resume == "auto"

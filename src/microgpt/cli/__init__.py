@@ -13,30 +13,29 @@ import sys
 
 from microgpt.backends import BackendUnavailable
 from microgpt.cli.output import OutputLost, guard_output
+from microgpt.cli.parser import EXIT_USER_ERROR, Parser, parse
 from microgpt.core.errors import ConfigError, DataError, TrainingStopped, UnsoundOutputs
 from microgpt.core.version import __version__
 from microgpt.model.checkpoint import CheckpointError
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, TrainingStopped, UnsoundOutputs)
-EXIT_USER_ERROR = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, object]:
     from microgpt.cli import eval, plot, sample, studio, train
 
-    parser = argparse.ArgumentParser(
-        prog="microgpt", description="Train and study small GPT language models from scratch."
-    )
+    parser = Parser(prog="microgpt", description="Train and study small GPT language models from scratch.")
     parser.add_argument("--version", action="version", version=f"microgpt {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
     for module in (train, sample, eval, plot, studio):
         module.add_parser(commands)
-    return parser
+    return parser, commands
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = sys.argv[1:] if argv is None else list(argv)  # as given, for `train --procs` to run again
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse(*build_parser(), argv)
+    args.argv = argv  # as given, for `train --procs` to run again
     try:
         with guard_output(stdout_required=args.command != "train"):
             return args.run(args)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from microgpt.cli.parser import close_choice
 from microgpt.core.checks import Choice, Switch, shown
 from microgpt.core.fields import SettingField
 from microgpt.settings.sources import known_settings
@@ -37,7 +38,9 @@ def flag_type(field: SettingField):
         try:
             return field.check.from_text(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"must be {exc}, got {shown(text)}") from None
+            near = close_choice(text, list(field.check.options)) if isinstance(field.check, Choice) else None
+            hint = f"; did you mean {near}?" if near else ""
+            raise argparse.ArgumentTypeError(f"must be {exc}, got {shown(text)}{hint}") from None
 
     parse.__name__ = field.key  # argparse names the type in some messages
     return parse

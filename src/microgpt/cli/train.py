@@ -71,9 +71,7 @@ def train_command(args, comm) -> int:
         if named is not None:
             check_named_runs(args.config)
         settings = Settings({key: getattr(args, key) for key in known_settings()}, named)
-        backend, note = start(settings, comm)
-        if note and not args.quiet:
-            print(note)
+        backend, note = start(settings, comm)  # said once the run is prepared: a mistake comes first, alone
         if args.compare is not None:
             if args.resume or args.init_from:
                 raise ConfigError(f"--compare trains new models and cannot {'--resume' if args.resume else '--init-from'}"
@@ -84,7 +82,9 @@ def train_command(args, comm) -> int:
             run = prepare(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from,
                           overwrite=args.overwrite)
     if args.compare is not None:
-        return run_compare(args, settings, backend)
+        return run_compare(args, settings, backend, note)
+    if note and not args.quiet:
+        print(note)
     return run_single(args, settings, run, comm)
 
 
@@ -118,14 +118,16 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
     return exit_status(summary)
 
 
-def run_compare(args, settings: Settings, backend) -> int:
+def run_compare(args, settings: Settings, backend, note: str | None) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
     comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save, overwrite=args.overwrite)
     if not args.quiet:
+        if note:
+            print(note)
         print(f"corpus: {comparison.corpus.description}; tokenizer {comparison.tokenizer.describe()}; "
               f"{describe_backend(backend)}")
-    for note in comparison.notes:
-        print(f"note: {note}")
+    for replacing in comparison.notes:
+        print(f"note: {replacing}")
     rows, logs, any_saved = [], {}, False
     try:
         for i, run in enumerate(comparison.runs(), 1):

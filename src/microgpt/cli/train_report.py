@@ -36,7 +36,7 @@ def describe_validation(run: Run) -> str:
     """'validation: the last 20,000 tokens (312 windows of 65), every 140 steps and at the end'."""
     tc = run.train_config
     if not tc.val_tokens:
-        return "validation: none (--val-tokens 0)"
+        return f"validation: none (no text held out: {run.held_out_by})"
     windows = (tc.val_tokens - 1) // run.model.config.seq_len
     when = (f"every {plural(tc.validate_every, 'step')}" if tc.validate_every else f"every {tc.val_interval:g} s")
     return (f"validation: the last {tc.val_tokens:,} tokens ({plural(windows, 'window')} of "

@@ -267,9 +267,23 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
             changing = (_identity(directory) != seen or staged_twins(directory, "tmp")
                         or staged_twins(directory, "prev") or os.path.lexists(exc.path))
             if attempt == READ_ATTEMPTS - 1 or not changing:
+                check_not_a_folder_of_checkpoints(directory)
                 raise
         time.sleep(READ_PAUSE_S)
     raise AssertionError("unreachable")
+
+
+def check_not_a_folder_of_checkpoints(directory: Path) -> None:
+    """A CheckpointError listing the checkpoints inside `directory` (`checkpoints/`), where it holds some."""
+    try:
+        inside = sorted(path for path in directory.iterdir() if path.is_dir() and is_checkpoint(path))
+    except OSError:
+        return
+    if inside:
+        names = ", ".join(path.name for path in inside[:10]) + (f" and {len(inside) - 10} more" if len(inside) > 10
+                                                                 else "")
+        raise CheckpointError(f"{directory} is a folder of checkpoints, not one: {names}; give one of them, such "
+                              f"as {inside[0]}")
 
 
 def _identity(directory: Path) -> tuple[int, int] | None:

@@ -31,8 +31,12 @@ class Settings:
     """Each setting from its explicit value, else the checkpoint (for the keys it keeps), else the named run,
     else the preset, else the declared default."""
 
-    def __init__(self, explicit: dict | None = None, named: NamedRun | None = None, saved: dict | None = None):
+    def __init__(self, explicit: dict | None = None, named: NamedRun | None = None, saved: dict | None = None,
+                 keywords: bool = False):
+        """`keywords`: the explicit settings are Python keywords (microgpt.train), and messages name them so
+        (`prior='trigram'`) rather than as flags (`--prior trigram`)."""
         fields = known_settings()
+        self.keywords = keywords
         explicit = {key: value for key, value in (explicit or {}).items() if value is not None}
         unknown = sorted(set(explicit) - set(fields))
         if unknown:
@@ -41,15 +45,17 @@ class Settings:
             try:
                 explicit[key] = fields[key].check.from_yaml(str(value) if isinstance(value, Path) else value)
             except ValueError as exc:
-                raise ConfigError(f"{fields[key].flag} must be {exc}, not {shown(value)}") from None
+                name = key if keywords else fields[key].flag
+                raise ConfigError(f"{name} must be {exc}, not {shown(value)}") from None
         self.fields = fields
         self.explicit, self.named, self.saved = explicit, named, saved or {}
         preset = explicit.get("preset") or (named.values.get("preset") if named is not None else None)
+        self.preset_name: str | None = preset
         self.preset: dict = PRESETS[preset] if preset else {}
 
     def resumed_from(self, saved: dict) -> Settings:
         """These settings over a checkpoint's saved ones (its family, tokenizer, training settings, corpus file)."""
-        return Settings(self.explicit, self.named, saved)
+        return Settings(self.explicit, self.named, saved, self.keywords)
 
     def given(self, key: str) -> bool:
         """Set explicitly or by the named run (not a default, a preset or the checkpoint)."""
@@ -81,14 +87,20 @@ class Settings:
         return self.preset.get("family", self.fields["family"].default)
 
     def origin(self, key: str) -> str:
-        """Where a given setting came from, for messages: "--d-model" or "d_model (run ID in FILE)"."""
+        """Where a given setting came from, for messages: "--d-model" (or from Python, "d_model") or "d_model
+        (run ID in FILE)"."""
+        if key in self.explicit and self.keywords:
+            return key
         if key in self.explicit or self.named is None:
             return self.fields[key].flag
         return f"{key} ({self.named.origin})"
 
     def describe(self, key: str) -> str:
-        """A given setting with its value: "--heads 4" or "heads: 1,2,5 (run ID in FILE)"."""
+        """A given setting with its value: "--heads 4" (from Python, "heads=4") or "heads: 1,2,5 (run ID in
+        FILE)"."""
         value = self.value(key)
+        if key in self.explicit and self.keywords:
+            return f"{key}={value!r}"
         shown_value = ",".join(map(str, value)) if isinstance(value, tuple) else value  # widths as --heads writes them
         if key in self.explicit or self.named is None:
             return f"{self.origin(key)} {shown_value}"
@@ -117,6 +129,17 @@ class Settings:
 
     def run_config(self) -> RunConfig:
         return RunConfig(**{f.field: self.value(f.key) for f in settings_fields(RunConfig)})
+
+    def origin_of_value(self, key: str) -> str:
+        """Who set a setting's value, for a line about it: the setting as given ("--val-tokens 0"), the
+        checkpoint's, the preset's, or its default."""
+        if self.given(key):
+            return self.describe(key)
+        if key in self.saved:
+            return f"the checkpoint's {key}"
+        if key in self.preset:
+            return f"the {self.preset_name} preset"
+        return f"{self.fields[key].flag}'s default"
 
     def validation_settings_given(self) -> tuple[str, ...]:
         """The validation settings given ("--eval-every 5"), each of which does nothing where no text is held out."""
@@ -162,7 +185,10 @@ class Settings:
     def _owner_hint(self, name: str) -> str:
         """How to choose the family `name` that a setting belongs to, for a message."""
         chooser = getattr(family(name), "SELECTED_BY", None)
-        way = f"{self.fields[chooser].flag} ..." if chooser else f"--family {name}"
+        if self.keywords:
+            way = f"{chooser}=..." if chooser else f"family={name!r}"
+        else:
+            way = f"{self.fields[chooser].flag} ..." if chooser else f"--family {name}"
         return f" (it is the {name} family's: add {way})"
 
     def check_shape_against(self, family_name: str, config, checkpoint: Path,

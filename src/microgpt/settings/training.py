@@ -16,13 +16,14 @@ from microgpt.core.fields import check_fields, setting
 from microgpt.core.registry import BACKENDS, FAMILIES
 from microgpt.data.corpus import DEFAULT_HELD_OUT_MAX
 from microgpt.data.tokenizer import KINDS
-from microgpt.data.tokenizer.bpe import BPETokenizer
+from microgpt.data.tokenizer.bpe import MAX_VOCAB, MIN_VOCAB, BPETokenizer
 from microgpt.model.memory import DEFAULT_MAX_MEMORY
 from microgpt.parallel.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE
 from microgpt.settings.presets import PRESETS
 
 DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule
 VALIDATIONS_PER_RUN = 20  # without --eval-every, validate this many times over the run (and at its end)
+MIN_STEPS_BETWEEN_VALIDATIONS = 10  # ... but not more often than this: a pass costs about ten default steps
 
 BACKEND = Choice(lambda: ("auto", *BACKENDS))
 FAMILY = Choice(lambda: tuple(FAMILIES))
@@ -42,7 +43,7 @@ class ModelChoice:
     tokenizer: str = setting("char", "how text becomes tokens: char (one per character of the text), or bpe "
                              "(byte-level BPE trained on the text: any Unicode encodes)", TOKENIZER, metavar="KIND")
     vocab_size: int | None = setting(None, "the BPE vocabulary: 256 bytes and the merges learnt on top of them",
-                                     whole(257), shown_default=f"{BPETokenizer.default_vocab_size} with --tokenizer bpe")
+                                     whole(MIN_VOCAB, MAX_VOCAB), shown_default=f"{BPETokenizer.default_vocab_size} with --tokenizer bpe")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -85,15 +86,19 @@ class TrainConfig:
     val_interval: float = setting(30.0, "with --eval-every 0: seconds between validation passes", POSITIVE_NUMBER,
                                   metavar="S")
     eval_every: int | None = setting(None, "validate every N steps, and at the end (0: every --val-interval seconds "
-                                     "instead)", whole(0), shown_default=f"steps/{VALIDATIONS_PER_RUN}")
+                                     "instead)", whole(0),
+                                     shown_default=f"steps/{VALIDATIONS_PER_RUN}, at least {MIN_STEPS_BETWEEN_VALIDATIONS}")
     save_every: int = setting(0, "also save every N steps (always at the end, and on Ctrl-C; 0: only then)",
                               whole(0))
 
     @property
     def validate_every(self) -> int:
         """Steps between validations (0: by time): --eval-every, else a VALIDATIONS_PER_RUN-th of this run's
-        --steps. Left unresolved in the config, so a resume to a larger --steps spreads them over it."""
-        return self.eval_every if self.eval_every is not None else max(1, -(-self.steps // VALIDATIONS_PER_RUN))
+        --steps, and at least MIN_STEPS_BETWEEN_VALIDATIONS (a 5-step smoke test validates at its end only).
+        Left unresolved in the config, so a resume to a larger --steps spreads them over it."""
+        if self.eval_every is not None:
+            return self.eval_every
+        return max(MIN_STEPS_BETWEEN_VALIDATIONS, -(-self.steps // VALIDATIONS_PER_RUN))
 
     def __post_init__(self) -> None:
         check_fields(self)

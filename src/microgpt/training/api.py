@@ -11,7 +11,7 @@ from pathlib import Path
 
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
-from microgpt.settings.sources import Settings
+from microgpt.settings.sources import Settings, known_settings
 from microgpt.training.prepare import prepare, start
 from microgpt.training.resolve import RESUME_AUTO
 from microgpt.training.run import Run
@@ -33,7 +33,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
     comm = communicator()
     with comm.failing_together("microgpt.train"):  # under mpiexec, an error in any rank ends every rank
         with comm.preparing_together("microgpt.train"):  # a set-up error in any rank: each raises, none trains
-            chosen = Settings(settings)
+            chosen = Settings(settings, keywords=True)
             backend, _ = start(chosen, comm)
             place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
             run = prepare(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
@@ -42,3 +42,11 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
             summary = run.train(Progress(quiet=not progress))
             run.finish(summary)
     return run, summary
+
+
+def settings_listing() -> str:
+    """Every setting `train` takes as a keyword, with its default, a line each (for `help(microgpt.train)`)."""
+    return "\n".join(f"    {f.key}={f.default_text}" for f in known_settings().values())
+
+
+train.__doc__ += "\n\n    The settings, by keyword (default):\n" + settings_listing()

@@ -80,7 +80,7 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
     return Run(model, plan.family_name, tokenizer, corpus, batches, val_tokens if comm.is_writer else None,
                train_config, RunPaths(plan.target), run_info(plan, corpus, train_config), plan.label,
                resumed=plan.start is Start.RESUME, comm=comm, lock=lock,
-               notes=[note for note in (*plan.notes, *notes) if note], done=done)
+               notes=[note for note in (*plan.notes, *notes) if note], done=done, held_out_by=plan.held_out_by)
 
 
 def new_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tuple[object, Tokenizer, list[str]]:

@@ -71,6 +71,7 @@ class RunSettings:
     micro_batch: int  # sequences per forward and backward pass in each process
     auto: bool  # --resume auto
     validation_given: tuple[str, ...]  # validation settings given, refused if the text holds none out
+    held_out_by: str  # who set --val-tokens ("--val-tokens 0", "the reference preset"), for the lines about it
     notes: tuple[str, ...]
 
 
@@ -163,7 +164,8 @@ def _settled(settings: Settings, start: Start, source: Source | None, family_nam
     return RunSettings(start, source, family_name, shape,
                        source.tokenizer.kind if source else settings.value("tokenizer"), vocab_size, train, run,
                        target, settings.named.id if settings.named else None, micro_batch, auto,
-                       settings.validation_settings_given(), tuple(note for note in notes if note))
+                       settings.validation_settings_given(), settings.origin_of_value("val_tokens"),
+                       tuple(note for note in notes if note))
 
 
 def _target(settings: Settings, run: RunConfig, resume: Path | None) -> Path:

@@ -85,6 +85,7 @@ class Run:
     lock: WriterLock | None = None  # held on the checkpoint directory while the run lives
     notes: list[str] = field(default_factory=list)  # settings of a resume that override the checkpoint's
     done: bool = False  # --resume auto of a checkpoint already at its --steps: nothing to train or write
+    held_out_by: str = "--val-tokens"  # who set how much text is held out, for the lines about it
 
     def __enter__(self) -> Run:  # noqa: PYI034 - typing.Self needs Python 3.11
         return self

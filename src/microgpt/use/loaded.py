@@ -106,8 +106,27 @@ def load(directory: str | Path, backend: str | None = None, threads: int | None 
          max_memory: int | str | None = None) -> LoadedModel:
     """The checkpoint at `directory` on `backend` (auto by default, cpu, numpy or cuda) with `threads`, refused
     above `max_memory` (bytes or "512MiB"; the train default), checked as `sample` checks it. The settings
-    are read and checked as train's are (settings/sources.py)."""
+    are read and checked as train's are (settings/sources.py). A directory that is not there raises
+    FileNotFoundError; a damaged or foreign one, CheckpointError (a ValueError) in one line.
+
+    The model it gives (a LoadedModel) offers:
+    """
     settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory})
     started, note = start_backend(settings.value("backend"), None, settings.value("threads"))
     model, tokenizer, info = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
     return LoadedModel(model, info["family"], tokenizer, Path(directory), settings.value("max_memory"), note)
+
+
+def offers() -> str:
+    """What a LoadedModel gives, a line each, from its own fields and methods (for `help(microgpt.load)`)."""
+    lines = [f"    .{name}: {kind}" for name, kind in (("model", "the family's model (its config, params, backend)"),
+                                                       ("family_name", "gpt, ensemble or lookahead"),
+                                                       ("tokenizer", "its tokenizer (encode, decode, size)"),
+                                                       ("seq_len", "the context length in tokens"))]
+    for name in ("sample", "complete", "evaluate", "logits"):
+        first_sentence = " ".join(getattr(LoadedModel, name).__doc__.split("\n\n")[0].split()).split(". ")[0]
+        lines.append(f"    .{name}(...): {first_sentence.rstrip('.')}")
+    return "\n".join(lines)
+
+
+load.__doc__ = load.__doc__.rstrip() + "\n" + offers()

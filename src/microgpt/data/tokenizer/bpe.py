@@ -27,6 +27,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from microgpt.core.errors import ConfigError, DataError
 
 MIN_VOCAB = 257  # the 256 bytes and at least one merge
+MAX_VOCAB = 2**31 - 1  # what the ids' type (int32) holds
 DEFAULT_VOCAB = 512  # --tokenizer bpe without --vocab-size
 PIECE_CHARS = 1 << 16  # about how long a piece of a long text is (the unit of the library's parallel work)
 BATCH_PIECES = 64  # pieces encoded per library call: bounds the memory its per-token records take at once
@@ -129,6 +130,13 @@ class BPETokenizer:
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < MIN_VOCAB:
             raise ConfigError(f"--vocab-size must be a whole number of at least {MIN_VOCAB} for a bpe tokenizer "
                               f"(its 256 bytes and one merge), got {vocab_size!r}")
+        if vocab_size > MAX_VOCAB:
+            raise ConfigError(f"--vocab-size must be at most {MAX_VOCAB:,}, what the token ids (int32) hold, got "
+                              f"{vocab_size:,}")
+        # A merge joins a pair of neighbours, so a text of N bytes can give at most N merges: asking the trainer
+        # for more only makes it allocate for them (a billion aborts the interpreter). The run notes the
+        # shortfall (training/prepare.py short_vocabulary).
+        vocab_size = min(vocab_size, MIN_VOCAB - 1 + len(text.encode("utf-8")))
         tokenizer = untrained()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(), show_progress=False)
         tokenizer.train_from_iterator(pieces(text), trainer=trainer)
