@@ -31,7 +31,7 @@ from microgpt.model.checkpoint import load_checkpoint
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
-PROCESS_TIMEOUT = 60  # seconds for any one subprocess; each finishes in a few
+PROCESS_TIMEOUT = 180  # seconds for any one subprocess: each finishes in a few, a generous bound under load
 
 
 @pytest.fixture

@@ -136,7 +136,7 @@ def test_follow_redraws_as_the_log_grows_and_stops_on_ctrl_c(tmp_path):
         wait_for(lambda: out.stat().st_mtime_ns != first)
     finally:
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
     assert "redrawn as the log grows" in stdout
 

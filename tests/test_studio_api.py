@@ -39,7 +39,7 @@ from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
-WAIT_S = 60  # the longest a run may take to start or save on a loaded 2-core CI machine
+WAIT_S = 180  # the longest a run may take to start or save: generous, a loaded 2-core machine can take 60 s
 
 
 @pytest.fixture
