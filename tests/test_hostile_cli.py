@@ -173,3 +173,8 @@ def test_sampling_a_folder_of_checkpoints_lists_them(workdir, capsys):
     capsys.readouterr()
     line = exits_with_one_line(["sample", "runs"], capsys)
     assert "runs is a folder of checkpoints, not one: a, a-best, b, b-best; give one of them, such as runs/a" in line
+
+
+def test_a_flag_before_the_command_is_one_line_not_dropped(workdir, capsys):
+    line = exits_with_one_line(["--d-model=64", "train", "text.txt", "--steps", "1", "--no-save"], capsys)
+    assert "unrecognized arguments: --d-model=64, before the command" in line

@@ -499,11 +499,11 @@ def test_a_collective_timeout_of_0_is_one_clear_line(corpus, tmp_path):
     result = run(train(str(corpus), *TINY, "--steps", "3", "--collective-timeout", "0", "--procs", "2"), tmp_path)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == ("microgpt train: error: argument --collective-timeout: must be a "
-                                              "positive number, got '0'")
+                                              "positive number, got '0' (microgpt train --help lists the flags)")
     script = (f"import microgpt\nmicrogpt.train({str(corpus)!r}, steps=3, collective_timeout=-1, save=False)\n")
     result = run([sys.executable, "-c", script], tmp_path)
-    assert result.stderr.splitlines()[-1] == ("microgpt.core.errors.ConfigError: --collective-timeout must be a positive "
-                                              "number, not -1")
+    assert result.stderr.splitlines()[-1] == ("microgpt.core.errors.ConfigError: collective_timeout must be a positive "
+                                              "number, not -1")  # from Python, the keyword
 
 
 LIBRARY_RUN = ("import microgpt\n"

@@ -258,10 +258,9 @@ def test_overlay_two_runs_and_download_them(browser, studio):
     wait(browser, lambda d: status_of(d, "checkpoints/ens2").startswith("finished"))
     wait(browser, lambda d: message(d) == "run ens2: finished")  # not "is training" any more
     tab(browser, "compare")
-    for run in ("checkpoints/ens", "checkpoints/ens2"):
-        wait(browser, lambda d, run=run: d.find_elements(By.CSS_SELECTOR, f'#runs-table input[data-run="{run}"]'))
-        browser.find_element(By.CSS_SELECTOR, f'#runs-table input[data-run="{run}"]').click()
-    browser.find_element(By.CSS_SELECTOR, '#runs-table th[data-key="val_loss"]').click()
+    for run in ("checkpoints/ens", "checkpoints/ens2"):  # found and clicked in one go: the table is redrawn
+        click(browser, f'#runs-table input[data-run="{run}"]')
+    click(browser, '#runs-table th[data-key="val_loss"]')
     shot(browser, "compare")
     href = browser.find_element(By.ID, "csv").get_attribute("href")
     browser.find_element(By.ID, "overlay").click()
@@ -277,8 +276,7 @@ def test_overlay_two_runs_and_download_them(browser, studio):
 
 
 def test_a_tab_reopened_without_the_token_still_works(browser, studio):
-    """The cookie lets the page in; the page then takes the token from itself for its API calls (which refuse
-    a cookie alone)."""
+    """The page keeps the printed URL's token in its origin's localStorage (apart by port, unlike a cookie)."""
     browser.get(studio[0].split("?")[0])
     wait(browser, lambda d: d.execute_script("return document.body.dataset.ready") == "yes")
     tab(browser, "watch")

@@ -117,12 +117,14 @@ def test_a_workspace_whose_state_directory_is_a_symlink_is_refused(workspace, na
 
 # ---- cross-port pages and framing ------------------------------------------------------------------------
 
-def test_an_api_call_needs_the_token_itself_not_the_cookie(studio):
+def test_no_cookie_carries_the_token_and_a_cookie_opens_no_api_call(studio):
+    """Cookies are not kept apart by port: any server on another port of 127.0.0.1 would be sent one."""
     bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
-    bare.cookies.set(f"microgpt_studio_{PORT}", TOKEN)
+    page = bare.get(f"/?token={TOKEN}")
+    assert page.status_code == 200 and "set-cookie" not in page.headers and TOKEN not in page.text
+    bare.cookies.set(f"microgpt_studio_{PORT}", TOKEN)  # as an older studio set it
     for path in ("/api/runs", "/api/sample?checkpoint=x", "/api/canvas"):
         assert bare.get(path).status_code == 401, path
-    assert bare.get("/api/runs", headers={"X-Studio-Token": ""}).status_code == 401
     assert bare.get("/api/runs", headers={"X-Studio-Token": TOKEN}).status_code == 200
 
 
@@ -295,7 +297,8 @@ def test_a_later_studio_finds_a_run_still_training_and_stops_it(workspace):
                 rows = {row["name"]: row for row in later.get("/api/runs").json()["runs"]}
                 assert rows["ens"]["studio"]["pid"] == run.process.pid and rows["ens"]["studio"]["elsewhere"]
                 started = later.post("/api/runs/ens/start")
-                assert started.status_code == 400 and "training already" in started.json()["error"]
+                assert started.status_code == 409
+                assert f"is being written by process {run.process.pid}" in started.json()["error"]
                 assert later.post("/api/runs/ens/stop").json()["stopping"] is True
             run.process.wait(120)
             assert saved_step(checkpoint) == logged_steps(checkpoint)[-1]
@@ -344,3 +347,81 @@ def test_starting_over_a_finished_run_asks_first(client, studio, workspace):
     replaced = client.post("/api/runs/ens/start", json={"overwrite": True})
     assert replaced.status_code == 200
     assert studio.manager.runs["ens"].process.wait(120) == 0
+
+
+# ---- found in review -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", [".", "checkpoints/.."])
+def test_the_workspace_itself_is_no_checkpoint_to_write(client, model):
+    graph = lookahead_graph()
+    graph["extra"] = {"model": model}
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert errors and "the workspace itself" in errors[0]["message"]
+
+
+def test_a_checkpoint_whose_files_link_outside_is_listed_damaged_and_never_read(client, workspace):
+    microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    outside = workspace.parent / "outside.json"
+    (workspace / "ck" / "config.json").rename(outside)
+    (workspace / "ck" / "config.json").symlink_to(outside)
+    rows = {row["name"]: row for row in client.get("/api/runs").json()["runs"]}
+    assert rows["ck"]["damaged"] and "outside the workspace" in rows["ck"]["error"]
+    assert "outside the workspace" in one_line_error(client.get("/api/sample?checkpoint=ck&tokens=3"), 403)
+    assert "outside the workspace" in one_line_error(client.post("/api/eval", json={"checkpoint": "ck",
+                                                                                     "file": "tiny.txt"}), 403)
+
+
+def test_a_symlinked_studio_yaml_is_refused_at_start(workspace):
+    (workspace.parent / "elsewhere.yaml").write_text("runs: {}\n", encoding="utf-8")
+    (workspace / "studio.yaml").symlink_to(workspace.parent / "elsewhere.yaml")
+    with pytest.raises(WorkspaceError, match="symlink"):
+        Workspace(workspace)
+
+
+def test_a_link_planted_where_a_followed_log_will_be_is_not_read(workspace):
+    from microgpt.studio.metrics import Tail
+
+    secret = workspace.parent / "secret.jsonl"
+    secret.write_text('{"step": 1, "loss": 0.5, "time": 1.0}\n', encoding="utf-8")
+    log = workspace / "run.metrics.jsonl"
+    tail = Tail(log, 0, None)  # a stream opened before the run logged anything
+    assert tail.read() == []
+    log.symlink_to(secret)
+    assert tail.read() == []
+
+
+@pytest.mark.parametrize("points", ["%C2%B2", "9" * 5000])
+def test_a_digit_that_is_no_number_is_one_line(client, points):
+    assert "points" in one_line_error(client.get(f"/api/metrics?run=x&points={points}"), 400)
+
+
+def test_a_stale_pid_in_a_lock_file_is_no_run_training(workspace):
+    from microgpt.training.run_dir import WriterLock
+
+    lock = WriterLock(workspace / "checkpoints" / "ens")
+    lock.acquire().release()  # the file stays, with this process's pid: it holds no lock now
+    assert lock.holder() is None
+    lock.acquire()
+    try:
+        assert lock.holder() == os.getpid()
+    finally:
+        lock.release()
+
+
+@pytest.mark.slow
+def test_samples_whose_page_went_away_give_their_slots_back(workspace):
+    microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    process, base, token = studio_process(workspace)
+    try:
+        with httpx.Client(base_url=base, headers={"X-Studio-Token": token}, timeout=120) as http:
+            for _ in range(MAX_MODEL_PROCESSES + 1):  # each left after its first bytes, as a new Generate does
+                with http.stream("GET", "/api/sample", params={"checkpoint": "ck", "tokens": "20000"}) as stream:
+                    assert stream.status_code == 200
+                    next(stream.iter_bytes())
+            answer = http.get("/api/sample", params={"checkpoint": "ck", "tokens": "5", "temperature": "0"})
+            assert answer.status_code == 200 and '"done": true' in answer.text, answer.text
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=120)

@@ -56,6 +56,10 @@ def parse(parser: argparse.ArgumentParser, commands, argv: list[str]) -> argpars
     args, extras = parser.parse_known_args(argv)
     if not extras:
         return args
+    where = argv.index(args.command)
+    if where > 0:  # before the command stands only what microgpt itself takes (--version, --help)
+        parser.error(f"unrecognized arguments: {' '.join(argv[:where])}, before the command; a command's flags "
+                     f"go after it: microgpt {args.command} {' '.join(argv[:where])} ...")
     sub = commands.choices[args.command]
-    after = argv[argv.index(args.command) + 1:]
+    after = argv[where + 1:]
     return sub.parse_intermixed_args(after, namespace=argparse.Namespace(command=args.command))

@@ -22,6 +22,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import anyio
 import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,7 +37,7 @@ from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings, check_named_runs
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
-from microgpt.studio.guard import MAX_BODY_BYTES, Guard, cookie_name
+from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, read_history, records_of, with_speed
 from microgpt.studio.runs import Replacing, RunManager, check_run_name
@@ -60,10 +61,18 @@ YAML_HEADER = ("# Named runs saved by microgpt studio; train one with `microgpt 
                "NAME`.\n")
 
 
+MAX_DIGITS = 18  # a query's whole number: far past any offset or count, and below int()'s digit limit
+
+
+def is_whole_number(text: str) -> bool:
+    """ASCII digits only ("²" is a digit to str.isdigit), and not so many that reading them fails."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS
+
+
 def whole_number(text: str, name: str) -> int:
     """A query parameter that must be a whole number, read, or one line saying so."""
-    if not text.isdigit():
-        raise ConfigError(f"{name} must be a whole number, not {text!r}")
+    if not is_whole_number(text):
+        raise ConfigError(f"{name} must be a whole number, not {text[:40]!r}")
     return int(text)
 
 
@@ -136,7 +145,9 @@ class Studio:
         self.model_processes -= 1
 
     def checkpoint(self, text) -> Path:
-        path = self.workspace.inside(text, what="the checkpoint")
+        path = self.workspace.run_of(text, what="the checkpoint")
+        if self.workspace.links_out(path):
+            raise WorkspaceError(f"{text} links to files outside the workspace; the studio does not read it")
         if not is_checkpoint(path):
             raise ConfigError(f"{text} is not a microgpt checkpoint (no config.json and weights); pick a run that "
                               "has saved")
@@ -145,14 +156,8 @@ class Studio:
     # ---- pages ------------------------------------------------------------------------------
 
     async def index(self, request: Request) -> HTMLResponse:
-        """The page, with the token in it (a tab reopened without `?token=` came in by the cookie, and its API
-        calls need the token itself); a page of another origin can neither read nor frame it."""
-        html = (STATIC / "index.html").read_text(encoding="utf-8")
-        html = html.replace('<meta charset="utf-8">',
-                            f'<meta charset="utf-8">\n<meta name="studio-token" content="{self.token}">', 1)
-        page = HTMLResponse(html)
-        page.set_cookie(cookie_name(self.port), self.token, httponly=True, samesite="strict")
-        return page
+        """The page: no secret in it (it reads the token from its URL, or its origin's localStorage)."""
+        return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -259,7 +264,7 @@ class Studio:
         tails = {}
         for spec in request.query_params.getlist("run"):  # PATH|OFFSET|INODE, as /api/metrics gave them
             path, offset, inode = (spec.rsplit("|", 2) + ["0", ""])[:3] if spec.count("|") >= 2 else (spec, "0", "")
-            if not offset.isdigit() or not (inode.isdigit() or inode == ""):
+            if not is_whole_number(offset) or not (is_whole_number(inode) or inode == ""):
                 raise ConfigError(f"a stream cursor is PATH|OFFSET|INODE with whole numbers, not {spec!r}")
             tails[path] = Tail(self.workspace.run_log(path), int(offset), int(inode) if inode else None)
 
@@ -361,11 +366,12 @@ class Studio:
                     yield f"data: {json.dumps({'error': lines[-1] if lines else f'sample exited with {code}'})}\n\n"
                 else:
                     yield f"data: {json.dumps({'done': True})}\n\n"
-            finally:
+            finally:  # also when the page goes (a new Generate aborts the old stream): each await here may
+                self.free_model_slot()  # be cancelled again, so the slot goes back first and the wait is shielded
                 if process.returncode is None:
                     process.kill()
-                    await process.wait()
-                self.free_model_slot()
+                    with anyio.CancelScope(shield=True):
+                        await process.wait()
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -401,7 +407,8 @@ class Studio:
         finally:
             if process.returncode is None:
                 process.kill()
-                await process.wait()
+                with anyio.CancelScope(shield=True):  # reaped even when the request is cancelled
+                    await process.wait()
         return out, err, process.returncode
 
     async def files(self, request: Request) -> JSONResponse:

@@ -1,15 +1,15 @@
-"""The studio's door: every request must come to this studio's address, from its own pages, with its token.
+"""The studio's door: every API call must come to this studio's address, from its own pages, with its token.
 
 An ASGI middleware, so that it stands in front of every route, the streams too. A request is refused when
 its Host header is not one of the studio's own addresses (against DNS rebinding: a hostile page whose name
 resolves to 127.0.0.1 still sends its own name), when its Origin is another site's, when the browser marks
 it cross-site, or same-site without being a navigation (a page on another port of this machine is
-"same-site"), when its body is over MAX_BODY_BYTES, or when it lacks the token. An API call (`/api/...`)
-must carry the token itself, as `?token=` or the `X-Studio-Token` header: a cookie goes along with any
-page's request to this host, so it proves nothing there. The page and its files also take the cookie the
-first page sets (HttpOnly, SameSite Strict, named after the port, since cookies are shared between ports),
-so that a reopened tab works; the page then reads the token from itself. Every answer forbids framing
-(X-Frame-Options DENY, and CSP frame-ancestors 'none').
+"same-site"), or when its body is over MAX_BODY_BYTES. An API call (`/api/...`) must also carry the token,
+as `?token=` or the `X-Studio-Token` header. No cookie carries it: cookies are not kept apart by port, so
+any server on another port of this host that the browser visits would be sent the token. The page and its
+files hold no secret and need no token; the page keeps the token of the printed URL in its own origin's
+localStorage (kept apart by port), so a reopened tab works. Every answer forbids framing (X-Frame-Options
+DENY, CSP frame-ancestors 'none').
 """
 
 from __future__ import annotations
@@ -18,13 +18,7 @@ import contextlib
 import json
 import secrets
 import socket
-from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs
-
-
-def cookie_name(port: int) -> str:
-    return f"microgpt_studio_{port}"
-
 
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
 MAX_BODY_BYTES = 1024 * 1024  # the largest request body: a canvas graph is a few kilobytes
@@ -57,7 +51,6 @@ class Guard:
         self.app, self.token = app, token
         self.hosts = studio_hosts(host, port)
         self.origins = {f"http://{name}" for name in self.hosts}
-        self.cookie = cookie_name(port)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
@@ -100,12 +93,8 @@ class Guard:
         return None
 
     def has_token(self, path: str, headers: dict[str, str], query: str) -> bool:
-        """The token, as the query or the header gives it, or for a page the cookie (never for an API call)."""
+        """An API call's token, as the query or the header gives it; the page and its files need none."""
+        if not path.startswith("/api/"):
+            return True
         given = (parse_qs(query).get("token") or [""])[0] or headers.get("x-studio-token", "")
-        if not given and not path.startswith("/api/") and "cookie" in headers:
-            try:
-                morsel = SimpleCookie(headers["cookie"]).get(self.cookie)
-            except CookieError:
-                morsel = None
-            given = "" if morsel is None else morsel.value
         return bool(given) and secrets.compare_digest(given.encode(), self.token.encode())

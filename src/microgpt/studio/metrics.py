@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import warnings
 from itertools import pairwise
 from pathlib import Path
@@ -122,17 +123,24 @@ class Tail:
         self.replaced = False
 
     def read(self) -> list[dict]:
+        """The whole records appended since the last read; none from a link planted in the log's place (it
+        is opened without following one, as a run writes it)."""
         try:
-            info = os.stat(self.log)
+            descriptor = os.open(self.log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             self.replaced = self.inode is not None  # a staged log renamed into place, or a log removed
             return []
-        if (self.inode is not None and info.st_ino != self.inode) or info.st_size < self.offset:
-            self.replaced = True
+        except OSError:  # a symlink (ELOOP), or unreadable: nothing to show
             return []
-        if info.st_size == self.offset:
-            return []
-        with open(self.log, "rb") as f:
+        with os.fdopen(descriptor, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return []
+            if (self.inode is not None and info.st_ino != self.inode) or info.st_size < self.offset:
+                self.replaced = True
+                return []
+            if info.st_size == self.offset:
+                return []
             f.seek(self.offset)
             data = f.read(info.st_size - self.offset)
         whole = data[: data.rfind(b"\n") + 1]

@@ -98,10 +98,6 @@ class RunManager:
         current = self.runs.get(name)
         if current is not None and current.process.poll() is None:
             raise ConfigError(f"run {name} is training already (process {current.process.pid}); stop it first")
-        holder = WriterLock(checkpoint).holder()
-        if holder is not None:
-            raise ConfigError(f"run {name} is training already in process {holder}, which this studio did not "
-                              "start; stop it first")
         busy = self.threads_in_use()
         if busy + threads > self.cores:
             raise ConfigError(f"run {name} trains with {threads} thread{'s' * (threads > 1)} and the runs training "

@@ -45,10 +45,11 @@ class Workspace:
         self.config = self.root / CONFIG_FILE
         self.state = self.root / STATE_DIR
         self.corpus_cache: dict = {}
-        for written in (self.state, self.state / "logs", self.root / DEFAULT_ROOT):
+        for written in (self.state, self.state / "logs", self.root / DEFAULT_ROOT, self.config):
             if written.is_symlink():
                 raise WorkspaceError(f"{written} is a symlink; the studio writes there (its lock, its logs, the "
-                                     "checkpoints), so it must be a directory of the workspace: replace the link")
+                                     "checkpoints, studio.yaml), so it must be the workspace's own: replace the "
+                                     "link")
 
     def inside(self, text: str, what: str = "the path") -> Path:
         """The path `text` names (relative to the workspace, or absolute), resolved through any links; a
@@ -85,7 +86,21 @@ class Workspace:
         for key, value in values.items():
             field = known_settings().get(key)
             if field is not None and isinstance(field.check, PathCheck) and value is not None:
-                self.inside(str(value), what=f"{field.flag}{origin}")
+                self.run_of(str(value), what=f"{field.flag}{origin}")  # the workspace itself is none of them
+
+    def links_out(self, directory: Path) -> bool:
+        """Whether a file of `directory` (a checkpoint) is a link that resolves outside the workspace: such a
+        checkpoint is not read, sampled or scored."""
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return False
+        for entry in entries:
+            if entry.is_symlink():
+                target = Path(entry.path).resolve()
+                if target != self.root and self.root not in target.parents:
+                    return True
+        return False
 
     def relative(self, path: str | Path) -> str:
         """A path as the workspace names it (relative where it is inside)."""
@@ -106,7 +121,10 @@ class Workspace:
                     if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                         continue
                     path = Path(entry.path)
-                    (found if is_checkpoint(path) else below).append(path)
+                    if self.links_out(path):
+                        found.append(path)  # listed, as damaged (`runs`), and never read
+                    else:
+                        (found if is_checkpoint(path) else below).append(path)
             level = below
         return found
 
@@ -127,6 +145,10 @@ class Workspace:
                     continue
         rows = {}
         for path in self.checkpoints():
+            if self.links_out(path):
+                rows[path] = {"path": self.relative(path), "name": path.name, "damaged": True, "has_metrics": False,
+                              "error": f"{self.relative(path)} links to files outside the workspace; it is not read"}
+                continue
             try:
                 rows[path] = self.row_of(path, latest.get(str(path.resolve()), {}))
             except (TypeError, ValueError, AttributeError, KeyError, RecursionError, OSError) as exc:

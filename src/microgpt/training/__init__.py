@@ -3,5 +3,5 @@
 (data_parallel.py), the optimiser (optim.py), where a run writes (run_dir.py, run_files.py) and its plots (plot.py).
 
 It may import every package below it (core/, data/, parallel/, settings/, model/ through its protocol, backends/
-through the registry and the contract, use/); only the CLI and the studio import it.
+through the registry and the contract, use/); the CLI, the studio and `microgpt.train` import it.
 """

@@ -199,17 +199,17 @@ class WriterLock:
             self._file = None
 
     def holder(self) -> int | None:
-        """The `microgpt train` process training here now, as the lock file names it, or None. Only read: a
-        probe that took the lock, even for a moment, could refuse a run starting at that moment."""
+        """The process that holds this lock now (a run training here), or None: read from the kernel's table of
+        locks (/proc/locks), which names the holder of the lock file's inode, never from the pid the file
+        records (a finished run's, perhaps reused by another process since). Only read: a probe that took the
+        lock, even for a moment, could refuse a run starting at that moment."""
         try:
-            text = self.path.read_text(encoding="ascii", errors="replace").strip()
+            inode = os.stat(self.path).st_ino
+            table = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
         except OSError:
-            return None
-        if not text.isdigit():
-            return None
-        pid = int(text)
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None  # not running (or no /proc to ask)
-        return pid if b"microgpt" in b" ".join(command) and b"train" in command else None
+            return None  # no lock file, or no /proc to ask: nothing is known to hold it
+        for line in table.splitlines():
+            fields = line.split()  # "1: FLOCK ADVISORY WRITE 4242 08:01:123456 0 EOF"
+            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+                return int(fields[4]) if fields[4].isascii() and fields[4].isdigit() else None
+        return None

@@ -3,5 +3,5 @@ distribution of choose.py, or drafted by its own heads in speculative.py), score
 asked prompts with known answers (prompts.py).
 
 It imports core/, data/, settings/, model/ (the family protocol and the checkpoint) and backends/ (the
-registry's face only); training/ (to sample after a run), the CLI and the studio import it.
+registry's face only); training/ (to sample after a run), the CLI, the studio and `microgpt.load` import it.
 """

@@ -3,10 +3,17 @@
 // line, each message tagged with what it is about, so that it is cleared or updated when that changes.
 "use strict";
 
-// From the URL the studio printed, or from the page itself (a tab reopened without ?token= came in by the
-// cookie; the API takes the token only as a header or in the query).
-const studioToken = new URLSearchParams(location.search).get("token")
-  || document.querySelector('meta[name="studio-token"]')?.content || "";
+// From the URL the studio printed, kept in this origin's localStorage (kept apart by port, unlike a cookie)
+// so that a tab reopened without ?token= works; the API takes it only as a header or in the query.
+const studioToken = (() => {
+  const given = new URLSearchParams(location.search).get("token");
+  try {
+    if (given) localStorage.setItem("microgpt-studio-token", given);
+    return given || localStorage.getItem("microgpt-studio-token") || "";
+  } catch (err) {  // storage turned off: the URL's token only
+    return given || "";
+  }
+})();
 
 async function api(path, options = {}) {
   const init = {method: options.method || "GET", headers: {"X-Studio-Token": studioToken}};
