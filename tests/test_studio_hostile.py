@@ -425,3 +425,8 @@ def test_samples_whose_page_went_away_give_their_slots_back(workspace):
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=120)
+
+
+@pytest.mark.parametrize("path", ["/api/metrics?run=", "/api/csv?run=", "/api/config?name=", "/api/sample?checkpoint="])
+def test_a_name_too_long_for_the_file_system_is_one_line(client, path):
+    one_line_error(client.get(path + "x" * 300), 400)
