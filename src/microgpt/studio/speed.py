@@ -17,6 +17,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from microgpt.training.run_list import results_files
+
 FLOPS_PER_PARAMETER = 6  # per token, forward and backward
 MATMUL_SHARE = 0.5  # of a one-thread matrix product's rate that a training step reaches (the default run, roughly)
 LATEST_RESULTS = 20  # the results lines the calibration reads
@@ -39,7 +41,7 @@ def matmul_rate() -> float:
 def workspace_rate(workspace) -> float | None:
     """The median effective rate of the workspace's latest finished runs, or None where it has none."""
     rates = []
-    for path in workspace.results_files():
+    for path in results_files(workspace.checkpoints()):
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[-LATEST_RESULTS:]:
             try:
                 record = json.loads(line)

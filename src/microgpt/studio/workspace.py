@@ -6,30 +6,26 @@ a request reads is resolved and checked so (`file_inside`, `run_log`), and every
 (`check_run_paths`). A workspace whose `.studio`, `.studio/logs` or `checkpoints` is a symlink is refused at
 start, since the studio writes there. `StudioLock`
 is an fcntl lock on `.studio/studio.lock`, so a second studio on the same workspace is refused, naming the
-process that serves it. `runs` lists every checkpoint of the workspace with the results.jsonl line of its
-latest run (what that line lacks, from the checkpoint's own config and train state), a run's `-best` copy
-folded into its row (where its best validation loss was, and at which step).
+process that serves it. `runs` lists every checkpoint of the workspace as training/run_list.py makes the
+rows (what `microgpt runs` prints), each named relative to the workspace.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 from pathlib import Path
 
 from microgpt.core.checks import Path as PathCheck
 from microgpt.core.errors import ConfigError
-from microgpt.model.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
-from microgpt.model.family import family, n_params
 from microgpt.settings.known import known_settings
 from microgpt.studio.metrics import log_of
-from microgpt.training.run_files import DEFAULT_ROOT, RESULTS_LOG, RunPaths, open_own
+from microgpt.training.run_files import DEFAULT_ROOT, open_own
+from microgpt.training.run_list import find_checkpoints, run_rows
 
 STATE_DIR = ".studio"  # the studio's own files: its lock and the runs' logs
 CONFIG_FILE = "studio.yaml"  # the named runs the canvas saves (`microgpt train --config studio.yaml --run NAME`)
-SCAN_DEPTH = 3  # directories below the workspace searched for checkpoints
 
 
 class WorkspaceError(ConfigError):
@@ -108,110 +104,18 @@ class Workspace:
         return str(resolved.relative_to(self.root)) if self.root in resolved.parents else str(path)
 
     def checkpoints(self) -> list[Path]:
-        """Every checkpoint directory in the workspace, at most SCAN_DEPTH levels down, never through a link."""
-        found, level = [], [self.root]
-        for _ in range(SCAN_DEPTH):
-            below = []
-            for directory in level:
-                try:
-                    entries = sorted(os.scandir(directory), key=lambda e: e.name)
-                except OSError:
-                    continue
-                for entry in entries:
-                    if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                        continue
-                    path = Path(entry.path)
-                    if self.links_out(path):
-                        found.append(path)  # listed, as damaged (`runs`), and never read
-                    else:
-                        (found if is_checkpoint(path) else below).append(path)
-            level = below
-        return found
-
-    def results_files(self) -> list[Path]:
-        """The results.jsonl files beside the workspace's checkpoints."""
-        files = {path.parent / RESULTS_LOG for path in self.checkpoints()}
-        return sorted(f for f in files if f.is_file() and not f.is_symlink())
+        """Every checkpoint directory in the workspace (training/run_list.py), and those whose files link outside
+        it, which are listed as damaged and never read."""
+        return find_checkpoints(self.root, refused=self.links_out)
 
     def runs(self) -> list[dict]:
-        """A row per checkpoint: where it is, its step of its steps, and its latest results line's figures."""
-        latest: dict[str, dict] = {}
-        for results in self.results_files():
-            for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    record = json.loads(line)
-                    latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
-                except (ValueError, KeyError, TypeError, RecursionError):
-                    continue
-        rows = {}
-        for path in self.checkpoints():
+        """A row per checkpoint (training/run_list.py), each named as the workspace names it."""
+        def refusal(path: Path) -> str | None:
             if self.links_out(path):
-                rows[path] = {"path": self.relative(path), "name": path.name, "damaged": True, "has_metrics": False,
-                              "error": f"{self.relative(path)} links to files outside the workspace; it is not read"}
-                continue
-            try:
-                rows[path] = self.row_of(path, latest.get(str(path.resolve()), {}))
-            except (TypeError, ValueError, AttributeError, KeyError, RecursionError, OSError) as exc:
-                rows[path] = {"path": self.relative(path), "name": path.name, "damaged": True,
-                              "error": f"{self.relative(path)} is damaged and cannot be listed ({exc}); remove it "
-                                       "or retrain it", "has_metrics": False}
-        self.fold_best_copies(rows)
-        return list(rows.values())
+                return f"{self.relative(path)} links to files outside the workspace; it is not read"
+            return None
 
-    def row_of(self, path: Path, record: dict) -> dict:
-        """A checkpoint's row: its step of its steps, and its latest results line's figures."""
-        state = _read_json(path / TRAIN_STATE)
-        train_config = state.get("train_config")
-        steps = train_config.get("steps") if isinstance(train_config, dict) else None
-        steps = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
-        step = state_step(state)
-        row = {
-            "path": self.relative(path), "name": path.name, "family": None, "model": record.get("model"),
-            "parameters": record.get("parameters"), "step": step, "steps": steps,
-            "finished": step is not None and steps is not None and step >= steps,
-            "final_loss": record.get("final_loss"), "val_loss": record.get("val_loss"),
-            "best_val_loss": record.get("best_val_loss", state.get("best_val_loss")),
-            "best_step": None, "best_checkpoint": None, "best_of": None, "seconds": record.get("seconds"),
-            "tokens_per_sec": record.get("tokens_per_sec"), "time": record.get("time"),
-            "has_metrics": RunPaths(path).metrics.is_file(),
-        }
-        row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
-        return row
-
-    def fold_best_copies(self, rows: dict) -> None:
-        """A run's `-best` copy folded into the run's row (where and when it was best); an orphan one kept."""
-        for path, row in list(rows.items()):
-            if row.get("damaged"):
-                continue
-            run = path.with_name(path.name.removesuffix("-best"))
-            if run == path or RunPaths(run).best != path:
-                continue
-            if run in rows and not rows[run].get("damaged"):  # the run's best copy: one row, the run's
-                del rows[path]
-                rows[run].update(best_checkpoint=row["path"], best_step=row["step"])
-                if rows[run]["best_val_loss"] is None:
-                    rows[run]["best_val_loss"] = row["best_val_loss"]
-            else:  # all that is left of a run killed before its first save
-                row.update(best_of=self.relative(run), best_checkpoint=row["path"], best_step=row["step"])
-
-
-def model_figures(path: Path) -> dict:
-    """A checkpoint's family, parameter count and description, from its config.json (none where it does not read)."""
-    try:
-        config = read_config(path)
-        kind = family(config["family"])
-        built = kind.Config(**config["model"])
-        return {"family": config["family"], "parameters": n_params(kind, built), "model": kind.describe(built)}
-    except (CheckpointError, ConfigError, TypeError, ValueError, RecursionError):
-        return {}
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return run_rows(self.checkpoints(), name=self.relative, refusal=refusal)
 
 
 class StudioLock:

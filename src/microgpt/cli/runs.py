@@ -1,0 +1,68 @@
+"""`microgpt runs [DIR...]`: every run under the given folders (default: checkpoints/ and .), a line each.
+
+The rows are training/run_list.py's: name, family, shape, parameters, step of its steps, best and last
+validation loss, tokens/s, the machine it ran on, and its status (training now, finished, unfinished,
+damaged). `--json` prints each row as one JSON object instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from microgpt.core.errors import ConfigError
+from microgpt.model.checkpoint import is_checkpoint
+from microgpt.training.run_files import DEFAULT_ROOT
+from microgpt.training.run_list import SCAN_DEPTH, find_checkpoints, run_rows
+
+COLUMNS = ("run", "family", "shape", "parameters", "step", "best val", "val loss", "tokens/s", "status", "machine")
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("runs", help="list the runs under some folders", description=__doc__.split("\n\n")[0]
+                            .split(":", 1)[1].strip())
+    p.add_argument("folders", nargs="*", metavar="DIR", type=Path,
+                   help=f"folders to search, {SCAN_DEPTH} levels down, or checkpoints (default: {DEFAULT_ROOT}/ and .)")
+    p.add_argument("--json", action="store_true", help="one JSON object per run instead of the table")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    folders = args.folders or [DEFAULT_ROOT, Path(".")]
+    for folder in args.folders:
+        if not folder.is_dir():
+            raise ConfigError(f"{folder} is not a folder; give folders that hold checkpoints")
+    found: dict[Path, Path] = {}
+    for folder in folders:
+        for path in ([folder] if is_checkpoint(folder) else find_checkpoints(folder)):
+            found.setdefault(path.resolve(), path)
+    rows = run_rows(sorted(found.values()), name=lambda path: str(path))
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    if not rows:
+        print(f"no runs under {' or '.join(map(str, folders))}")
+        return 0
+    print_table([cells(row) for row in rows])
+    return 0
+
+
+def cells(row: dict) -> tuple[str, ...]:
+    """A row's cells, in COLUMNS order ("-" where a figure is not known)."""
+    def figure(value, form: str) -> str:
+        return "-" if value is None else format(value, form)
+
+    shape = (row.get("model") or "").split(":")[0].removeprefix(f"{row.get('family')} ").strip() or "-"
+    step = "-" if row.get("step") is None else f"{row['step']}/{row['steps'] if row.get('steps') else '?'}"
+    return (row["path"], row.get("family") or "-", shape, figure(row.get("parameters"), ","), step,
+            figure(row.get("best_val_loss"), ".4f"), figure(row.get("val_loss"), ".4f"),
+            figure(row.get("tokens_per_sec"), ",.0f"), row["status"], row.get("machine") or "-")
+
+
+def print_table(lines: list[tuple[str, ...]]) -> None:
+    widths = [max(len(COLUMNS[i]), *(len(line[i]) for line in lines)) for i in range(len(COLUMNS))]
+    right = {"parameters", "step", "best val", "val loss", "tokens/s"}
+    for line in [COLUMNS, *lines]:
+        print("  ".join(cell.rjust(width) if column in right else cell.ljust(width)
+                        for cell, width, column in zip(line, widths, COLUMNS)).rstrip())

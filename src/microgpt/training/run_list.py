@@ -1,0 +1,152 @@
+"""Every run under a folder, a row each: what `microgpt runs` prints and what the studio's Compare lists.
+
+`find_checkpoints` walks a folder (at most SCAN_DEPTH levels down, never through a link, no hidden
+directories) for checkpoint directories. `run_rows` gives each one a row: its family, description and
+parameter count (from config.json), its step of its steps, best and last validation loss, tokens/s and the
+machine (from the latest line of the results.jsonl beside it), and its status: training (a process holds
+its writer lock), finished, unfinished, unknown (its training state records no readable --steps) or damaged
+(a file that cannot be read, which marks its own row and never fails the list). A run's `-best` copy is folded into the run's row (where and when it was best); a
+`-best` left alone by a run killed before its first save keeps a row of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from microgpt.core.errors import ConfigError
+from microgpt.model.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
+from microgpt.model.family import family, n_params
+from microgpt.training.run_dir import WriterLock
+from microgpt.training.run_files import RESULTS_LOG, RunPaths
+
+SCAN_DEPTH = 3  # directories below a folder searched for checkpoints
+DAMAGE = (TypeError, ValueError, AttributeError, KeyError, RecursionError, OSError)  # what a hand-edited file raises
+
+
+def find_checkpoints(root: Path, refused: Callable[[Path], bool] = lambda path: False) -> list[Path]:
+    """Every checkpoint directory under `root`, and every directory `refused` names (listed, never read)."""
+    found, level = [], [root]
+    for _ in range(SCAN_DEPTH):
+        below = []
+        for directory in level:
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                    continue
+                path = Path(entry.path)
+                if refused(path):
+                    found.append(path)
+                else:
+                    (found if is_checkpoint(path) else below).append(path)
+        level = below
+    return found
+
+
+def run_rows(checkpoints: list[Path], name: Callable[[Path], str] = str,
+             refusal: Callable[[Path], str | None] = lambda path: None) -> list[dict]:
+    """A row per checkpoint, named by `name`; a checkpoint `refusal` speaks of is a damaged row, never read."""
+    latest = latest_results(checkpoints)
+    rows = {}
+    for path in checkpoints:
+        refused = refusal(path)
+        if refused is not None:
+            rows[path] = damaged(path, name, refused)
+            continue
+        try:
+            rows[path] = row_of(path, name, latest.get(str(path.resolve()), {}))
+        except DAMAGE as exc:
+            rows[path] = damaged(path, name, f"{name(path)} is damaged and cannot be listed ({exc}); remove it "
+                                             "or retrain it")
+    fold_best_copies(rows, name)
+    return list(rows.values())
+
+
+def damaged(path: Path, name: Callable[[Path], str], why: str) -> dict:
+    return {"path": name(path), "name": path.name, "damaged": True, "status": "damaged", "error": why,
+            "has_metrics": False}
+
+
+def results_files(checkpoints: list[Path]) -> list[Path]:
+    """The results.jsonl files beside the checkpoints (never one that is a link)."""
+    files = {path.parent / RESULTS_LOG for path in checkpoints}
+    return sorted(f for f in files if f.is_file() and not f.is_symlink())
+
+
+def latest_results(checkpoints: list[Path]) -> dict[str, dict]:
+    """Each checkpoint's latest line of the results.jsonl beside it, by the checkpoint's resolved path."""
+    latest: dict[str, dict] = {}
+    for results in results_files(checkpoints):
+        for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+                latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
+            except (ValueError, KeyError, TypeError, RecursionError):
+                continue
+    return latest
+
+
+def row_of(path: Path, name: Callable[[Path], str], record: dict) -> dict:
+    """A checkpoint's row: its step of its steps, its figures, and its status."""
+    state = read_json(path / TRAIN_STATE)
+    train_config = state.get("train_config")
+    steps = train_config.get("steps") if isinstance(train_config, dict) else None
+    steps = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+    step = state_step(state)
+    finished = step is not None and steps is not None and step >= steps
+    training = WriterLock(path).holder()
+    row = {
+        "path": name(path), "name": path.name, "family": None, "model": record.get("model"),
+        "parameters": record.get("parameters"), "step": step, "steps": steps, "finished": finished,
+        "final_loss": record.get("final_loss"), "val_loss": record.get("val_loss"),
+        "best_val_loss": record.get("best_val_loss", state.get("best_val_loss")),
+        "best_step": None, "best_checkpoint": None, "best_of": None, "seconds": record.get("seconds"),
+        "tokens_per_sec": record.get("tokens_per_sec"), "time": record.get("time"),
+        "machine": record.get("machine"), "has_metrics": RunPaths(path).metrics.is_file(),
+        "status": ("training" if training else "finished" if finished
+                   else "unfinished" if steps is not None else "unknown"),  # unknown: no readable --steps
+    }
+    row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
+    return row
+
+
+def fold_best_copies(rows: dict, name: Callable[[Path], str]) -> None:
+    """A run's `-best` copy folded into the run's row (where and when it was best); an orphan one kept."""
+    for path, row in list(rows.items()):
+        if row.get("damaged"):
+            continue
+        run = path.with_name(path.name.removesuffix("-best"))
+        if run == path or RunPaths(run).best != path:
+            continue
+        if run in rows and not rows[run].get("damaged"):  # the run's best copy: one row, the run's
+            del rows[path]
+            rows[run].update(best_checkpoint=row["path"], best_step=row["step"])
+            if rows[run]["best_val_loss"] is None:
+                rows[run]["best_val_loss"] = row["best_val_loss"]
+        else:  # all that is left of a run killed before its first save
+            row.update(best_of=name(run), best_checkpoint=row["path"], best_step=row["step"],
+                       status=f"best copy of {name(run)}")
+
+
+def model_figures(path: Path) -> dict:
+    """A checkpoint's family, parameter count and description, from its config.json (none where it does not read)."""
+    try:
+        config = read_config(path)
+        kind = family(config["family"])
+        built = kind.Config(**config["model"])
+        return {"family": config["family"], "parameters": n_params(kind, built), "model": kind.describe(built)}
+    except (CheckpointError, ConfigError, TypeError, ValueError, RecursionError):
+        return {}
+
+
+def read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}

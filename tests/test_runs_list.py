@@ -1,0 +1,69 @@
+"""`microgpt runs`: every run under some folders, a row each, with its status (training now, finished,
+unfinished, damaged, a best copy left alone), as a table or JSON lines (training/run_list.py, cli/runs.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from microgpt.cli import main
+from microgpt.training.run_dir import WriterLock
+
+TEXT = "It was the best of times, it was the worst of times.\n" * 30
+TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
+        "--backend", "numpy", "--threads", "1", "--gen", "0"]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT)
+    return tmp_path
+
+
+def rows(capsys, *folders: str) -> dict[str, dict]:
+    capsys.readouterr()
+    assert main(["runs", "--json", *folders]) == 0
+    return {row["path"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+
+
+def test_runs_lists_each_run_with_its_figures_and_status(workdir, capsys):
+    assert main(["train", "text.txt", *TINY, "--steps", "10", "--model", "checkpoints/done"]) == 0
+    assert main(["train", "text.txt", *TINY, "--steps", "4", "--model", "elsewhere/short"]) == 0
+    state = workdir / "elsewhere" / "short" / "train_state.json"  # as if stopped at step 4 of 8
+    saved = json.loads(state.read_text())
+    saved["train_config"]["steps"] = 8
+    state.write_text(json.dumps(saved))
+    found = rows(capsys)  # checkpoints/ and . by default
+    assert set(found) == {"checkpoints/done", "elsewhere/short"}
+    done, short = found["checkpoints/done"], found["elsewhere/short"]
+    assert done["status"] == "finished" and done["step"] == 10 and done["family"] == "gpt"
+    assert done["parameters"] > 0 and done["best_val_loss"] is not None and done["machine"]
+    assert done["best_checkpoint"] == "checkpoints/done-best"  # its -best copy folded into its row
+    assert short["status"] == "unfinished" and (short["step"], short["steps"]) == (4, 8)
+    assert main(["runs"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["run", "family", "shape"] and len(table) == 3
+    assert "finished" in table[1] + table[2] and "4/8" in table[1] + table[2]
+
+
+def test_a_run_whose_lock_is_held_is_training_and_a_damaged_one_is_marked(workdir, capsys):
+    for name in ("live", "bad"):
+        assert main(["train", "text.txt", *TINY, "--steps", "2", "--model", f"runs/{name}"]) == 0
+    (workdir / "runs" / "bad" / "train_state.json").write_text(json.dumps({"step": 2, "train_config": "x"}))
+    lock = WriterLock(workdir / "runs" / "live").acquire()  # as a run training there holds it
+    try:
+        found = rows(capsys, "runs")
+    finally:
+        lock.release()
+    assert found["runs/live"]["status"] == "training"
+    assert found["runs/bad"]["status"] == "unknown"  # its train_config is no mapping: listed, the list whole
+    assert rows(capsys, "runs")["runs/live"]["status"] == "finished"
+
+
+def test_no_runs_and_a_missing_folder_are_one_line(workdir, capsys):
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out.strip() == "no runs under checkpoints or ."
+    assert main(["runs", "nope"]) == 2
+    assert capsys.readouterr().err.strip() == "microgpt runs: error: nope is not a folder; give folders that hold checkpoints"
