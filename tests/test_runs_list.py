@@ -67,3 +67,21 @@ def test_no_runs_and_a_missing_folder_are_one_line(workdir, capsys):
     assert capsys.readouterr().out.strip() == "no runs under checkpoints or ."
     assert main(["runs", "nope"]) == 2
     assert capsys.readouterr().err.strip() == "microgpt runs: error: nope is not a folder; give folders that hold checkpoints"
+
+
+def test_runs_can_be_sorted_and_filtered(workdir, capsys):
+    assert main(["train", "text.txt", *TINY, "--steps", "6", "--model", "checkpoints/a"]) == 0
+    assert main(["train", "text.txt", *TINY, "--steps", "2", "--model", "checkpoints/b", "--val-tokens", "100"]) == 0
+    assert main(["train", "text.txt", "--cooperative", "d8n1", "--stream-dim", "4", "--seq-len", "16", "--steps", "2",
+                 "--quiet", "--backend", "numpy", "--threads", "1", "--gen", "0", "--model", "checkpoints/e"]) == 0
+    capsys.readouterr()
+    assert main(["runs", "--json", "--sort", "step"]) == 0
+    steps = [json.loads(line)["step"] for line in capsys.readouterr().out.splitlines()]
+    assert steps == sorted(steps, reverse=True) and steps[0] == 6
+    assert main(["runs", "--json", "--where", "family=ensemble"]) == 0
+    assert [json.loads(line)["path"] for line in capsys.readouterr().out.splitlines()] == ["checkpoints/e"]
+    assert main(["runs", "--json", "--sort", "val", "--where", "family=gpt"]) == 0
+    losses = [json.loads(line)["val_loss"] for line in capsys.readouterr().out.splitlines()]
+    assert len(losses) == 2 and losses == sorted(losses)
+    assert main(["runs", "--where", "family"]) == 2
+    assert "--where takes KEY=VALUE" in capsys.readouterr().err

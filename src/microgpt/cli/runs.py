@@ -2,7 +2,8 @@
 
 The rows are training/run_list.py's: name, family, shape, parameters, step of its steps, best and last
 validation loss, tokens/s, the machine it ran on, and its status (training now, finished, unfinished,
-damaged). `--json` prints each row as one JSON object instead.
+damaged). `--sort KEY` orders them, `--where KEY=VALUE` keeps some, and `--json` prints each row as one JSON
+object instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from microgpt.model.checkpoint import is_checkpoint
 from microgpt.training.run_files import DEFAULT_ROOT
 from microgpt.training.run_list import SCAN_DEPTH, find_checkpoints, run_rows
 
+SORT_KEYS = {  # --sort KEY: the row's field, and whether the lowest comes first
+    "name": ("path", True), "family": ("family", True), "parameters": ("parameters", False),
+    "step": ("step", False), "val": ("val_loss", True), "best": ("best_val_loss", True),
+    "tokens": ("tokens_per_sec", False), "status": ("status", True),
+}
 COLUMNS = ("run", "family", "shape", "parameters", "step", "best val", "val loss", "tokens/s", "status", "machine")
 
 
@@ -22,7 +28,13 @@ def add_parser(commands) -> None:
     p = commands.add_parser("runs", help="list the runs under some folders", description=__doc__.split("\n\n")[0]
                             .split(":", 1)[1].strip())
     p.add_argument("folders", nargs="*", metavar="DIR", type=Path,
-                   help=f"folders to search, {SCAN_DEPTH} levels down, or checkpoints (default: {DEFAULT_ROOT}/ and .)")
+                   help=f"folders to search, {SCAN_DEPTH} levels down, or checkpoints; without any, {DEFAULT_ROOT}/ and .")
+    p.add_argument("--sort", choices=tuple(SORT_KEYS), metavar="KEY",
+                   help=f"order the runs by {', '.join(SORT_KEYS)} (losses lowest first, the others highest "
+                   "first; runs without the figure last)")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep the runs whose KEY is VALUE (family, status, path, name, ...); given again, all must "
+                   "hold, e.g. --where family=ensemble --where status=finished")
     p.add_argument("--json", action="store_true", help="one JSON object per run instead of the table")
     p.set_defaults(run=run)
 
@@ -36,7 +48,7 @@ def run(args) -> int:
     for folder in folders:
         for path in ([folder] if is_checkpoint(folder) else find_checkpoints(folder)):
             found.setdefault(path.resolve(), path)
-    rows = run_rows(sorted(found.values()), name=lambda path: str(path))
+    rows = chosen(run_rows(sorted(found.values()), name=lambda path: str(path)), args.where, args.sort)
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -46,6 +58,21 @@ def run(args) -> int:
         return 0
     print_table([cells(row) for row in rows])
     return 0
+
+
+def chosen(rows: list[dict], where: list[str], sort: str | None) -> list[dict]:
+    """The rows that every KEY=VALUE of `where` keeps, in the order of `sort`."""
+    for condition in where:
+        key, equals, value = condition.partition("=")
+        if not equals or not key:
+            raise ConfigError(f"--where takes KEY=VALUE (for example family=ensemble), not {condition!r}")
+        rows = [row for row in rows if str(row.get(key)) == value]
+    if sort is not None:
+        field, lowest_first = SORT_KEYS[sort]
+        known = [row for row in rows if row.get(field) is not None]
+        known.sort(key=lambda row: row[field], reverse=not lowest_first)
+        rows = known + [row for row in rows if row.get(field) is None]
+    return rows
 
 
 def cells(row: dict) -> tuple[str, ...]:
