@@ -178,3 +178,13 @@ def test_sampling_a_folder_of_checkpoints_lists_them(workdir, capsys):
 def test_a_flag_before_the_command_is_one_line_not_dropped(workdir, capsys):
     line = exits_with_one_line(["--d-model=64", "train", "text.txt", "--steps", "1", "--no-save"], capsys)
     assert "unrecognized arguments: --d-model=64, before the command" in line
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"warmup": 500, "steps": 100}, r"^warmup=500 is longer than the run \(steps=100\); .* give decay_steps to "),
+    ({"stride": 4}, r"^stride=4 does nothing here: .* add random_batches=False or drop it$"),
+    ({"val_tokens": 5}, r"^val_tokens=5 is shorter than one window"),
+])
+def test_the_python_api_names_keywords_in_the_deeper_checks_too(workdir, keywords, message):
+    with pytest.raises(ValueError, match=message):  # ConfigError or DataError, both ValueErrors
+        microgpt.train("text.txt", save=False, gen=0, backend="numpy", threads=1, **keywords)

@@ -7,8 +7,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
+from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings, known_settings
@@ -32,8 +36,8 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
         settings["file"] = str(file)
     comm = communicator()
     with comm.failing_together("microgpt.train"):  # under mpiexec, an error in any rank ends every rank
-        with comm.preparing_together("microgpt.train"):  # a set-up error in any rank: each raises, none trains
-            chosen = Settings(settings, keywords=True)
+        with comm.preparing_together("microgpt.train"), speaking_python():  # a set-up error in any rank: each
+            chosen = Settings(settings, keywords=True)  # raises, none trains
             backend, _ = start(chosen, comm)
             place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
             run = prepare(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
@@ -42,6 +46,40 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
             summary = run.train(Progress(quiet=not progress))
             run.finish(summary)
     return run, summary
+
+
+# The invocation flags as train's keywords name them (the settings' flags are their keys with dashes).
+INVOCATION_KEYWORDS = {"--no-save": "save=False", "--overwrite": "overwrite=True", "--resume": "resume",
+                       "--init-from": "init_from", "--quiet": "progress=False"}
+FLAG = re.compile(r"(--[a-z][a-z0-9-]*)(?: (\d[\w.,]*))?")  # a flag, with the number after it if one is
+
+
+@contextlib.contextmanager
+def speaking_python() -> Iterator[None]:
+    """A ConfigError or DataError of setting up, its flags named as train's keywords (in_keywords)."""
+    try:
+        yield
+    except (ConfigError, DataError) as exc:
+        raise type(exc)(in_keywords(str(exc))) from None
+
+
+def in_keywords(message: str) -> str:
+    """A message as Python names things: `--warmup 500` as `warmup=500`, `--lr-schedule` as `lr_schedule`,
+    `--no-random-batches` as `random_batches=False`, `--no-save` as `save=False`; other words are left."""
+    known = known_settings()
+
+    def spell(match: re.Match) -> str:
+        flag, number = match.group(1), match.group(2)
+        if flag in INVOCATION_KEYWORDS:
+            return INVOCATION_KEYWORDS[flag] + (f" {number}" if number else "")
+        key = flag[2:].replace("-", "_")
+        if key.startswith("no_") and key[3:] in known:
+            return f"{key[3:]}=False"
+        if key not in known:
+            return match.group(0)
+        return f"{key}={number}" if number else key
+
+    return FLAG.sub(spell, message)
 
 
 def settings_listing() -> str:
