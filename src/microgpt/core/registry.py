@@ -21,4 +21,5 @@ FAMILIES: dict[str, str] = {  # --family NAME -> the module that is the family (
     "gpt": "microgpt.model.gpt",
     "ensemble": "microgpt.model.ensemble",
     "lookahead": "microgpt.model.lookahead",
+    "graph": "microgpt.model.graph",
 }

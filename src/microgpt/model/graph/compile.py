@@ -1,0 +1,382 @@
+"""The compiler: a graph document to a `Program`, the flat list of primitives a model runs.
+
+1. bind the dimensions: vocab and T from the run, then the document's dims in order;
+2. flatten the groups: each body's nodes in an order where every edge runs forward (a cycle is refused,
+   naming its nodes), each group instance expanded in place (a repeat chains its instances), every node's
+   params evaluated in its scope (the dims and each enclosing group's params);
+3. infer and check shapes at every edge, so that an error names the node path and port;
+4. give every op its parameters, in the document's order (so a graph written like a family draws the
+   family's initial weights from the same seed);
+5. rewrite known subgraphs to the backend's fused ops: a linear with bias read only by a relu becomes
+   `linear_relu`, and rope nodes read only by an attention's queries and keys fold into it (`rope_attention`);
+6. find what each pass needs: the nodes up to the logits, up to the main loss, and all of them.
+
+The flattened order is the forward's; the backward runs it in reverse (model.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from microgpt.core.errors import ConfigError
+from microgpt.model.graph.document import GRAPH_OUTPUTS, check_document
+from microgpt.model.graph.expressions import evaluate, group_value, word
+from microgpt.model.graph.ops import ALL, OPS
+from microgpt.model.graph.ops.base import REQUIRED, Node, ShapeError, ValueType
+from microgpt.model.params import ParamSpec
+
+MAX_NODES = 200_000  # primitives after flattening: far past any model that trains here
+MAX_NESTING = 32  # groups inside groups
+MAX_REPEAT = 1000  # copies of one group
+
+
+@dataclass
+class Instance:
+    """A group used in the graph, for `graph show`: where it sits, which group, its ports' types."""
+
+    path: tuple[str, ...]
+    group: str
+    ports: dict[str, str]
+    depth: int
+
+
+@dataclass
+class Program:
+    nodes: list[Node]  # primitives in forward order
+    values: dict[int, ValueType]  # value id -> its type
+    tokens: int  # the value id of the token ids
+    logits: int  # the value id wired to the graph's logits output
+    main_loss: int  # index in nodes of the loss on the logits output
+    specs: list[ParamSpec]  # every parameter, in the document's order
+    dims: dict  # every dimension bound at the top: vocab, T and the document's
+    instances: list[Instance] = field(default_factory=list)
+
+    @property
+    def losses(self) -> list[int]:
+        """Indices of every loss node, the main one first."""
+        return [self.main_loss] + [i for i, n in enumerate(self.nodes) if n.op.name == "cross_entropy"
+                                   and i != self.main_loss]
+
+    def needed(self, targets: list[int]) -> list[int]:
+        """Indices of the nodes the given values or node outputs need, in forward order."""
+        producer = {vid: i for i, n in enumerate(self.nodes) for vid in n.outputs.values()}
+        wanted, stack = set(), list(targets)
+        while stack:
+            vid = stack.pop()
+            i = producer.get(vid)
+            if i is not None and i not in wanted:
+                wanted.add(i)
+                stack.extend(self.nodes[i].input_ids())
+        return sorted(wanted)
+
+    def needed_for_node(self, index: int) -> list[int]:
+        return sorted(set(self.needed(self.nodes[index].input_ids())) | {index})
+
+    def metric_name(self, index: int) -> str:
+        """A non-main loss's key in the metrics log: its path, without a last ".loss", then "_loss"."""
+        name = self.nodes[index].name
+        return name.removesuffix(".loss").replace(".", "_") + "_loss"
+
+
+class _Compiler:
+    def __init__(self, document: dict, vocab: int, seq_len: int):
+        self.document = document
+        self.groups = document.get("groups", {})
+        self.nodes: list[Node] = []
+        self.order_keys: list[tuple] = []  # each node's place in the document, for the parameters' order
+        self.values: dict[int, ValueType] = {}
+        self.instances: list[Instance] = []
+        self.run_dims = {"vocab": vocab, "T": seq_len}
+
+    def new_value(self, kind: ValueType) -> int:
+        vid = len(self.values)
+        self.values[vid] = kind
+        return vid
+
+    def dims(self) -> dict:
+        scope = dict(self.run_dims)
+        for key, value in self.document.get("dims", {}).items():
+            scope[key] = evaluate(value, scope, f"dims.{key}")
+            if isinstance(scope[key], bool) or not isinstance(scope[key], (int, list)):
+                raise ConfigError(f"dims.{key} must be a whole number (or a list of them), got {scope[key]!r}")
+        return scope
+
+    # ---- flattening -----------------------------------------------------------------------------
+
+    def expand(self, body: dict, scope: dict, path: tuple, inputs: dict[str, int], outputs: dict[str, str],
+               key: tuple, depth: int, body_name: str) -> dict[str, int]:
+        """Expand one body whose input ports carry the given values; returns its output ports' values."""
+        if depth > MAX_NESTING:
+            raise ConfigError(f"{'/'.join(path)}: groups nest deeper than {MAX_NESTING}; flatten some of them")
+        nodes = {node["id"]: node for node in body.get("nodes", [])}
+        where = "/".join(path) if path else "graph"
+        incoming: dict[str, list[tuple[str, str]]] = {}  # target node id ("" for the body's outputs) -> (port, source)
+        for edge in body.get("edges", []):
+            target_node, target_port = _end(edge["to"])
+            if target_node is None:
+                if target_port not in outputs:
+                    raise ConfigError(f"{where}: an edge goes to {edge['to']!r}, which is neither a node's port nor one "
+                                      f"of the outputs ({', '.join(outputs) or 'none'}) of {body_name}")
+            elif target_node not in nodes:
+                raise ConfigError(f"{where}: an edge goes to {edge['to']!r}, and there is no node {target_node!r}")
+            source_node, source_port = _end(edge["from"])
+            if source_node is None and source_port not in inputs:
+                raise ConfigError(f"{where}: an edge comes from {edge['from']!r}, which is neither a node's port nor "
+                                  f"one of the inputs ({', '.join(inputs) or 'none'}) of {body_name}")
+            if source_node is not None and source_node not in nodes:
+                raise ConfigError(f"{where}: an edge comes from {edge['from']!r}, and there is no node {source_node!r}")
+            incoming.setdefault(target_node or "", []).append((target_port, edge["from"]))
+        produced: dict[str, int] = {f"{name}": vid for name, vid in inputs.items()}
+        for position, node_id in self.order(nodes, incoming, where):
+            spec = nodes[node_id]
+            node_path = (*path, node_id)
+            given: dict[str, list[int]] = {}
+            for port, source in incoming.get(node_id, []):
+                if source not in produced:
+                    raise ConfigError(f"{'/'.join(node_path)}.{port}: its edge comes from {source!r}, which that node "
+                                      "does not have as an output")
+                given.setdefault(port, []).append(produced[source])
+            if "op" in spec:
+                produced.update({f"{node_id}.{port}": vid for port, vid in
+                                 self.primitive(spec, scope, node_path, given, (*key, position)).items()})
+            else:
+                produced.update({f"{node_id}.{port}": vid for port, vid in
+                                 self.instance(spec, scope, node_path, given, (*key, position), depth).items()})
+        result = {}
+        for port, source in incoming.get("", []):
+            if port in result:
+                raise ConfigError(f"{where}: two edges go to the output {port!r}; an output has one source")
+            if source not in produced:
+                raise ConfigError(f"{where}: the output {port!r} comes from {source!r}, which that node does not "
+                                  "have as an output")
+            result[port] = produced[source]
+        missing = [port for port in outputs if port not in result]
+        if missing:
+            raise ConfigError(f"{where}: nothing is wired to the output {missing[0]!r} of {body_name}; add an edge "
+                              f"to {missing[0]!r}")
+        return result
+
+    def order(self, nodes: dict, incoming: dict, where: str) -> list[tuple[int, str]]:
+        """(document position, id) of each node, sources first, else in document order; a cycle is refused."""
+        position = {node_id: i for i, node_id in enumerate(nodes)}
+        needs = {node_id: {_end(source)[0] for _, source in incoming.get(node_id, [])} - {None} for node_id in nodes}
+        done: list[tuple[int, str]] = []
+        placed: set[str] = set()
+        while len(done) < len(nodes):
+            ready = [n for n in nodes if n not in placed and needs[n] <= placed]
+            if not ready:
+                stuck = [n for n in nodes if n not in placed]
+                raise ConfigError(f"{where}: the nodes {', '.join(stuck)} form a cycle (each waits for another's "
+                                  "output); a graph runs forward, so break the loop")
+            done.append((position[ready[0]], ready[0]))
+            placed.add(ready[0])
+        return done
+
+    def primitive(self, spec: dict, scope: dict, path: tuple, given: dict[str, list[int]], key: tuple) -> dict[str, int]:
+        where = "/".join(path)
+        op = OPS.get(spec["op"])
+        if op is None:
+            hint = " (the compiler makes it itself)" if spec["op"] in ALL else ""
+            raise ConfigError(f"{where}: unknown op {spec['op']!r}{hint}; the ops are: {', '.join(sorted(OPS))}")
+        params = {}
+        for name, value in spec.get("params", {}).items():
+            if name not in op.params:
+                known = ", ".join(op.params) or "none"
+                raise ConfigError(f"{where}: op {op.name} has no param {name!r} (its params: {known})")
+            params[name] = word(value, scope) if name in op.words else evaluate(value, scope, f"{where}.{name}")
+        for name, default in op.params.items():
+            if name not in params:
+                if default is REQUIRED:
+                    raise ConfigError(f"{where}: op {op.name} needs the param {name!r}")
+                params[name] = (word(default, scope) if name in op.words
+                                else evaluate(default, scope, f"{where}.{name} (its default {default!r})"))
+        node = Node(path, op, params, dims=self.run_dims)
+        for port in given:
+            if port not in op.inputs:
+                raise ConfigError(f"{where}: op {op.name} has no input {port!r} (its inputs: {', '.join(op.inputs)})")
+        for port, declared in op.inputs.items():
+            vids = given.get(port, [])
+            if not vids:
+                raise ConfigError(f"{where}.{port}: nothing is wired to this input; add an edge to {where}.{port}")
+            if len(vids) > 1 and not declared.many:
+                raise ConfigError(f"{where}.{port}: {len(vids)} edges go to this input, which takes one; sum them "
+                                  "with an add node first")
+            node.inputs[port] = vids
+            node.in_types[port] = [self.values[v] for v in vids]
+        try:
+            node.types = op.infer(node)
+        except ShapeError as exc:
+            raise ConfigError(f"{where}.{exc.port}: {exc}") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        node.outputs = {port: self.new_value(node.types[port]) for port in op.output_ports(node)}
+        self.nodes.append(node)
+        self.order_keys.append(key)
+        if len(self.nodes) > MAX_NODES:
+            raise ConfigError(f"the graph flattens to more than {MAX_NODES:,} primitives; make it smaller")
+        return node.outputs
+
+    def instance(self, spec: dict, scope: dict, path: tuple, given: dict[str, list[int]], key: tuple,
+                 depth: int) -> dict[str, int]:
+        where = "/".join(path)
+        name = spec["group"]
+        group = self.groups.get(name)
+        if group is None:
+            raise ConfigError(f"{where}: unknown group {name!r}; the groups are: {', '.join(self.groups) or 'none'}")
+        if self.defining is not None and list(self.groups).index(name) >= list(self.groups).index(self.defining[-1]):
+            raise ConfigError(f"{where}: group {self.defining[-1]!r} uses group {name!r}, which is not defined before "
+                              "it; list a group after the groups it uses (a group cannot contain itself)")
+        inner = self.group_scope(group, name, spec.get("params", {}), scope, where)
+        inputs, outputs = group.get("inputs", {}), group.get("outputs", {})
+        for port in given:
+            if port not in inputs:
+                raise ConfigError(f"{where}: group {name} has no input {port!r} (its inputs: "
+                                  f"{', '.join(inputs) or 'none'})")
+        repeat = evaluate(spec.get("repeat", 1), scope, f"{where}.repeat")
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 <= repeat <= MAX_REPEAT:
+            raise ConfigError(f"{where}: repeat must be a whole number from 0 to {MAX_REPEAT}, got {repeat!r}")
+        if repeat != 1 and set(inputs) != set(outputs):
+            raise ConfigError(f"{where}: repeat {repeat} chains each copy's outputs into the next one's inputs, so "
+                              f"group {name}'s outputs ({', '.join(outputs)}) must be its inputs ({', '.join(inputs)})")
+        values = {}
+        for port in inputs:
+            vids = given.get(port, [])
+            if len(vids) != 1:
+                raise ConfigError(f"{where}.{port}: {'nothing is' if not vids else f'{len(vids)} edges are'} wired to "
+                                  "this input of the group, which takes one edge")
+            values[port] = vids[0]
+        self.defining = (*(self.defining or ()), name)
+        try:
+            for copy in range(repeat):
+                copy_path = (*path, str(copy)) if "repeat" in spec else path
+                self.check_ports(inputs, values, inner, "/".join(copy_path))
+                self.instances.append(Instance(copy_path, name, {p: str(self.values[v]) for p, v in values.items()},
+                                               depth))
+                values = self.expand(group, inner, copy_path, values, outputs, (*key, copy), depth + 1,
+                                     f"group {name}")
+                self.check_ports(outputs, values, inner, "/".join(copy_path))
+        finally:
+            self.defining = self.defining[:-1] or None
+        return values
+
+    defining: tuple | None = None  # the groups being expanded, innermost last
+
+    def group_scope(self, group: dict, name: str, given: dict, scope: dict, where: str) -> dict:
+        """The scope inside a group instance: the enclosing one, then the group's params, each the instance's
+        value (evaluated outside) or its default (evaluated inside, so it can read the params before it)."""
+        declared = group.get("params", {})
+        for key in given:
+            if key not in declared:
+                raise ConfigError(f"{where}: group {name} has no param {key!r} (its params: "
+                                  f"{', '.join(declared) or 'none'})")
+        inner = dict(scope)
+        for key, default in declared.items():
+            if key in given:
+                inner[key] = group_value(given[key], scope, f"{where}.{key}")
+            elif default is not None:
+                inner[key] = group_value(default, inner, f"{where}.{key} (group {name}'s default)")
+            elif key not in scope:
+                raise ConfigError(f"{where}: group {name} reads the param {key!r} from where it is used, and it is "
+                                  f"not bound there; give {key!r} in this node's params or the document's dims")
+        return inner
+
+    def check_ports(self, declared: dict[str, str], values: dict[str, int], scope: dict, where: str) -> None:
+        """ShapeError-worded ConfigError where a group port's declared type disagrees with its value."""
+        for port, text in declared.items():
+            kind, named = _port_type(text, f"{where}.{port}")
+            width = None if named is None else evaluate(named, scope, f"{where}.{port}")
+            got = self.values[values[port]]
+            if got.kind != kind or (width is not None and got.width != width):
+                wanted = kind if width is None else (
+                    f"[T, {named}]=[T, {width}]" if named != str(width) else f"[T, {width}]")
+                shown = got.kind if width is None or got.kind != kind else f"[T, {got.width}]"
+                raise ConfigError(f"{where}.{port}: expects {wanted}, got {shown if got.kind == kind else got}")
+
+    # ---- the rest -----------------------------------------------------------------------------
+
+    def specs(self) -> list[ParamSpec]:
+        ordered = sorted(range(len(self.nodes)), key=lambda i: self.order_keys[i])
+        specs, names = [], set()
+        for i in ordered:
+            for spec in self.nodes[i].op.param_specs(self.nodes[i]):
+                if spec.name in names:
+                    raise ConfigError(f"{self.nodes[i].where}: its parameter {spec.name!r} has the name of another "
+                                      "node's; rename one of them")
+                names.add(spec.name)
+                specs.append(spec)
+        return specs
+
+
+def _end(text: str) -> tuple[str | None, str]:
+    """(node id, port) of an edge end "node.port"; (None, port) for a body's own port."""
+    node, dot, port = text.partition(".")
+    return (node, port) if dot else (None, node)
+
+
+def _port_type(text, where: str) -> tuple[str, str | None]:
+    """(kind, width expression or None) of a declared port type: "stream[d]", "logits", "token_ids"."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: a port type is a string such as stream[d], logits or token_ids, got {text!r}")
+    if text in ("token_ids", "logits"):
+        return text, None if text == "token_ids" else "vocab"
+    kind, bracket, rest = text.partition("[")
+    if kind in ("stream", "weights") and bracket and rest.endswith("]"):
+        return kind, rest[:-1].strip()
+    raise ConfigError(f"{where}: {text!r} is not a port type; write stream[WIDTH], weights[N], logits or token_ids")
+
+
+def fuse(nodes: list[Node]) -> list[Node]:
+    """The rewrites to fused ops (the module's step 5), on nodes in forward order."""
+    readers: dict[int, list[tuple[Node, str]]] = {}
+    for node in nodes:
+        for port, vids in node.inputs.items():
+            for vid in vids:
+                readers.setdefault(vid, []).append((node, port))
+    producer = {vid: node for node in nodes for vid in node.outputs.values()}
+    dropped: set[int] = set()
+    for node in nodes:
+        if node.op.name == "linear" and node.params["bias"]:
+            only = readers.get(node.outputs["out"], [])
+            if len(only) == 1 and only[0][0].op.name == "relu":
+                relu = only[0][0]
+                node.op, node.outputs, node.types = ALL["linear_relu"], relu.outputs, relu.types
+                dropped.add(id(relu))
+        if node.op.name == "attention":
+            ropes = []
+            for port in ("q", "k"):
+                source = producer.get(node.inputs[port][0])
+                if (source is None or source.op.name != "rope" or len(readers[node.inputs[port][0]]) != 1
+                        or source.params["heads"] != node.params["heads"]):
+                    break
+                ropes.append((port, source))
+            else:
+                for port, rope in ropes:
+                    node.inputs[port] = rope.inputs["x"]
+                    dropped.add(id(rope))
+                node.op = ALL["rope_attention"]
+    return [node for node in nodes if id(node) not in dropped]
+
+
+def compile_graph(document: dict, vocab: int, seq_len: int) -> Program:
+    """The program of a document for a run's vocabulary and context length; ConfigError naming the first
+    problem (its node path and port, where it has one)."""
+    check_document(document)
+    compiler = _Compiler(document, vocab, seq_len)
+    scope = compiler.dims()
+    tokens = compiler.new_value(ValueType("token_ids"))
+    outputs = compiler.expand(document, scope, (), {"tokens": tokens}, GRAPH_OUTPUTS, (), 0, "the graph")
+    logits = outputs["logits"]
+    if compiler.values[logits].kind != "logits":
+        raise ConfigError(f"the graph's output logits must come from a logits node, got {compiler.values[logits]}")
+    specs = compiler.specs()
+    nodes = fuse(compiler.nodes)
+    mains = [i for i, n in enumerate(nodes) if n.op.name == "cross_entropy" and n.inputs["logits"] == [logits]
+             and n.params["offset"] == 1]
+    if not mains:
+        raise ConfigError("the graph has no loss on its logits: add a cross_entropy node whose logits input is "
+                          "what goes to the graph's logits output")
+    if len(mains) > 1:
+        raise ConfigError(f"the graph has {len(mains)} next-token losses on its logits ("
+                          f"{', '.join(nodes[i].where for i in mains)}); keep one")
+    return Program(nodes, compiler.values, tokens, logits, mains[0], specs, scope, compiler.instances)
+

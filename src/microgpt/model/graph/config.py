@@ -1,0 +1,55 @@
+"""The graph family's settings: the document (--graph G.json) and the context length.
+
+`GraphConfig.graph` is the document itself once the config is made: from a path (the flag, a named run) it
+is read, the library groups it uses are copied in (library.py), and it is compiled, so that a document that
+does not compile is refused before anything is built. config.json stores it, so a checkpoint holds the graph
+it trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from microgpt.core.checks import Check, whole
+from microgpt.core.errors import ConfigError
+from microgpt.core.fields import check_fields, setting
+from microgpt.model.graph.compile import Program, compile_graph
+from microgpt.model.graph.document import read_document
+from microgpt.model.graph.library import with_library
+
+
+class GraphDocument(Check):
+    """A graph document's path (a flag, YAML), or the document itself (a checkpoint, Python)."""
+
+    kind = "the path of a graph document (.json or .yaml)"
+
+    def validate(self, value):
+        if isinstance(value, dict) or (isinstance(value, str) and value):
+            return value
+        raise ValueError(self.kind)
+
+    def show(self, value) -> str:
+        return "none" if value is None else "a graph document"
+
+
+@dataclass
+class GraphConfig:
+    vocab_size: int
+    graph: Mapping | str | None = setting(
+        None, "train the model a graph document describes (JSON or YAML: its nodes, groups and edges, "
+        "docs/graphs.md); chooses --family graph", GraphDocument(), shown_default="none", metavar="G.json")
+    seq_len: int = setting(64, "context length in tokens (characters with the char tokenizer)", whole(1),
+                           metavar="T")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
+            raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
+        if self.graph is None:
+            raise ConfigError("the graph family needs a document: --graph G.json (microgpt graph from-family writes "
+                              "one from any family's flags)")
+        if isinstance(self.graph, str):
+            self.graph = read_document(self.graph)
+        self.graph = with_library(self.graph)
+        self.program: Program = compile_graph(self.graph, self.vocab_size, self.seq_len)
