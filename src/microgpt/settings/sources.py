@@ -211,9 +211,10 @@ class Settings:
             except ConfigError:
                 agrees = False
             if not agrees:
-                raise ConfigError(
-                    f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {actual}; {fix}"
-                )
+                has = (f"another graph (its document is in {checkpoint}/config.json)" if isinstance(actual, dict)
+                       else actual)
+                raise ConfigError(f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {has}; "
+                                  f"{fix}")
 
 
 def check_named_runs(path: Path) -> None:

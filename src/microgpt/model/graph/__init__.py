@@ -6,12 +6,18 @@ a document can use by name; docs/graphs.md the format).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from microgpt.core.errors import ConfigError
+from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.config import GraphConfig
+from microgpt.model.graph.document import read_document
 from microgpt.model.graph.model import GraphModel
 from microgpt.model.params import ParamSpec
 
 Config = GraphConfig
 SELECTED_BY = "graph"  # --graph G.json chooses this family without --family
+SPEC_KEYS = ("graph",)  # what a --compare entry fixes: --family graph --compare a.json,b.json
 
 
 def param_specs(config: GraphConfig, prefix: str = "") -> list[ParamSpec]:
@@ -20,6 +26,9 @@ def param_specs(config: GraphConfig, prefix: str = "") -> list[ParamSpec]:
 
 
 def build(config: GraphConfig, backend, tokenizer, seed: int) -> GraphModel:
+    """A new model with weights drawn from `seed`, once the graph has passed the causality check (a ConfigError
+    naming where the future enters, otherwise)."""
+    check_causality(config.program, config.seq_len, tokenizer)
     return GraphModel(config, config.program, backend, tokenizer, seed)
 
 
@@ -28,6 +37,21 @@ def memory_parts(config: GraphConfig, batch: int, backend) -> dict[str, int]:
     from microgpt.model.graph.memory import program_parts
 
     return program_parts(config.program, batch, backend)
+
+
+def parse_specs(text: str, settings) -> list[tuple[str, dict]]:
+    """--compare with --family graph: documents separated by ',', each run named by its file's stem."""
+    paths = [part.strip() for part in text.split(",")]
+    if not all(paths):
+        raise ConfigError(f"--compare {text!r} has an empty entry; list graph documents separated by ',', e.g. "
+                          "a.json,b.json")
+    names = [Path(path).stem for path in paths]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--compare {text!r} names two documents alike ({', '.join(names)}); each run is named "
+                          "by its file's stem, so give the files different names")
+    for path in paths:
+        read_document(path)  # every document read and checked before any training
+    return [(name, {"graph": path}) for name, path in zip(names, paths)]
 
 
 def describe(config: GraphConfig) -> str:
@@ -40,4 +64,4 @@ def describe(config: GraphConfig) -> str:
             f"{': ' + dims if dims else ''}, seq_len {config.seq_len}")
 
 
-__all__ = ["SELECTED_BY", "Config", "build", "describe", "memory_parts", "param_specs"]
+__all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "describe", "memory_parts", "param_specs", "parse_specs"]

@@ -50,6 +50,7 @@ class Program:
     specs: list[ParamSpec]  # every parameter, in the document's order
     dims: dict  # every dimension bound at the top: vocab, T and the document's
     instances: list[Instance] = field(default_factory=list)
+    verdict: str | None = None  # the causality check's (causality.py), once it has run
 
     @property
     def losses(self) -> list[int]:

@@ -28,6 +28,7 @@ FORMAT_VERSION = 1
 VERSION_KEY = "microgpt_graph"
 MAX_DOCUMENT_BYTES = 4 * 1024**2  # a graph of thousands of nodes is a few hundred KiB; past this it is not one
 MAX_DEPTH = 64  # nested JSON containers; a graph's deepest is about 6
+MAX_VALUES = MAX_DOCUMENT_BYTES // 2  # values once read: more than the text could hold comes of YAML aliases
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 TOP_KEYS = {VERSION_KEY, "description", "dims", "groups", "nodes", "edges"}
 GROUP_KEYS = {"description", "params", "inputs", "outputs", "nodes", "edges"}
@@ -55,6 +56,10 @@ def read_document(path: str | Path) -> dict:
     return parse_document(text, path.name)
 
 
+class _KeyTwice(ConfigError):
+    """A key given twice in one mapping; parse_document names the document."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a mapping that gives a key twice (as JSON reading here does)."""
 
@@ -63,7 +68,7 @@ def _unique_mapping(loader, node, deep=False):
     keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
     for key in keys:
         if keys.count(key) > 1:
-            raise ConfigError(f"the key {key!r} appears twice in one mapping; give it once")
+            raise _KeyTwice(f"the key {key!r} appears twice in one mapping; give it once")
     return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
 
@@ -74,7 +79,7 @@ def _unique_pairs(pairs):
     seen = {}
     for key, value in pairs:
         if key in seen:
-            raise ConfigError(f"the key {key!r} appears twice in one object; give it once")
+            raise _KeyTwice(f"the key {key!r} appears twice in one object; give it once")
         seen[key] = value
     return seen
 
@@ -95,20 +100,29 @@ def parse_document(text: str, name: str = "graph") -> dict:
                 raise ConfigError(f"{name} is neither JSON nor YAML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise ConfigError(f"{name} nests deeper than {MAX_DEPTH} levels; a graph document is shallow") from None
-    if _depth(document) > MAX_DEPTH:
-        raise ConfigError(f"{name} nests deeper than {MAX_DEPTH} levels; a graph document is shallow")
+    except _KeyTwice as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    _check_size(document, name)
     check_document(document, name)
     return document
 
 
-def _depth(value, level: int = 0) -> int:
-    if level > MAX_DEPTH:
-        return level
-    if isinstance(value, dict):
-        return max([_depth(v, level + 1) for v in value.values()], default=level + 1)
-    if isinstance(value, list):
-        return max([_depth(v, level + 1) for v in value], default=level + 1)
-    return level
+def _check_size(document, name: str) -> None:
+    """ConfigError for a document nested deeper than MAX_DEPTH, or holding more than MAX_VALUES values (a YAML
+    alias repeats what its anchor holds, so a few lines can stand for billions: a YAML bomb)."""
+    stack, count = [(document, 0)], 0
+    while stack:
+        value, level = stack.pop()
+        count += 1
+        if level > MAX_DEPTH:
+            raise ConfigError(f"{name} nests deeper than {MAX_DEPTH} levels; a graph document is shallow")
+        if count > MAX_VALUES:
+            raise ConfigError(f"{name} holds more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
+                              "expanded; a graph document is smaller (write it without aliases)")
+        if isinstance(value, dict):
+            stack.extend((v, level + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, level + 1) for v in value)
 
 
 def check_document(document, name: str = "graph") -> None:

@@ -3,8 +3,9 @@
 `Passes` binds every node's kernel to one set of parameter views (so model/shards.py can split a batch over
 the backend's streams, as for every family). Forward runs the nodes in order, keeping each value until its
 last reader has run; backward runs them in reverse, handing each node the gradient of its outputs: where a
-value was read several times, the sum of its readers' gradients, added in the readers' forward order (so
-that a graph written like a family sums them as the family does, bit for bit). A node whose outputs get no
+value was read several times, the sum of its readers' gradients, added in the readers' forward order, the
+readers inside one group instance summed first (as a hand-written module returns one gradient of its input),
+so that a graph written like a family sums them as the family does, bit for bit. A node whose outputs get no
 gradient (nothing after it reaches a loss) is skipped.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from microgpt.model.decode import Rerun
 from microgpt.model.graph.compile import Program
+from microgpt.model.graph.decode import GraphDecoder, cacheable
 from microgpt.model.heads import HeadLogits
 from microgpt.model.params import Parameters, ParameterViews
 from microgpt.model.rope import RopeTables
@@ -100,7 +102,7 @@ class Passes:
         grads: dict[int, list] = {}  # value id -> [(reader index, its gradient)]
         for i in reversed(order):
             node = nodes[i]
-            douts = [_in_order(be, grads.pop(vid, [])) for vid in node.outputs.values()]
+            douts = [_in_order(be, grads.pop(vid, []), nodes) for vid in node.outputs.values()]
             if douts and all(d is None for d in douts):
                 continue  # nothing after this node reaches a loss
             dins = self.kernels[i].backward(douts, saved[i], run)
@@ -154,15 +156,34 @@ class Passes:
         return found
 
 
-def _in_order(be, contributions: list):
-    """The sum of the gradients a value's readers gave it, in the readers' forward order (None for none)."""
+def _in_order(be, contributions: list, nodes: list):
+    """The sum of the gradients a value's readers gave it (None for none): in the readers' forward order, where
+    the readers inside one group instance (below the readers' common path) are summed first, recursively, and
+    that sum is added in place of them: the trunk's state read by a lookahead head's two block inputs gets
+    main + (ln1 + add1), as the family's head.backward returns one gradient."""
     if not contributions:
         return None
     contributions.sort(key=lambda pair: pair[0])
+    return _tree_sum(be, contributions, nodes)
+
+
+def _tree_sum(be, contributions: list, nodes: list):
+    """The sum of (reader index, gradient) pairs in reader order, each group instance's readers summed first."""
     if len(contributions) == 1:
         return contributions[0][1]
-    total = be.add(contributions[0][1], contributions[1][1])
-    for _, dx in contributions[2:]:
+    paths = [nodes[i].path for i, _ in contributions]
+    depth = 0
+    while all(len(p) > depth for p in paths) and len({p[depth] for p in paths}) == 1:
+        depth += 1  # the readers' common path: the innermost instance holding all of them
+    parts: dict = {}  # the next path component below it (or the reader itself) -> its pairs, in reader order
+    for (i, dx), path in zip(contributions, paths):
+        parts.setdefault(path[depth] if len(path) > depth + 1 else ("node", i), []).append((i, dx))
+    if len(parts) == 1:  # one reader, reading the value on several ports: its gradients in port order
+        terms = [dx for _, dx in contributions]
+    else:
+        terms = [_tree_sum(be, pairs, nodes) for pairs in parts.values()]
+    total = be.add(terms[0], terms[1])
+    for dx in terms[2:]:
         be.add_(total, dx)
     return total
 
@@ -181,6 +202,13 @@ class GraphModel:
     def n_params(self) -> int:
         return self.params.total
 
+    def learn_from(self, tokens: np.ndarray) -> None:
+        """Count each bigram or trigram prior's table from the training tokens (a new model, before it trains)."""
+        from microgpt.model.graph.ops.ensemble import ngram_tables
+
+        for name, table in ngram_tables(self.program, tokens).items():
+            self.params.value[name][...] = self.be.from_host(table)
+
     def loss(self, windows) -> float:
         return self.passes.loss(windows)
 
@@ -194,4 +222,5 @@ class GraphModel:
         return self.passes.own.heads(np.asarray(ids))
 
     def decoder(self):
-        return Rerun(self)
+        """A KV-cached decoder for one sequence where the graph allows one (decode.py), else an exact rerun."""
+        return GraphDecoder(self) if cacheable(self.program) else Rerun(self)

@@ -11,7 +11,9 @@ import importlib
 
 from microgpt.core.errors import ConfigError
 
-WRITERS = {"gpt": "microgpt.model.graph.from_family.gpt"}  # family -> the module whose document(config) writes it
+WRITERS = {"gpt": "microgpt.model.graph.from_family.gpt",  # family -> the module whose document(config) writes it
+           "ensemble": "microgpt.model.graph.from_family.ensemble",
+           "lookahead": "microgpt.model.graph.from_family.lookahead"}
 
 
 def document_for(family_name: str, config) -> dict:

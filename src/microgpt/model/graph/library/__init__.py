@@ -15,7 +15,7 @@ from pathlib import Path
 from microgpt.model.graph.document import parse_document
 
 LIBRARY = Path(__file__).parent
-LIBRARY_FILES = ("transformer.yaml",)  # in order: a file's groups may use those of the files before it
+LIBRARY_FILES = ("transformer.yaml", "ensemble.yaml", "lookahead.yaml")  # in order: a file's groups may use those of the files before it
 
 
 @cache
@@ -37,22 +37,39 @@ def _used(body: dict) -> list[str]:
 
 
 def with_library(document: dict) -> dict:
-    """The document with the library groups it uses copied into its groups (the document itself unchanged)."""
+    """The document with the library groups it uses copied into its groups (the document itself unchanged).
+
+    Its own groups keep their order; each library group goes in as soon as every group it uses is in, so that
+    a library group can use a group the document redefines (its own attention, say)."""
     library, own = _library(), document.get("groups", {})
     needed: list[str] = []
 
     def visit(name: str) -> None:
         if name in own or name in needed or name not in library:
             return
+        needed.append(name)
         for inner in _used(library[name]):
             visit(inner)
-        needed.append(name)
 
     for body in [document, *own.values()]:
         for name in _used(body):
             visit(name)
     if not needed:
         return document
-    result = dict(document)
-    result["groups"] = {**{name: copy.deepcopy(library[name]) for name in needed}, **own}
-    return result
+    needed.sort(key=list(library).index)
+    groups: dict = {}
+
+    def place_ready() -> None:
+        for name in needed:
+            if name not in groups and all(inner in groups or inner not in library and inner not in own
+                                          for inner in _used(library[name])):
+                groups[name] = copy.deepcopy(library[name])
+                place_ready()
+                return
+
+    for name, group in own.items():
+        place_ready()
+        groups[name] = group
+    place_ready()
+    groups.update({name: copy.deepcopy(library[name]) for name in needed if name not in groups})
+    return {**document, "groups": groups}

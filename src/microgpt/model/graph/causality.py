@@ -1,0 +1,101 @@
+"""The check every graph passes before it trains: no output sees the future.
+
+The logits at position t (the graph's output, which sampling and the main loss read) must not change when any
+token after t changes, and the logits every other loss reads at t must not change when that loss's own
+target (the token at t + offset) changes. The check perturbs one input position at a time and compares, on
+a float64 copy of the model with noisy weights (so that no weight starting at zero, a router's say, hides a
+path), the outputs before and after. A graph that leaks is refused with the first node, in forward order
+among the leaking output's sources, whose output at t moved: where the future first enters.
+
+In float64 a sound graph's outputs do not move at all (a masked key's probability is exactly 0, and rows
+are computed independently), so the tolerance only absorbs rounding no sound path produces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from microgpt.core.errors import ConfigError
+from microgpt.model.graph.compile import Program
+from microgpt.model.graph.model import Passes, Run, Shared
+from microgpt.model.params import Parameters, ParameterViews
+from microgpt.model.rope import RopeTables
+
+CHECK_POSITIONS = 12  # window length checked: every position of it, each offset a loss reads within it
+CHECK_SEQUENCES = 2
+TOLERANCE = 1e-10  # float64: a sound output does not move; any path from the future moves it by far more
+WEIGHT_NOISE = 0.3  # added to every weight of the copy checked
+
+
+def check_causality(program: Program, seq_len: int, tokenizer, seed: int = 0) -> str:
+    """A line saying what was checked, or ConfigError naming where the future first enters. The verdict is
+    kept on the program, so a model built again from it (a validation copy, a reload) is not checked again."""
+    if program.verdict is None:
+        program.verdict = _check(program, seq_len, tokenizer, seed)
+    return program.verdict
+
+
+def _check(program: Program, seq_len: int, tokenizer, seed: int) -> str:
+    from microgpt.backends import get_backend
+
+    be = get_backend("numpy", dtype=np.float64)
+    vocab, length = program.dims["vocab"], min(seq_len, CHECK_POSITIONS)
+    params = Parameters(be, program.specs)
+    params.initialize(seed)
+    rng = np.random.default_rng(seed)
+    params.from_host({name: value + rng.normal(0.0, WEIGHT_NOISE, value.shape)
+                      for name, value in params.to_host().items()})
+    passes = Passes(program, be, ParameterViews(params.value, params.gradient),
+                    Shared(RopeTables(be, seq_len), tokenizer, lambda: 0))
+    heads = [(program.logits, None)] + [(program.nodes[i].inputs["logits"][0], i) for i in program.losses[1:]]
+    ids = rng.integers(0, vocab, size=(CHECK_SEQUENCES, length))  # (B, T)
+    if vocab < 2:
+        return "sound: nothing to check with a vocabulary of one token"
+    before = _values(passes, program, ids)
+    for position in range(length):
+        changed = ids.copy()
+        changed[:, position] = (ids[:, position] + rng.integers(1, vocab, size=CHECK_SEQUENCES)) % vocab
+        after = _values(passes, program, changed)
+        for vid, loss in heads:
+            if loss is None:
+                rows = list(range(position))  # every position before the changed one
+            else:
+                offset = program.nodes[loss].params["offset"]
+                rows = [position - offset] if position - offset >= 0 else []
+            moved = [t for t in rows if _moved(before[vid], after[vid], t, length)]
+            if moved:
+                raise ConfigError(_refusal(program, before, after, vid, loss, moved[0], position, length))
+    others = len(heads) - 1
+    also = f", and {others} other loss head{'s' if others != 1 else ''} never read{'s' if others == 1 else ''} " \
+           f"its target" if others else ""
+    return f"sound: the logits at t read nothing after t{also} (checked at {length} positions)"
+
+
+def _values(passes: Passes, program: Program, ids: np.ndarray) -> dict:
+    run = Run(*ids.shape, ids)
+    order = program.needed([vid for vid in program.values if vid != program.tokens])
+    values, _ = passes.forward(run, order, keep=tuple(v for n in (program.nodes[i] for i in order)
+                                                       for v in n.outputs.values()))
+    return {vid: np.asarray(value) for vid, value in values.items()}
+
+
+def _moved(before: np.ndarray, after: np.ndarray, t: int, length: int) -> bool:
+    a, b = before.reshape(CHECK_SEQUENCES, length, -1)[:, t], after.reshape(CHECK_SEQUENCES, length, -1)[:, t]
+    return not np.allclose(a, b, rtol=0, atol=TOLERANCE * max(1.0, float(np.abs(a).max())))
+
+
+def _refusal(program: Program, before: dict, after: dict, vid: int, loss: int | None, t: int, position: int,
+             length: int) -> str:
+    sources = set(program.needed([vid]))
+    entry = next(program.nodes[i] for i in sorted(sources)
+                 if any(_moved(before[v], after[v], t, length) for v in program.nodes[i].outputs.values()))
+    what = entry.op.name + (f" with mask {entry.params['mask']}" if "mask" in entry.params else "")
+    if loss is None:
+        seen = f"the logits at position {t} change with the token at position {position}, after it"
+        rule = "a model's output at t may read only the tokens up to t"
+    else:
+        offset = program.nodes[loss].params["offset"]
+        seen = (f"the logits that the loss {program.nodes[loss].where} reads at position {t} change with its "
+                f"target, the token at position {position} (offset {offset})")
+        rule = "a loss head must not see the token it predicts"
+    return f"the graph sees the future: {seen}; it first enters at {entry.where} ({what}); {rule}"

@@ -1,0 +1,56 @@
+"""The cooperative ensemble as a graph, with the library groups of library/ensemble.yaml:
+
+    prior (ngram_prior, calculator_prior or counter_prior; or `zeros` for --prior none) -> narrow
+    expert0 -> stream0 (s + write, narrowed) -> expert1 -> stream1 -> ... -> router -> mix -> cross_entropy
+
+Every expert reads the token ids and the stream so far; its logits go to the mix, in order, and the last stream
+to the router. The prior's, the router's parameters have the family's names (prior.table, prior.proj.w,
+prior.signal, router.*); expert i's are expert<i>.<rest> here and experts.<i>.<rest> there (a node id cannot
+be a number), in the family's order and with its inits, so the same seed draws the same weights.
+"""
+
+from __future__ import annotations
+
+from microgpt.model.family import family
+from microgpt.model.graph.document import FORMAT_VERSION, VERSION_KEY
+from microgpt.model.graph.from_family.gpt import edge
+
+PRIOR_GROUPS = {"bigram": "ngram_prior", "trigram": "ngram_prior", "calculator": "calculator_prior",
+                "counter": "counter_prior"}
+
+
+def prior_nodes(config) -> tuple[list[dict], list[dict], str]:
+    """(nodes, edges, the stream's first value) of what the stream holds before the first expert."""
+    if config.prior == "none":
+        return [{"id": "empty", "op": "zeros"}], [], "empty.out"
+    params = {"until_step": config.prior_off_at}
+    if config.prior in ("bigram", "trigram"):
+        params["kind"] = config.prior
+    nodes = [{"id": "prior", "group": PRIOR_GROUPS[config.prior], "params": params},
+             {"id": "prior_narrow", "op": "narrow", "params": {"keep": "active_dims"}}]
+    edges = [edge("tokens", "prior.tokens"), edge("prior.write", "prior_narrow.x")]
+    return nodes, edges, "prior_narrow.out"
+
+
+def document(config) -> dict:
+    """The graph document of an ensemble with this EnsembleConfig."""
+    nodes, edges, stream = prior_nodes(config)
+    for i, spec in enumerate(config.experts):
+        expert, after = f"expert{i}", f"stream{i}"
+        params = {"d": spec.d_model, "heads": list(spec.head_dims), "d_ff": config.d_ff(spec),
+                  "n_layers": spec.n_layers}
+        nodes += [{"id": expert, "group": "expert", "params": params},
+                  {"id": after, "group": "stream_add", "params": {"active": "active_dims"}}]
+        edges += [edge("tokens", f"{expert}.tokens"), edge(stream, f"{expert}.stream"),
+                  edge(stream, f"{after}.stream"), edge(f"{expert}.write", f"{after}.write")]
+        stream = f"{after}.stream"
+    experts = len(config.experts)
+    nodes += [{"id": "router", "op": "router",
+               "params": {"kind": config.router, "experts": experts, "epsilon": config.router_epsilon}},
+              {"id": "mix", "op": "mix", "params": {"grad": config.expert_grad}},
+              {"id": "loss", "op": "cross_entropy"}]
+    edges += [edge("tokens", "router.ids"), edge(stream, "router.stream"), edge("router.weights", "mix.weights"),
+              *(edge(f"expert{i}.logits", "mix.logits") for i in range(experts)),
+              edge("mix.out", "loss.logits"), edge("mix.out", "logits")]
+    return {VERSION_KEY: FORMAT_VERSION, "description": f"from-family {family('ensemble').describe(config)}",
+            "dims": {"stream_dim": config.stream_dim, "active_dims": config.active}, "nodes": nodes, "edges": edges}

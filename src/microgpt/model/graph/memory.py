@@ -1,0 +1,88 @@
+"""What one training step of a graph holds, counted from its program before anything is allocated.
+
+In elements of the backend's dtype, for N = batch x T rows:
+- kept from forward to backward: every value some reader saves for its backward (a linear's input, a mul's
+  two inputs, a gelu's), counted once however many readers save it, plus what each op saves of its own
+  (`private`): a LayerNorm's normalised input and 1/std, a relu's mask, an attention's per-head copies of q,
+  k and v and what the backend's attention keeps, a loss's gradient of its logits;
+- the most held on top of that at any moment: at the end of forward a loss's logits beside the gradient it
+  keeps (N x vocab); in backward the gradients waiting for their producers and the temporary of the
+  node running (an attention's, as the backend reports it, and a few N x width; a linear's input gradient),
+  less what the nodes already run have freed.
+model/memory.py adds the parameter state and the optimiser step; tests/test_graph_memory.py holds the sum to
+the measured peak.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from microgpt.model.attention import head_groups
+from microgpt.model.graph.compile import Program
+from microgpt.model.graph.ops.attention import head_widths
+
+SAVES_INPUTS = {"linear", "logits", "stream_read", "stream_write", "linear_relu", "mul", "gelu"}
+SAVES_NOTHING = {"embedding", "layer_norm", "relu", "add", "scale", "concat", "split", "narrow", "rope",
+                 "attention", "rope_attention", "prefix_mean", "cross_entropy"}
+
+
+def _width(program: Program, vid: int) -> int:
+    return program.values[vid].width or 0
+
+
+def _private(program: Program, node, rows: int, batch: int, backend) -> tuple[int, int]:
+    """(elements the op keeps of its own until backward, its largest temporary), for one node."""
+    name, T = node.op.name, program.dims["T"]
+    out = sum(_width(program, vid) for vid in node.outputs.values())
+    if name == "layer_norm":
+        return rows * out + rows, rows * out
+    if name in ("relu", "linear_relu"):
+        return rows * out, rows * out
+    if name == "gelu":
+        return rows * out, 2 * rows * out
+    if name in ("attention", "rope_attention"):
+        width = _width(program, node.inputs["q"][0])
+        kept, temporary = 3 * rows * width, 0
+        for group in head_groups(head_widths(node.params, width)):
+            group_kept, group_temporary = backend.attention_memory(batch * group.count, T, group.width)
+            kept += group_kept
+            temporary = max(temporary, group_temporary)
+        return kept, temporary + 6 * rows * width
+    if name == "cross_entropy":  # its temporaries come in forward (program_parts counts them there)
+        return rows * program.dims["vocab"], 0
+    if name in SAVES_NOTHING or name in SAVES_INPUTS:
+        return 0, rows * max([out, *(_width(program, v) for v in node.input_ids())])
+    return rows * out, 2 * rows * out  # an op that does not say: its output again, and twice that at a time
+
+
+def program_parts(program: Program, batch: int, backend) -> dict[str, int]:
+    """{"activations": bytes kept from forward to backward, "workspace": the most that backward holds on top
+    of what is still kept at any moment}, walking the backward as model.py runs it: a node's own saved state
+    and the values only it still saves go when its backward is done; a gradient lives from the reader that
+    makes it to the producer that takes it."""
+    rows = batch * program.dims["T"]
+    savers: dict[int, int] = {}  # value -> the first node in forward order that saves it (the last backward)
+    private, temporary = [], []
+    for i, node in enumerate(program.nodes):
+        if node.op.name not in SAVES_NOTHING:
+            for vid in node.input_ids():
+                if vid != program.tokens:
+                    savers.setdefault(vid, i)
+        own, temp = _private(program, node, rows, batch, backend)
+        private.append(own)
+        temporary.append(temp)
+    kept = sum(private) + sum(rows * _width(program, vid) for vid in savers)
+    workspace = rows * program.dims["vocab"]  # the end of forward: a loss's logits, beside its kept gradient
+    live, pending = kept, {}  # pending: value -> elements of the gradients waiting for it
+    for i in reversed(range(len(program.nodes))):
+        node = program.nodes[i]
+        waiting = sum(pending.values())
+        workspace = max(workspace, live - kept + waiting + temporary[i])
+        for vid in node.outputs.values():
+            pending.pop(vid, None)
+        live -= private[i] + sum(rows * _width(program, vid) for vid, first in savers.items() if first == i)
+        for vid in node.input_ids():
+            if vid != program.tokens:
+                pending[vid] = pending.get(vid, 0) + rows * _width(program, vid)
+    element = np.dtype(backend.dtype).itemsize
+    return {"activations": kept * element, "workspace": workspace * element}
