@@ -86,6 +86,18 @@ def test_a_named_run_edited_to_write_outside_is_refused_at_start(client, workspa
     assert not (workspace.parent / "escaped").exists() and not list(workspace.parent.glob(".escaped*"))
 
 
+
+def test_a_named_run_edited_to_read_a_graph_outside_is_refused_at_start(client, workspace):
+    """--graph is a path like --file: a run started from the studio reads no document outside the workspace."""
+    (workspace.parent / "outside.json").write_text('{"microgpt_graph": 1}', encoding="utf-8")
+    assert client.post("/api/save", json={"name": "ok", "graph": lookahead_graph(steps=2)}).status_code == 200
+    text = (workspace / "studio.yaml").read_text(encoding="utf-8")
+    (workspace / "studio.yaml").write_text(text.replace("  ok:\n", f"  ok:\n    graph: {workspace.parent}/outside.json\n"),
+                                           encoding="utf-8")
+    message = one_line_error(client.post("/api/runs/ok/start", json={}), 403)
+    assert "--graph" in message and "outside the workspace" in message
+
+
 # ---- no read outside the workspace -----------------------------------------------------------------------
 
 def test_a_metrics_log_linked_out_of_the_workspace_is_not_served(client, workspace):

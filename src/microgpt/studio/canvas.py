@@ -74,6 +74,10 @@ FAMILY_CANVAS: dict[str, FamilyCanvas] = {
 }
 
 
+# Registered families the canvas does not draw, and why.
+NOT_ON_CANVAS = {"graph": "a graph is no chain of components; a node editor, not this canvas, is to draw it"}
+
+
 def offered_families() -> list[str]:
     """The families the canvas offers: those described here and registered."""
     return [name for name in FAMILY_CANVAS if name in FAMILIES]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from microgpt.core.checks import Check, whole
+from microgpt.core.checks import Path, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
 from microgpt.model.graph.compile import Program, compile_graph
@@ -19,8 +19,9 @@ from microgpt.model.graph.document import read_document
 from microgpt.model.graph.library import with_library
 
 
-class GraphDocument(Check):
-    """A graph document's path (a flag, YAML), or the document itself (a checkpoint, Python)."""
+class GraphDocument(Path):
+    """A graph document's path (a flag, YAML), or the document itself (a checkpoint, Python). A path check, so
+    that whatever holds paths to a place (the studio's workspace) holds this one too."""
 
     kind = "the path of a graph document (.json or .yaml)"
 
