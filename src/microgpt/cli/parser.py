@@ -62,4 +62,6 @@ def parse(parser: argparse.ArgumentParser, commands, argv: list[str]) -> argpars
                      f"go after it: microgpt {args.command} {' '.join(argv[:where])} ...")
     sub = commands.choices[args.command]
     after = argv[where + 1:]
+    if sub._subparsers is not None:  # a command of actions (`graph check`), which argparse cannot intermix
+        return sub.parse_args(after, namespace=argparse.Namespace(command=args.command))
     return sub.parse_intermixed_args(after, namespace=argparse.Namespace(command=args.command))

@@ -16,6 +16,7 @@ The flattened order is the forward's; the backward runs it in reverse (model.py)
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
 from microgpt.core.errors import ConfigError
@@ -166,9 +167,9 @@ class _Compiler:
         while len(done) < len(nodes):
             ready = [n for n in nodes if n not in placed and needs[n] <= placed]
             if not ready:
-                stuck = [n for n in nodes if n not in placed]
-                raise ConfigError(f"{where}: the nodes {', '.join(stuck)} form a cycle (each waits for another's "
-                                  "output); a graph runs forward, so break the loop")
+                loop = _cycle(needs, placed, next(n for n in nodes if n not in placed))
+                raise ConfigError(f"{where}: the nodes {' -> '.join(loop)} form a cycle (each waits for the output "
+                                  "of the one before it); a graph runs forward, so break the loop")
             done.append((position[ready[0]], ready[0]))
             placed.add(ready[0])
         return done
@@ -177,7 +178,9 @@ class _Compiler:
         where = "/".join(path)
         op = OPS.get(spec["op"])
         if op is None:
-            hint = " (the compiler makes it itself)" if spec["op"] in ALL else ""
+            close = difflib.get_close_matches(str(spec["op"]), OPS, n=1)
+            hint = (" (the compiler makes it itself)" if spec["op"] in ALL
+                    else f" (did you mean {close[0]!r}?)" if close else "")
             raise ConfigError(f"{where}: unknown op {spec['op']!r}{hint}; the ops are: {', '.join(sorted(OPS))}")
         params = {}
         for name, value in spec.get("params", {}).items():
@@ -306,6 +309,17 @@ class _Compiler:
                 names.add(spec.name)
                 specs.append(spec)
         return specs
+
+
+def _cycle(needs: dict[str, set[str]], placed: set[str], start: str) -> list[str]:
+    """The nodes of one cycle among those not placed, each feeding the next, the first again at the end."""
+    trail = [start]
+    while True:
+        source = min(needs[trail[-1]] - placed)  # every node not placed waits for another not placed
+        if source in trail:
+            loop = trail[trail.index(source):]  # each waits for the next; the last for the first
+            return [loop[0], *reversed(loop[1:]), loop[0]]
+        trail.append(source)
 
 
 def _end(text: str) -> tuple[str | None, str]:

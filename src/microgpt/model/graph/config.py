@@ -50,7 +50,11 @@ class GraphConfig:
         if self.graph is None:
             raise ConfigError("the graph family needs a document: --graph G.json (microgpt graph from-family writes "
                               "one from any family's flags)")
-        if isinstance(self.graph, str):
-            self.graph = read_document(self.graph)
+        source = self.graph if isinstance(self.graph, str) else None
+        if source is not None:
+            self.graph = read_document(source)
         self.graph = with_library(self.graph)
-        self.program: Program = compile_graph(self.graph, self.vocab_size, self.seq_len)
+        try:
+            self.program: Program = compile_graph(self.graph, self.vocab_size, self.seq_len)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None

@@ -1,0 +1,243 @@
+"""Bad graph documents, each answered with one clear line (no traceback) and exit status 2, with nothing
+written: by `microgpt graph check`, by `microgpt train text.txt --graph BAD --model ck` (no checkpoint
+directory appears) and by the graph family's config. Also `graph from-family --out`'s refusals, each before
+anything is written."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from microgpt.cli import main
+from microgpt.core.errors import ConfigError
+from microgpt.model.family import family
+from microgpt.model.graph.from_family import document_for
+from microgpt.model.graph.library import library_groups
+
+TEXT = "It was the best of times, it was the worst of times.\n" * 30
+GPT = family("gpt").Config(vocab_size=65, d_model=12, n_layers=1, head_dims=(4, 4, 4), d_ff=24, seq_len=16)
+
+
+def base() -> dict:
+    """gpt's graph (tok_emb, blocks, final_norm, head, loss), edges 0-5: tokens -> tok_emb -> blocks ->
+    final_norm -> head -> loss and logits."""
+    return document_for("gpt", GPT)
+
+
+def changed(change) -> dict:
+    document = base()
+    change(document)
+    return document
+
+
+def with_group(name: str, change) -> dict:
+    """gpt's graph with a copy of the library group `name` in it, changed."""
+    document = base()
+    group = copy.deepcopy(library_groups()[name])
+    change(group)
+    document["groups"] = {name: group}
+    return document
+
+
+def node(group: dict, node_id: str) -> dict:
+    return next(n for n in group["nodes"] if n["id"] == node_id)
+
+
+def nested_groups(document: dict) -> None:
+    """`outer` uses `inner`, listed after it."""
+    layer = {"params": {"d": None}, "inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"}}
+    document["groups"] = {
+        "outer": {**layer, "nodes": [{"id": "in", "group": "inner"}],
+                  "edges": [{"from": "x", "to": "in.x"}, {"from": "in.x", "to": "x"}]},
+        "inner": {**layer, "nodes": [{"id": "ln", "op": "layer_norm"}],
+                  "edges": [{"from": "x", "to": "ln.x"}, {"from": "ln.out", "to": "x"}]}}
+    document["nodes"][1] = {"id": "blocks", "group": "outer"}
+
+
+def mul_of_two_widths(document: dict) -> None:
+    document["nodes"] += [{"id": "wide", "op": "embedding", "params": {"width": "2*d"}}, {"id": "m", "op": "mul"}]
+    document["edges"] += [{"from": "tokens", "to": "wide.ids"}, {"from": "tok_emb.out", "to": "m.a"},
+                          {"from": "wide.out", "to": "m.b"}]
+
+
+def yaml_bomb() -> str:
+    lines = ["microgpt_graph: 1", 'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    return "\n".join([*lines, "description: *a9", ""])
+
+
+def edge(document: dict, index: int, source: str, target: str) -> None:
+    document["edges"][index] = {"from": source, "to": target}
+
+
+J = json.dumps
+# (case, the file's contents: a document, text or bytes, words the one line must hold)
+CASES = [
+    ("cycle", changed(lambda d: d["edges"].append({"from": "final_norm.out", "to": "tok_emb.ids"})),
+     "tok_emb -> blocks -> final_norm -> tok_emb form a cycle"),
+    ("self_loop", changed(lambda d: d["edges"].append({"from": "final_norm.out", "to": "final_norm.x"})),
+     "final_norm -> final_norm form a cycle"),
+    ("edge_to_a_port_that_is_not", changed(lambda d: edge(d, 3, "final_norm.out", "head.nope")),
+     "head: op logits has no input 'nope'"),
+    ("edge_from_a_port_that_is_not", changed(lambda d: edge(d, 3, "final_norm.nope", "head.x")),
+     "head.x: its edge comes from 'final_norm.nope'"),
+    ("edge_to_a_node_that_is_not", changed(lambda d: edge(d, 3, "final_norm.out", "ghost.x")),
+     "there is no node 'ghost'"),
+    ("input_left_unwired", changed(lambda d: d["edges"].pop(3)), "head.x: nothing is wired to this input"),
+    ("unknown_op", changed(lambda d: d["nodes"][2].update(op="layernorm")), "final_norm: unknown op 'layernorm'"),
+    ("unknown_param", changed(lambda d: d["nodes"][3].update(params={"bais": False})),
+     "head: op logits has no param 'bais'"),
+    ("unknown_group_param", changed(lambda d: d["nodes"][1].update(params={"dd": 3})),
+     "blocks: group transformer_block has no param 'dd'"),
+    ("shape_clash_at_a_group_port", changed(lambda d: d["nodes"][0].update(params={"width": "2*d"})),
+     "blocks/0.x: expects [T, d]=[T, 12], got [T, 24]"),
+    ("shape_clash_at_a_primitive_port", changed(mul_of_two_widths), "m.b: expects [T, 12], got [T, 24]"),
+    ("shape_clash_deep_in_a_group", with_group("attention", lambda g: node(g, "wq").update(params={"out": "2*d"})),
+     "blocks/0/attn/rope_q: param heads [4, 4, 4] sums to 12, but the input is 24 wide"),
+    ("logits_into_a_stream_port", changed(lambda d: (d["nodes"].append({"id": "x2", "op": "linear",
+                                                                         "params": {"out": 8}}),
+                                                      d["edges"].append({"from": "head.out", "to": "x2.x"}))),
+     "x2.x: expects stream, got logits"),
+    ("dims_binds_vocab", changed(lambda d: d["dims"].update(vocab=65)), "dims binds 'vocab', which the run binds"),
+    ("dims_binds_T", changed(lambda d: d["dims"].update(T=16)), "dims binds 'T', which the run binds"),
+    ("group_param_binds_T", with_group("feed_forward", lambda g: g["params"].update(T=4)),
+     "group feed_forward: params binds 'T', which the run binds"),
+    ("a_dimension_given_twice", J(base()).replace('"dims": {', '"dims": {"d": 8, '),
+     "the key 'd' appears twice in one object"),
+    ("a_yaml_key_given_twice", "microgpt_graph: 1\ndims: {d: 8, d: 9}\nnodes: []\nedges: []\n",
+     "the key 'd' appears twice in one mapping"),
+    ("unbound_name", changed(lambda d: d["dims"].update(d_ff="4*width")), "'4*width' names 'width', which is not bound"),
+    ("group_used_before_it_is_defined", changed(nested_groups),
+     "group 'outer' uses group 'inner', which is not defined before it"),
+    ("unknown_group", changed(lambda d: d["nodes"][1].update(group="transformer_blok")),
+     "blocks: unknown group 'transformer_blok'"),
+    ("newer_version", changed(lambda d: d.update(microgpt_graph=2)), "is graph format 2, written by a newer microgpt"),
+    ("no_version", changed(lambda d: d.pop("microgpt_graph")), "has no 'microgpt_graph' key"),
+    ("no_next_token_loss", changed(lambda d: (d["nodes"].pop(4), d["edges"].pop(4))),
+     "the graph has no loss on its logits"),
+    ("fifty_megabytes", J({"microgpt_graph": 1, "description": "x" * 50 * 1024**2}),
+     "bytes; a graph document is at most 4,194,304"),
+    ("nested_100000_lists", "[" * 100_000 + "]" * 100_000, "nests deeper than 64 levels"),
+    ("nested_100000_objects", '{"a": ' * 100_000 + "1" + "}" * 100_000, "nests deeper than 64 levels"),
+    ("nested_yaml", "x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nests deeper than 64 levels"),
+    ("yaml_bomb", yaml_bomb(), "once its YAML aliases (*name) are expanded"),
+    ("a_list", "[1, 2, 3]", "is not a graph document: it holds list"),
+    ("a_yaml_string", "just some words\n", "is not a graph document: it holds str"),
+    ("broken_json", '{"microgpt_graph": 1, "nodes": [', "is not valid JSON"),
+    ("not_utf8", '{"microgpt_graph": 1, "description": "café"}'.encode("latin-1"), "cannot be read as UTF-8 text"),
+    ("missing", None, "No such file or directory"),
+    ("a_directory", "DIR", "is not a file"),
+]
+
+
+def write_case(where: Path, name: str, contents) -> Path:
+    path = where / f"{name}.json"
+    if contents == "DIR":
+        path.mkdir()
+    elif isinstance(contents, bytes):
+        path.write_bytes(contents)
+    elif isinstance(contents, str):
+        path.write_text(contents, encoding="utf-8")
+    elif contents is not None:
+        path.write_text(J(contents), encoding="utf-8")
+    return path
+
+
+def one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(("name", "contents", "words"), CASES, ids=[case[0] for case in CASES])
+def test_a_bad_document_is_one_line_and_exit_2_everywhere(name, contents, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT)
+    path = write_case(tmp_path, name, contents)
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    assert main(["graph", "check", str(path), "--seq-len", "16"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("microgpt graph: error: ") and words in line, line
+
+    assert main(["train", "text.txt", "--graph", str(path), "--model", "ck", "--seq-len", "16", "--steps", "2",
+                 "--backend", "numpy", "--quiet"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("microgpt train: error: ") and words in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no ck, ck-best, plot or log
+
+    with pytest.raises(ConfigError, match="."):
+        family("graph").Config(vocab_size=65, graph=str(path), seq_len=16)
+
+
+def test_a_graph_that_sees_the_future_is_refused_naming_where(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT)
+    path = write_case(tmp_path, "full", with_group("attention", lambda g: node(g, "heads").update(
+        params={"mask": "full"})))
+    assert main(["graph", "check", str(path), "--seq-len", "16"]) == 2
+    assert "it first enters at blocks/0/attn/heads (rope_attention with mask full)" in one_error_line(capsys)
+    assert main(["train", "text.txt", "--graph", str(path), "--model", "ck", "--seq-len", "16", "--steps", "2",
+                 "--backend", "numpy", "--quiet"]) == 2
+    assert "the graph sees the future" in one_error_line(capsys)
+    assert not (tmp_path / "ck").exists()
+
+
+def test_an_unknown_flag_of_a_graph_action_is_one_line(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["graph", "check", "g.json", "--seq-le", "16"])
+    assert stop.value.code == 2
+    assert "microgpt graph check: error: unrecognized arguments: --seq-le 16; did you mean --seq-len?" in \
+        one_error_line(capsys)
+    with pytest.raises(SystemExit) as stop:
+        main(["graph", "--bogus", "check", "g.json"])
+    assert stop.value.code == 2
+    assert "microgpt graph: error: unrecognized arguments: --bogus" in one_error_line(capsys)
+
+
+def fake_checkpoint(directory: Path) -> Path:
+    directory.mkdir()
+    (directory / "config.json").write_text(J({"format_version": 1}))
+    (directory / "model.safetensors").write_bytes(b"")
+    return directory
+
+
+@pytest.mark.parametrize(("out", "words"), [
+    ("folder", "is a directory"),
+    ("taken.json", "exists; add --overwrite to replace it"),
+    ("ck/g.json", "is inside the checkpoint"),
+    ("missing/g.json", "cannot write in missing"),
+])
+def test_from_family_refuses_an_out_it_must_not_write(out, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "taken.json").write_text("mine")
+    fake_checkpoint(tmp_path / "ck")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert main(["graph", "from-family", "--d-model", "16", "--out", out]) == 2
+    line = one_error_line(capsys)
+    assert f"--out {out}" in line and words in line, line
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "taken.json").read_text() == "mine"
+
+
+def test_from_family_overwrites_only_when_told(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken.json").write_text("mine")
+    assert main(["graph", "from-family", "--d-model", "16", "--out", "taken.json", "--overwrite"]) == 0
+    assert json.loads((tmp_path / "taken.json").read_text())["dims"]["d"] == 16
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.json"]  # no temporary file left beside it
+
+
+def test_from_family_refuses_a_bad_shape_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["graph", "from-family", "--d-model", "10", "--heads", "4", "--out", "g.json"]) == 2
+    assert "--heads 4 does not divide d_model 10" in one_error_line(capsys)
+    assert main(["graph", "from-family", "--family", "graph", "--out", "g.json"]) == 2
+    assert "is a graph already" in one_error_line(capsys)
+    assert not list(tmp_path.iterdir())
