@@ -22,6 +22,7 @@ import pytest
 pytestmark = pytest.mark.mpi
 pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
 
+from family_shapes import TINY_GRAPH
 from microgpt.backends import get_backend
 from microgpt.model.checkpoint import load_checkpoint
 from microgpt.parallel.launch import child_environment, find_mpiexec
@@ -420,6 +421,20 @@ def test_an_ensemble_trains_on_two_ranks_as_in_one_process(corpus, tmp_path):
     np.testing.assert_allclose(losses(two), losses(one), rtol=LOSS_RTOL)
     np.testing.assert_allclose(weights(two), weights(one), rtol=0, atol=WEIGHT_ATOL)
 
+
+
+def test_a_graph_trains_on_two_ranks_as_in_one_process(corpus, tmp_path):
+    """The graph family through data_parallel like any family: the document from the command line on every
+    rank, the global batch's mean gradient, rank 0's save (of the document too)."""
+    (tmp_path / "g.json").write_text(json.dumps(TINY_GRAPH), encoding="utf-8")
+    graph = ["--graph", str(tmp_path / "g.json"), "--seq-len", "16", "--backend", "numpy", "--batch-size", "8",
+             "--gen", "0", "--quiet", "--steps", str(STEPS)]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run(train(str(corpus), *graph, "--model", str(one)), tmp_path).returncode == 0
+    result = mpiexec(2, [str(corpus), *graph, "--model", str(two)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(losses(two), losses(one), rtol=LOSS_RTOL)
+    np.testing.assert_allclose(weights(two), weights(one), rtol=0, atol=WEIGHT_ATOL)
 
 WATCHDOG_S = 5  # a short --collective-timeout, so that a hung rank ends the job within seconds
 
