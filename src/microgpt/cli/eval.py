@@ -8,10 +8,11 @@ import math
 import sys
 
 from microgpt.cli.common import add_flags_with_defaults, train_settings
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.fields import settings_fields
 from microgpt.core.progress import Counter
 from microgpt.data.corpus import read_corpus
+from microgpt.data.dataset import is_dataset, open_dataset
 from microgpt.settings.commands import EvalSettings
 from microgpt.use.evaluate import evaluate
 from microgpt.use.loaded import LoadedModel, load
@@ -69,10 +70,26 @@ def answer(model: str, chosen: EvalSettings, loaded: LoadedModel, prompts: list[
     return 0
 
 
+def scored_tokens(args, loaded: LoadedModel):
+    """The tokens of FILE, or of a prepared dataset's held-out split (read from its shards as scored), which the
+    checkpoint's tokenizer must have made."""
+    if not is_dataset(args.file):
+        return loaded.tokenizer.encode(read_corpus(args.file, args.max_corpus), source=args.file)
+    dataset = open_dataset(args.file)
+    if dataset.tokenizer.to_json() != loaded.tokenizer.to_json():
+        raise DataError(f"{args.file} was tokenized by {dataset.tokenizer.describe()}, and {args.model} reads "
+                        f"{loaded.tokenizer.describe()}: its ids would mean other text; score a text file instead")
+    if dataset.val is None:
+        raise DataError(f"{args.file} holds nothing out (prepared with --val-fraction 0); score a text file, or "
+                        "prepare it with a held-out split")
+    print(f"scoring the held-out split of {dataset.description}", file=sys.stderr)
+    return dataset.val
+
+
 def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
     """Score FILE: NLL per token, perplexity and bits per character."""
     model = loaded.model
-    tokens = loaded.tokenizer.encode(read_corpus(args.file, args.max_corpus), source=args.file)
+    tokens = scored_tokens(args, loaded)
     counter = None
 
     def progress(done: int, total: int) -> None:

@@ -39,7 +39,8 @@ def describe_validation(run: Run) -> str:
         return f"validation: none (no text held out: {run.held_out_by})"
     windows = (tc.val_tokens - 1) // run.model.config.seq_len
     when = (f"every {plural(tc.validate_every, 'step')}" if tc.validate_every else f"every {tc.val_interval:g} s")
-    return (f"validation: the last {tc.val_tokens:,} tokens ({plural(windows, 'window')} of "
+    which = "the first {:,} tokens of the held-out split" if run.corpus.dataset else "the last {:,} tokens"
+    return (f"validation: {which.format(tc.val_tokens)} ({plural(windows, 'window')} of "
             f"{run.model.config.seq_len + 1}), {when} and at the end")
 
 

@@ -17,17 +17,17 @@ import numpy as np
 
 from microgpt.backends import Backend
 from microgpt.core.errors import ConfigError
-from microgpt.data.corpus import split_validation
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.checkpoint import CONFIG
 from microgpt.model.family import family, n_params
 from microgpt.model.memory import check_memory
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
+from microgpt.training.corpus import Corpus, short_vocabulary
 from microgpt.training.data_parallel import micro_batch_size
-from microgpt.training.prepare import claim, learn_tokenizer, make_batches, short_vocabulary, with_held_out
+from microgpt.training.prepare import claim, make_batches
 from microgpt.training.resolve import check_overwrite
-from microgpt.training.run import Corpus, Run
+from microgpt.training.run import Run
 from microgpt.training.run_dir import (
     WriterLock,
     check_plain_file,
@@ -92,7 +92,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     train_config = settings.train_config()
     micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
-    tokenizer = learn_tokenizer(settings.value("tokenizer"), corpus.text, settings.value("vocab_size"))
+    tokenizer = corpus.new_tokenizer(settings.value("tokenizer"), settings.value("vocab_size"))
     configs = [Settings({**settings.explicit, **values}, settings.named).model_config(tokenizer.size)
                for _, values in specs]
     for (text, _), config in zip(specs, configs):
@@ -113,10 +113,8 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
             check_run_files(base / name)
         check_plain_file(base / COMPARE_PLOT)
     seq_len = configs[0].seq_len
-    tokens = tokenizer.encode(corpus.text, source=corpus.description)
-    train_config = with_held_out(train_config, len(tokens), seq_len)
+    train_tokens, val_tokens, train_config = corpus.split(tokenizer, train_config, seq_len)
     settings.check_all_used(train_config, save=save, compare=True)
-    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
     locks = ([claim(base / name, n_params(kind, config)) for name, config in zip(names, configs)]
              if base is not None else [None] * len(specs))
     return Comparison(names, configs, family_name, corpus, tokenizer, train_tokens, val_tokens, train_config, backend,

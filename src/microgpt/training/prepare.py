@@ -23,16 +23,16 @@ import numpy as np
 from microgpt.backends import Backend, start_backend
 from microgpt.core.errors import ConfigError
 from microgpt.data.batches import RandomBatches, SequentialBatches
-from microgpt.data.corpus import held_out_count, split_validation
-from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
+from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.family import family
 from microgpt.model.memory import check_memory
 from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
+from microgpt.training.corpus import Corpus, short_vocabulary
 from microgpt.training.data_parallel import RankShare
 from microgpt.training.resolve import RunSettings, Start, resolve
-from microgpt.training.run import Corpus, Run
+from microgpt.training.run import Run
 from microgpt.training.run_dir import WriterLock, check_run_files, check_writable
 from microgpt.training.run_files import RunPaths
 from microgpt.training.trainer import step_on_disk
@@ -61,10 +61,8 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
     corpus = Corpus.load(plan.run.file, plan.run.max_corpus)
     model, tokenizer, notes = STARTS[plan.start](plan, corpus, backend)
     seq_len = model.config.seq_len
-    tokens = tokenizer.encode(corpus.text, source=corpus.description)
-    train_config = with_held_out(plan.train, len(tokens), seq_len)
+    train_tokens, val_tokens, train_config = corpus.split(tokenizer, plan.train, seq_len)
     check_validation_possible(plan, train_config)
-    train_tokens, val_tokens = split_validation(tokens, train_config.val_tokens, seq_len)
     if plan.start is Start.NEW and hasattr(model, "learn_from"):
         model.learn_from(train_tokens)  # what a new model counts from its training tokens, never the held-out
     batches = make_batches(train_tokens, seq_len, train_config, comm)
@@ -85,7 +83,7 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
 
 def new_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tuple[object, Tokenizer, list[str]]:
     """A new run's model, with the tokenizer learnt from its text."""
-    tokenizer = learn_tokenizer(plan.tokenizer, corpus.text, plan.vocab_size)
+    tokenizer = corpus.new_tokenizer(plan.tokenizer, plan.vocab_size)
     config = dataclasses.replace(plan.shape, vocab_size=tokenizer.size)
     kind = family(plan.family_name)
     check_memory(kind, config, plan.micro_batch, backend, plan.run.max_memory)
@@ -96,6 +94,7 @@ def new_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tuple[obje
 def resumed_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tuple[object, Tokenizer, list[str]]:
     """A resumed run's model: the checkpoint's, with its optimiser state, and its tokenizer."""
     model = plan.source.model
+    corpus.check_tokenizer(plan.source.tokenizer, plan.source.path)
     check_memory(family(plan.family_name), model.config, plan.micro_batch, backend, plan.run.max_memory)
     return model, plan.source.tokenizer, []
 
@@ -104,7 +103,7 @@ def fine_tuned_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tup
     """A fine-tuned run's model: a new model of the source's shape carrying its weights, its tokenizer extended
     by the text's new characters (the old ids keep their meaning, the new ones get a new model's rows)."""
     source = plan.source
-    tokenizer = source.tokenizer.extended_for(corpus.text)
+    tokenizer = corpus.fine_tune_tokenizer(source.tokenizer, source.path)
     config = dataclasses.replace(plan.shape, vocab_size=tokenizer.size)
     kind = family(plan.family_name)
     check_memory(kind, config, plan.micro_batch, backend, plan.run.max_memory)
@@ -152,22 +151,6 @@ def make_batches(train_tokens: np.ndarray, seq_len: int, config: TrainConfig, co
     return batches if comm is None or comm.size == 1 else RankShare(batches, comm.rank, comm.size)
 
 
-def learn_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
-    """A tokenizer of `kind` learnt from `text`, with `vocab_size` for a kind that takes one (a --vocab-size
-    given to one that does not was refused with the settings, naming where it came from)."""
-    takes_size = tokenizer_kind(kind).default_vocab_size is not None
-    return train_tokenizer(kind, text, vocab_size if takes_size else None)
-
-
-def short_vocabulary(vocab_size: int | None, tokenizer: Tokenizer) -> str | None:
-    """A note where the text ran out of pairs to merge before the vocabulary --vocab-size asked for."""
-    asked = vocab_size or tokenizer.default_vocab_size
-    if asked is None or tokenizer.size >= asked:
-        return None
-    return (f"the text ran out of pairs to merge: its {tokenizer.kind} tokenizer has {tokenizer.size} tokens, not "
-            f"the {asked} asked for (--vocab-size)")
-
-
 def carry_weights(source: dict[str, np.ndarray], fresh: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A new model's weights (`fresh`, as initialised) with each of `source`'s tensors copied into the leading
     corner of the tensor of the same name: all of it where the shapes agree, and the rows or columns of the old
@@ -179,12 +162,6 @@ def carry_weights(source: dict[str, np.ndarray], fresh: dict[str, np.ndarray]) -
         tensor[tuple(slice(0, n) for n in old.shape)] = old
         carried[name] = tensor
     return carried
-
-
-def with_held_out(config: TrainConfig, n_tokens: int, seq_len: int) -> TrainConfig:
-    """The config with its held-out count resolved for this text (data.corpus.held_out_count), so that a
-    checkpoint records the split it was trained on and a resume keeps it."""
-    return dataclasses.replace(config, val_tokens=held_out_count(config.val_tokens, n_tokens, seq_len))
 
 
 def claim(directory: Path, n_params: int) -> WriterLock:

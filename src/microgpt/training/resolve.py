@@ -27,8 +27,8 @@ from microgpt.settings.known import known_settings
 from microgpt.settings.presets import REFERENCE_OPTIMIZER
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import RunConfig, TrainConfig
+from microgpt.training.corpus import check_dataset_settings, corpus_name
 from microgpt.training.data_parallel import micro_batch_size
-from microgpt.training.run import corpus_name
 from microgpt.training.run_dir import check_replaceable, check_target
 from microgpt.training.run_files import DEFAULT_ROOT, RunPaths
 
@@ -102,6 +102,7 @@ def resolve_new(settings: Settings, *, save: bool, asked_to_save: bool, ranks: i
     micro_batch = micro_batch_size(train.batch_size, train.grad_accum, ranks)
     target = _target(settings, run, None) if save else None
     notes = [check_replaceable(target, overwrite)] if target is not None else []
+    check_dataset_settings(settings, run.file)
     shape = settings.model_config(vocab_size=1)  # the vocabulary comes from the text
     _check_training(settings.family, shape, train)
     settings.check_all_used(train, save=asked_to_save)

@@ -1,4 +1,4 @@
-"""A training run, ready to train (`Run`), and the text it trains on (`Corpus`).
+"""A training run, ready to train (`Run`); what it trains on is corpus.py's `Corpus`.
 
 prepare.py makes a `Run` from the resolved settings; `Run.train` runs the
 `Trainer` (trainer.py), and `Run.finish` appends the results line beside the
@@ -9,7 +9,6 @@ trained model, for the CLI's sample after training and for Python
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -21,49 +20,17 @@ import numpy as np
 from microgpt.core import machine
 from microgpt.core.progress import Progress
 from microgpt.data.batches import RandomBatches, SequentialBatches
-from microgpt.data.corpus import default_corpus, read_corpus
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.checkpoint import CheckpointError
 from microgpt.model.family import config_dict, family
 from microgpt.parallel.communicator import SingleProcess
 from microgpt.settings.training import TrainConfig
+from microgpt.training.corpus import Corpus
 from microgpt.training.plot import plot_available, write_loss_plot
 from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import RunPaths, open_own
 from microgpt.training.trainer import RunSummary, Trainer
 from microgpt.use.sample import generate
-
-DEFAULT_CORPUS_NAME = "python-docs"  # the default checkpoint name of a run on the bundled docs
-
-
-def corpus_name(file: str | None) -> str:
-    """The default checkpoint name for a corpus: its file's stem, or the bundled docs' name."""
-    return DEFAULT_CORPUS_NAME if file is None else Path(file).stem
-
-
-@dataclass
-class Corpus:
-    text: str
-    description: str  # "FILE (N characters)", for messages and the checkpoint
-    name: str  # the default checkpoint name
-    file: str | None  # None: the bundled Python docs
-    sha256: str
-
-    @classmethod
-    def load(cls, file: str | None, max_bytes: int) -> Corpus:
-        if file is None:
-            text, description = default_corpus()
-        else:
-            text = read_corpus(file, max_bytes)
-            description = f"{file} ({len(text):,} characters)"
-        return cls(text, description, corpus_name(file), file, hashlib.sha256(text.encode("utf-8")).hexdigest())
-
-    def run_info(self, train_config: TrainConfig, best_val_loss: float | None = None) -> dict:
-        """What a run keeps in train_state.json besides the step and data position: its corpus (the file as an
-        absolute path, so a resume finds it from any directory) and settings."""
-        absolute = None if self.file is None else str(Path(self.file).resolve())
-        return {"corpus": self.description, "corpus_file": absolute, "corpus_sha256": self.sha256,
-                "best_val_loss": best_val_loss, "train_config": vars(train_config)}
 
 
 @dataclass

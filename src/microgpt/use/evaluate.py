@@ -67,7 +67,8 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if not 1 <= stride <= seq_len:
         raise DataError(f"--stride must be between 1 and the model's seq_len {seq_len}, got {stride}")
-    tokens = np.asarray(tokens, dtype=np.int32)
+    if not hasattr(tokens, "chunks"):  # a prepared dataset's split is read a window at a time, never whole
+        tokens = np.asarray(tokens, dtype=np.int32)
     positions = scorable_positions(len(tokens), seq_len, what)
     if max_positions is not None:
         positions = min(positions, max_positions)
@@ -76,24 +77,26 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
     rows = np.arange(seq_len - stride, seq_len)  # (S,) the logits rows that can be scored
     start = time.perf_counter()
     total = 0.0  # float64 sum of -log p over the scored positions
+    characters = 0
     for i in range(0, len(firsts), batch_size):
         first = firsts[i : i + batch_size]  # (B,)
         last = np.minimum(first + stride, end) - 1  # (B,) the last position each window scores
         starts = last - seq_len  # (B,) row j of a window predicts position starts + j + 1
-        windows = tokens[starts[:, None] + np.arange(seq_len)[None, :]]  # (B, T)
-        targets = starts[:, None] + rows[None, :] + 1  # (B, S) the positions the rows predict
-        scored = targets >= first[:, None]  # (B, S) the last window may repeat positions already scored
+        spans = np.stack([tokens[s : s + seq_len + 1] for s in starts]).astype(np.int32)  # (B, T+1)
+        windows = spans[:, :seq_len]  # (B, T)
+        targets = spans[:, seq_len - stride + 1 :]  # (B, S): the tokens the scored rows predict
+        scored = starts[:, None] + rows[None, :] + 1 >= first[:, None]  # (B, S): the last window may repeat some
         logits = model.logits(windows).reshape(len(first), seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
-        nll = nll_rows(model.be.to_host(logits).reshape(len(first) * stride, -1), tokens[targets.reshape(-1)])
+        nll = nll_rows(model.be.to_host(logits).reshape(len(first) * stride, -1), targets.reshape(-1))
         total += float(np.sum(nll[scored.reshape(-1)]))
+        kept = targets.reshape(-1)[scored.reshape(-1)]  # (scored,) each position once
+        characters += len(kept) if tokenizer is None else tokenizer.count_characters(kept)
         if on_progress is not None:
             on_progress(int(last[-1]) + 1 - seq_len, positions)
     model.be.sync()
     if not math.isfinite(total):
         raise UnsoundOutputs(f"the model's outputs on {what} are not finite; its weights are unusable, retrain it "
                              "(with a lower --lr if it diverged)")
-    scored = tokens[seq_len:end]  # (positions,)
-    characters = positions if tokenizer is None else tokenizer.count_characters(scored)
     return Evaluation(positions=positions, nll=total / positions, seconds=time.perf_counter() - start,
                       characters=characters)
 

@@ -23,6 +23,7 @@ from microgpt.core.errors import ConfigError
 from microgpt.model.params import ParameterViews, ParamSpec
 
 CALCULATOR_CHARACTERS = "0123456789+= \n"
+COUNT_CHUNK = 1 << 24  # tokens counted at a time, so that counting a dataset needs no more memory than this
 _SUM_SO_FAR = re.compile(r"(\d+) \+ (\d+) =( ?)(\d*)")  # a whole line so far, up to and including position t
 
 
@@ -141,19 +142,26 @@ def check_calculator_tokenizer(tokenizer) -> dict[str, int]:
     return {ch: vocab.index(ch) for ch in CALCULATOR_CHARACTERS}
 
 
-def ngram_table(kind: str, tokens: np.ndarray, vocab: int) -> np.ndarray:
-    """The add-one-smoothed next-token distribution: (V, V) for bigram, ((V + 1) * V, V) for trigram."""
+def ngram_table(kind: str, tokens, vocab: int) -> np.ndarray:
+    """The add-one-smoothed next-token distribution: (V, V) for bigram, ((V + 1) * V, V) for trigram, from an
+    array of tokens or a prepared dataset's (anything with `chunks(size)`), counted a chunk at a time."""
     order = 2 if kind == "bigram" else 3
     if len(tokens) < order:
         raise ConfigError(f"--prior {kind} counts runs of {order} tokens, and the training text has {len(tokens)}; "
                           "give a longer text")
-    tokens = np.asarray(tokens, dtype=np.int64)
+    chunks = tokens.chunks(COUNT_CHUNK) if hasattr(tokens, "chunks") else [np.asarray(tokens)]
     bigram = np.ones((vocab, vocab))  # (V, V): add-one smoothing
-    np.add.at(bigram, (tokens[:-1], tokens[1:]), 1.0)
+    trigram = np.ones((vocab * vocab, vocab)) if kind == "trigram" else None  # (V*V, V)
+    carried = np.zeros(0, dtype=np.int64)  # the last two tokens of the chunk before: the runs across chunks
+    for chunk in chunks:
+        run = np.concatenate([carried, np.asarray(chunk, dtype=np.int64)])
+        pairs = run[max(0, len(carried) - 1) :]  # the pair inside the carried tokens was counted already
+        np.add.at(bigram, (pairs[:-1], pairs[1:]), 1.0)
+        if trigram is not None:
+            np.add.at(trigram, (run[:-2] * vocab + run[1:-1], run[2:]), 1.0)
+        carried = run[-2:]
     bigram /= bigram.sum(axis=1, keepdims=True)
-    if kind == "bigram":
+    if trigram is None:
         return bigram
-    trigram = np.ones((vocab * vocab, vocab))  # (V*V, V)
-    np.add.at(trigram, (tokens[:-2] * vocab + tokens[1:-1], tokens[2:]), 1.0)
     trigram /= trigram.sum(axis=1, keepdims=True)
     return np.concatenate([trigram, bigram])  # the last V rows: no previous token

@@ -1,0 +1,133 @@
+"""A prepared dataset: a directory of token shards (shards.py) and the manifest that describes them.
+
+    DIR/manifest.json     what `microgpt prepare` made: the tokenizer, the splits and their shards
+    DIR/train-00000.bin   the training split's shards, in order
+    DIR/val-00000.bin     the held-out split's
+
+The manifest (MANIFEST_VERSION 1):
+
+    {"microgpt_dataset": 1,
+     "tokenizer": {...},                          the tokenizer's to_json(), as a checkpoint keeps it
+     "dtype": "uint16",                           or "uint32" where the vocabulary needs it
+     "splits": {"train": {"documents": D, "tokens": N,
+                          "shards": [{"file": "train-00000.bin", "tokens": n, "bytes": b, "sha256": "..."}]},
+                "val": {...}},
+     "inputs": [{"path": "...", "bytes": b}], "command": "microgpt prepare ...", "created": "...",
+     "errors": {"mode": "strict", "replaced": 0, "skipped": 0}}
+
+`open_dataset` checks every shard's size and checksum against the manifest before anything trains, and its
+`identity` (the manifest's sha256) is what a checkpoint records, so that a resume can tell a changed dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from microgpt.core.errors import DataError
+from microgpt.data.shards import ShardedTokens, open_shard, read_header
+from microgpt.data.tokenizer import Tokenizer, from_json
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+VERSION_KEY = "microgpt_dataset"
+MAX_MANIFEST_BYTES = 64 * 1024**2  # a manifest lists shards and inputs: megabytes at most
+SPLITS = ("train", "val")
+HASH_CHUNK = 16 * 1024**2
+
+
+def is_dataset(path: str | Path | None) -> bool:
+    """Whether `path` is a directory holding a manifest (a prepared dataset, not a text file)."""
+    return path is not None and (Path(path) / MANIFEST).is_file()
+
+
+@dataclass
+class Dataset:
+    path: Path
+    manifest: dict
+    tokenizer: Tokenizer
+    train: ShardedTokens
+    val: ShardedTokens | None  # None: prepared without a held-out split
+    identity: str  # the manifest's sha256
+
+    @property
+    def description(self) -> str:
+        splits = self.manifest["splits"]
+        held = f", {splits['val']['tokens']:,} held out" if self.val is not None else ""
+        shards = sum(len(split["shards"]) for split in splits.values())
+        return (f"{self.path} (a prepared dataset: {splits['train']['tokens']:,} training tokens{held}, "
+                f"{shards} shard{'s' if shards != 1 else ''})")
+
+
+def open_dataset(path: str | Path, verify: bool = True) -> Dataset:
+    """The dataset in `path`, every shard checked against the manifest (its size always, its sha256 where
+    `verify`); a DataError naming the first that disagrees."""
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    try:
+        if manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise DataError(f"{manifest_path} is over {MAX_MANIFEST_BYTES:,} bytes; it is not a manifest")
+        raw = manifest_path.read_bytes()
+        manifest = json.loads(raw)
+    except OSError as exc:
+        raise DataError(f"{manifest_path} cannot be read ({exc.strerror or exc}); prepare the dataset again") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{manifest_path} is not valid JSON ({exc}); prepare the dataset again") from None
+    _check_manifest(manifest, manifest_path)
+    try:
+        tokenizer = from_json(manifest["tokenizer"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{manifest_path}: its tokenizer cannot be read ({exc}); prepare the dataset again") from None
+    splits = {name: _split(path, manifest["splits"][name], verify) for name in SPLITS if name in manifest["splits"]}
+    if "train" not in splits or len(splits["train"]) == 0:
+        raise DataError(f"{path} has no training tokens; prepare it from a larger input")
+    val = splits.get("val")
+    return Dataset(path, manifest, tokenizer, splits["train"], val if val is not None and len(val) else None,
+                   hashlib.sha256(raw).hexdigest())
+
+
+def _check_manifest(manifest, where: Path) -> None:
+    if not isinstance(manifest, dict) or VERSION_KEY not in manifest:
+        raise DataError(f"{where} is not a dataset manifest (no {VERSION_KEY!r}); prepare the dataset with "
+                        "microgpt prepare")
+    version = manifest[VERSION_KEY]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise DataError(f"{where}: {VERSION_KEY} must be a format version, got {version!r}")
+    if version > MANIFEST_VERSION:
+        raise DataError(f"{where} is dataset format {version}, written by a newer microgpt; upgrade microgpt")
+    splits = manifest.get("splits")
+    if not isinstance(splits, dict) or not all(
+            isinstance(s, dict) and isinstance(s.get("shards"), list) for s in splits.values()):
+        raise DataError(f"{where} has no readable splits; prepare the dataset again")
+
+
+def _split(path: Path, split: dict, verify: bool) -> ShardedTokens:
+    shards = []
+    for entry in split["shards"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or "/" in entry["file"] \
+                or entry["file"].startswith("."):
+            raise DataError(f"{path / MANIFEST} lists a shard {entry!r:.60}, not a file of the dataset")
+        shard_path = path / entry["file"]
+        if not shard_path.is_file():
+            raise DataError(f"shard {shard_path} is missing; prepare the dataset again")
+        _, count = read_header(shard_path)
+        if count != entry.get("tokens") or shard_path.stat().st_size != entry.get("bytes"):
+            raise DataError(f"shard {shard_path} holds {count:,} tokens in {shard_path.stat().st_size:,} bytes, but the "
+                            f"manifest says {entry.get('tokens')} tokens in {entry.get('bytes')} bytes; prepare the "
+                            "dataset again")
+        if verify and sha256_of(shard_path) != entry.get("sha256"):
+            raise DataError(f"shard {shard_path} does not match its checksum in the manifest (it changed after "
+                            "prepare); prepare the dataset again")
+        shards.append(open_shard(shard_path))
+    return ShardedTokens(shards)
+
+
+def sha256_of(path: Path) -> str:
+    """A file's sha256, read in chunks (the manifest's checksum of a shard)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,101 @@
+"""Token shards: the files a prepared dataset keeps its tokens in, and the view that trains from them.
+
+A shard is a 64-byte header and then its tokens, little-endian, one after another:
+
+    bytes 0-7    magic  b"MGPTTOK1"
+    bytes 8-11   format version (uint32, 1)
+    bytes 12-15  bytes per token (uint32: 2 for uint16, 4 for uint32)
+    bytes 16-23  token count (uint64)
+    bytes 24-63  zero
+
+so `np.memmap(path, dtype, mode="r", offset=64, shape=(count,))` reads it without copying (docs/data.md has
+the ten lines). `ShardedTokens` is the shards of one split as one sequence: its length, and slices that
+may cross a shard boundary, each read from the memory maps (what `batches.py` and validation take of a
+token array), so that memory does not grow with the dataset.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from microgpt.core.errors import DataError
+
+MAGIC = b"MGPTTOK1"
+SHARD_VERSION = 1
+HEADER_BYTES = 64
+_HEADER = struct.Struct("<8sIIQ")  # magic, version, bytes per token, count; zero to HEADER_BYTES
+DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 where every id fits, else uint32."""
+    return DTYPES[2] if vocab_size <= 2**16 else DTYPES[4]
+
+
+def shard_header(dtype: np.dtype, count: int) -> bytes:
+    return _HEADER.pack(MAGIC, SHARD_VERSION, np.dtype(dtype).itemsize, count).ljust(HEADER_BYTES, b"\0")
+
+
+def read_header(path: Path) -> tuple[np.dtype, int]:
+    """(dtype, count) of a shard, after checking its magic, version and size; DataError naming it otherwise."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DataError(f"shard {path} cannot be read ({exc.strerror or exc}); prepare the dataset again") from None
+    if len(head) < HEADER_BYTES or head[:8] != MAGIC:
+        raise DataError(f"{path} is not a token shard (no {MAGIC.decode()} header); prepare the dataset again")
+    _, version, itemsize, count = _HEADER.unpack(head[: _HEADER.size])
+    if version > SHARD_VERSION:
+        raise DataError(f"shard {path} is format {version}, written by a newer microgpt; upgrade microgpt")
+    if itemsize not in DTYPES:
+        raise DataError(f"shard {path} says {itemsize} bytes per token; a shard holds 2 or 4")
+    if size != HEADER_BYTES + count * itemsize:
+        raise DataError(f"shard {path} is {size:,} bytes, but its header says {count:,} tokens of {itemsize} bytes "
+                        f"({HEADER_BYTES + count * itemsize:,} bytes): it is cut short or damaged; prepare the "
+                        "dataset again")
+    return DTYPES[itemsize], count
+
+
+def open_shard(path: Path) -> np.memmap:
+    """A shard's tokens (count,), memory-mapped read-only."""
+    dtype, count = read_header(path)
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=HEADER_BYTES, shape=(count,))
+
+
+class ShardedTokens:
+    """The tokens of several shards as one sequence: len() and slices [a:b] (step 1), as int64 arrays."""
+
+    def __init__(self, shards: list[np.ndarray]):
+        self.shards = [s for s in shards if len(s)]
+        self.starts = np.cumsum([0] + [len(s) for s in self.shards])  # (shards + 1,): where each begins
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice) or index.step not in (None, 1):
+            raise TypeError("sharded tokens are read by slices [a:b]")
+        start, stop, _ = index.indices(len(self))
+        if stop <= start:
+            return np.zeros(0, dtype=np.int64)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        pieces = []
+        while start < stop:
+            shard, offset = self.shards[first], start - int(self.starts[first])
+            take = min(stop - start, len(shard) - offset)
+            pieces.append(np.asarray(shard[offset : offset + take], dtype=np.int64))
+            start += take
+            first += 1
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def chunks(self, size: int):
+        """The tokens in order, as int64 arrays of at most `size` (for counting without holding them all)."""
+        for start in range(0, len(self), size):
+            yield self[start : start + size]
