@@ -357,6 +357,22 @@ def test_a_lookahead_model_composes_checks_and_saves(client, workspace, mode):
     assert client.post("/api/check", json=loaded).json()["parameters"] == checked["parameters"]
 
 
+def test_a_prepared_dataset_in_the_workspace_is_offered_and_composes(client, workspace):
+    """A dataset directory is a data file like a text: listed, checked with its own tokenizer, and a tokenizer
+    setting for it refused on the data node."""
+    from test_dataset_training import write_dataset
+
+    text = (workspace / "tiny.txt").read_text(encoding="utf-8")
+    write_dataset(workspace / "prepared", text, held_out=200, shard_tokens=500)
+    assert "prepared" in client.get("/api/files").json()["files"]
+    graph = lookahead_graph()
+    graph["nodes"][0]["values"]["file"] = "prepared"
+    checked = client.post("/api/check", json=graph).json()
+    assert checked["ok"], checked["errors"]
+    graph["nodes"][0]["values"]["tokenizer"] = "bpe"
+    errors = client.post("/api/check", json=graph).json()["errors"]
+    assert errors and "prepared dataset" in errors[0]["message"], errors
+
 def test_per_part_figures_share_a_chart_and_head_losses_stay_off_the_main_loss():
     assert chart_of("loss")["chart"] == chart_of("val_loss")["chart"] == "loss"
     heads = [chart_of(f"head{k}_loss") for k in (1, 2, 3)]

@@ -39,8 +39,14 @@ HASH_CHUNK = 16 * 1024**2
 
 
 def is_dataset(path: str | Path | None) -> bool:
-    """Whether `path` is a directory holding a manifest (a prepared dataset, not a text file)."""
-    return path is not None and (Path(path) / MANIFEST).is_file()
+    """Whether `path` is a directory holding a manifest (a prepared dataset, not a text file); a path that
+    cannot be looked at (too long, unreadable) is not one, and reading it as a text says why."""
+    if path is None:
+        return False
+    try:
+        return (Path(path) / MANIFEST).is_file()
+    except OSError:
+        return False
 
 
 @dataclass

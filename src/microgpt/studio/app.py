@@ -30,6 +30,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 
 from microgpt.core.errors import ConfigError, DataError
+from microgpt.data.dataset import is_dataset
 from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint
 from microgpt.settings.commands import SampleSettings
 from microgpt.settings.known import known_settings
@@ -412,13 +413,16 @@ class Studio:
         return out, err, process.returncode
 
     async def files(self, request: Request) -> JSONResponse:
-        """Text files of the workspace (two levels down, no hidden ones, none inside a checkpoint)."""
+        """Text files and prepared datasets of the workspace (two levels down, no hidden ones, none inside a
+        checkpoint)."""
         found = []
         for directory in [self.workspace.root, *[p for p in sorted(self.workspace.root.iterdir())
                                                  if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-                                                 and not is_checkpoint(p)]]:
+                                                 and not is_checkpoint(p) and not is_dataset(p)]]:
             for path in sorted(directory.iterdir()):
-                if path.suffix in TEXT_SUFFIXES and path.is_file() and not path.is_symlink() and not path.name.startswith("."):
+                if path.is_symlink() or path.name.startswith("."):
+                    continue
+                if (path.suffix in TEXT_SUFFIXES and path.is_file()) or (path.is_dir() and is_dataset(path)):
                     found.append(self.workspace.relative(path))
         return JSONResponse({"files": found})
 

@@ -18,6 +18,7 @@ from microgpt.backends import backend_class
 from microgpt.core.checks import NumberOrOff, Switch, format_bytes, shown
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.corpus import default_corpus, read_corpus
+from microgpt.data.dataset import is_dataset, open_dataset
 from microgpt.data.tokenizer import tokenizer_kind
 from microgpt.model.family import family, n_params
 from microgpt.model.memory import estimate_training_bytes
@@ -26,8 +27,8 @@ from microgpt.settings.named_runs import NamedRun
 from microgpt.settings.sources import Settings
 from microgpt.studio.canvas import FAMILY_CANVAS, Component, components_of, offered_families
 from microgpt.studio.speed import expected_tokens_per_second
+from microgpt.training.corpus import check_dataset_settings, with_held_out
 from microgpt.training.data_parallel import micro_batch_size
-from microgpt.training.prepare import with_held_out
 
 ERROR_OF_GRAPH = None  # the node of a problem that concerns the whole graph
 
@@ -218,7 +219,7 @@ def check_graph(graph: dict, workspace) -> Checked:
         return checked
     data_node = chain[0][0]["id"]
     try:
-        text = corpus_text(values.get("file"), workspace, values.get("max_corpus"))
+        text, dataset = corpus_of(values.get("file"), workspace, values.get("max_corpus"))
     except (ConfigError, DataError) as exc:
         checked.add(data_node, str(exc))
         return checked
@@ -226,13 +227,18 @@ def check_graph(graph: dict, workspace) -> Checked:
         settings = Settings(values)
         train_config = settings.train_config()
         tokenizer_name = settings.value("tokenizer")
-        vocab = (len(set(text)) if tokenizer_kind(tokenizer_name).default_vocab_size is None
-                 else settings.value("vocab_size") or tokenizer_kind(tokenizer_name).default_vocab_size)
+        if dataset is not None:
+            check_dataset_settings(settings, dataset.path)
+            vocab = dataset.tokenizer.size
+        else:
+            vocab = (len(set(text)) if tokenizer_kind(tokenizer_name).default_vocab_size is None
+                     else settings.value("vocab_size") or tokenizer_kind(tokenizer_name).default_vocab_size)
         kind = family(name)
         config = settings.model_config(vocab)
         if hasattr(kind, "check_training"):
             kind.check_training(config, train_config)
-        resolved = with_held_out(train_config, len(text), config.seq_len)
+        resolved = (train_config if dataset is not None
+                    else with_held_out(train_config, len(text), config.seq_len))
         settings.check_all_used(resolved)
         micro = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     except ConfigError as exc:
@@ -248,6 +254,14 @@ def check_graph(graph: dict, workspace) -> Checked:
     checked.description = kind.describe(config)
     checked.settings = {key: yaml_value(value) for key, value in values.items()}
     return checked
+
+
+def corpus_of(file: str | None, workspace, max_corpus: int | None):
+    """(text, None) for a text a run would train on, or ("", the dataset) for a prepared dataset in the
+    workspace (its manifest and shard sizes read, the checksums left to the run)."""
+    if file is not None and is_dataset(workspace.inside(file, what="the data file")):
+        return "", open_dataset(workspace.inside(file, what="the data file"), verify=False)
+    return corpus_text(file, workspace, max_corpus), None
 
 
 def corpus_text(file: str | None, workspace, max_corpus: int | None) -> str:
