@@ -1,5 +1,5 @@
 """The graph family: a model that is a typed graph of primitives, compiled (model/family.py says what a
-family gives; document.py the document, compile.py the compiler, ops/ the primitives, model.py the passes,
+family gives; document.py the document, compile.py the compiler (program.py what it makes, rewrite.py its fusions), ops/ the primitives, model.py the passes,
 causality.py the check before training, from_family.py the graph of each family, library.yaml the groups
 a document can use by name; docs/graphs.md the format).
 """

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.graph.compile import Program
 from microgpt.model.graph.model import Passes, Run, Shared
+from microgpt.model.graph.program import Program
 from microgpt.model.params import Parameters, ParameterViews
 from microgpt.model.rope import RopeTables
 

@@ -1,4 +1,4 @@
-"""The compiler: a graph document to a `Program`, the flat list of primitives a model runs.
+"""The compiler: a graph document to a `Program` (program.py), the flat list of primitives a model runs.
 
 1. bind the dimensions: vocab and T from the run, then the document's dims in order;
 2. flatten the groups: each body's nodes in an order where every edge runs forward (a cycle is refused,
@@ -7,8 +7,7 @@
 3. infer and check shapes at every edge, so that an error names the node path and port;
 4. give every op its parameters, in the document's order (so a graph written like a family draws the
    family's initial weights from the same seed);
-5. rewrite known subgraphs to the backend's fused ops: a linear with bias read only by a relu becomes
-   `linear_relu`, and rope nodes read only by an attention's queries and keys fold into it (`rope_attention`);
+5. rewrite known subgraphs to the backend's fused ops (rewrite.py);
 6. find what each pass needs: the nodes up to the logits, up to the main loss, and all of them.
 
 The flattened order is the forward's; the backward runs it in reverse (model.py).
@@ -17,67 +16,19 @@ The flattened order is the forward's; the backward runs it in reverse (model.py)
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 
 from microgpt.core.errors import ConfigError
 from microgpt.model.graph.document import GRAPH_OUTPUTS, check_document
 from microgpt.model.graph.expressions import evaluate, group_value, word
 from microgpt.model.graph.ops import ALL, OPS
 from microgpt.model.graph.ops.base import REQUIRED, Node, ShapeError, ValueType
+from microgpt.model.graph.program import Instance, Program
+from microgpt.model.graph.rewrite import fuse
 from microgpt.model.params import ParamSpec
 
 MAX_NODES = 200_000  # primitives after flattening: far past any model that trains here
 MAX_NESTING = 32  # groups inside groups
 MAX_REPEAT = 1000  # copies of one group
-
-
-@dataclass
-class Instance:
-    """A group used in the graph, for `graph show`: where it sits, which group, its ports' types."""
-
-    path: tuple[str, ...]
-    group: str
-    ports: dict[str, str]
-    depth: int
-
-
-@dataclass
-class Program:
-    nodes: list[Node]  # primitives in forward order
-    values: dict[int, ValueType]  # value id -> its type
-    tokens: int  # the value id of the token ids
-    logits: int  # the value id wired to the graph's logits output
-    main_loss: int  # index in nodes of the loss on the logits output
-    specs: list[ParamSpec]  # every parameter, in the document's order
-    dims: dict  # every dimension bound at the top: vocab, T and the document's
-    instances: list[Instance] = field(default_factory=list)
-    verdict: str | None = None  # the causality check's (causality.py), once it has run
-
-    @property
-    def losses(self) -> list[int]:
-        """Indices of every loss node, the main one first."""
-        return [self.main_loss] + [i for i, n in enumerate(self.nodes) if n.op.name == "cross_entropy"
-                                   and i != self.main_loss]
-
-    def needed(self, targets: list[int]) -> list[int]:
-        """Indices of the nodes the given values or node outputs need, in forward order."""
-        producer = {vid: i for i, n in enumerate(self.nodes) for vid in n.outputs.values()}
-        wanted, stack = set(), list(targets)
-        while stack:
-            vid = stack.pop()
-            i = producer.get(vid)
-            if i is not None and i not in wanted:
-                wanted.add(i)
-                stack.extend(self.nodes[i].input_ids())
-        return sorted(wanted)
-
-    def needed_for_node(self, index: int) -> list[int]:
-        return sorted(set(self.needed(self.nodes[index].input_ids())) | {index})
-
-    def metric_name(self, index: int) -> str:
-        """A non-main loss's key in the metrics log: its path, without a last ".loss", then "_loss"."""
-        name = self.nodes[index].name
-        return name.removesuffix(".loss").replace(".", "_") + "_loss"
 
 
 class _Compiler:
@@ -338,38 +289,6 @@ def _port_type(text, where: str) -> tuple[str, str | None]:
     if kind in ("stream", "weights") and bracket and rest.endswith("]"):
         return kind, rest[:-1].strip()
     raise ConfigError(f"{where}: {text!r} is not a port type; write stream[WIDTH], weights[N], logits or token_ids")
-
-
-def fuse(nodes: list[Node]) -> list[Node]:
-    """The rewrites to fused ops (the module's step 5), on nodes in forward order."""
-    readers: dict[int, list[tuple[Node, str]]] = {}
-    for node in nodes:
-        for port, vids in node.inputs.items():
-            for vid in vids:
-                readers.setdefault(vid, []).append((node, port))
-    producer = {vid: node for node in nodes for vid in node.outputs.values()}
-    dropped: set[int] = set()
-    for node in nodes:
-        if node.op.name == "linear" and node.params["bias"]:
-            only = readers.get(node.outputs["out"], [])
-            if len(only) == 1 and only[0][0].op.name == "relu":
-                relu = only[0][0]
-                node.op, node.outputs, node.types = ALL["linear_relu"], relu.outputs, relu.types
-                dropped.add(id(relu))
-        if node.op.name == "attention":
-            ropes = []
-            for port in ("q", "k"):
-                source = producer.get(node.inputs[port][0])
-                if (source is None or source.op.name != "rope" or len(readers[node.inputs[port][0]]) != 1
-                        or source.params["heads"] != node.params["heads"]):
-                    break
-                ropes.append((port, source))
-            else:
-                for port, rope in ropes:
-                    node.inputs[port] = rope.inputs["x"]
-                    dropped.add(id(rope))
-                node.op = ALL["rope_attention"]
-    return [node for node in nodes if id(node) not in dropped]
 
 
 def compile_graph(document: dict, vocab: int, seq_len: int) -> Program:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from microgpt.core.checks import Path, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
-from microgpt.model.graph.compile import Program, compile_graph
+from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.document import read_document
 from microgpt.model.graph.library import with_library
+from microgpt.model.graph.program import Program
 
 
 class GraphDocument(Path):

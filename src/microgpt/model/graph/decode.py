@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.backends.base import Mat
-from microgpt.model.graph.compile import Program
+from microgpt.model.graph.program import Program
 from microgpt.model.kv_cache import KVRing
 
 CACHED_OPS = ("attention", "rope_attention")  # cross-position ops a KV ring can hold, under the causal mask

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.model.attention import head_groups
-from microgpt.model.graph.compile import Program
 from microgpt.model.graph.ops.attention import head_widths
+from microgpt.model.graph.program import Program
 
 SAVES_INPUTS = {"linear", "logits", "stream_read", "stream_write", "linear_relu", "mul", "gelu"}
 SAVES_NOTHING = {"embedding", "layer_norm", "relu", "add", "scale", "concat", "split", "narrow", "rope",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from microgpt.model.decode import Rerun
-from microgpt.model.graph.compile import Program
 from microgpt.model.graph.decode import GraphDecoder, cacheable
+from microgpt.model.graph.program import Program
 from microgpt.model.heads import HeadLogits
 from microgpt.model.params import Parameters, ParameterViews
 from microgpt.model.rope import RopeTables
