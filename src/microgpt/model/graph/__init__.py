@@ -1,7 +1,9 @@
 """The graph family: a model that is a typed graph of primitives, compiled (model/family.py says what a
-family gives; document.py the document, compile.py the compiler (program.py what it makes, rewrite.py its fusions), ops/ the primitives, model.py the passes,
-causality.py the check before training, from_family.py the graph of each family, library.yaml the groups
-a document can use by name; docs/graphs.md the format).
+family gives). document.py reads the document, compile.py flattens and checks it into a Program
+(program.py; rewrite.py fuses known subgraphs), ops/ holds the primitives, model.py runs the passes,
+decode.py the KV-cache decoder, causality.py the check before training, memory.py the estimate,
+from_family/ the graph of each family and library/ the groups a document can use by name. docs/graphs.md
+describes the format.
 """
 
 from __future__ import annotations
