@@ -131,6 +131,10 @@ def test_a_checkpoint_of_another_tokenizer_cannot_resume_on_a_dataset(tmp_path, 
     assert not (tmp_path / "ft").exists()
 
 
-def test_shards_are_memory_maps_not_copies(dataset):
+def test_shards_are_read_by_position_never_loaded(dataset):
+    """Each slice is one pread: nothing of a shard stays in the process but what a batch holds."""
+    from microgpt.data.shards import ShardReader
+
     loaded = open_dataset(dataset)
-    assert all(isinstance(shard, np.memmap) for shard in loaded.train.shards)
+    assert all(isinstance(shard, ShardReader) for shard in loaded.train.shards)
+    assert np.array_equal(loaded.train[1499:1501], CharTokenizer.train(TEXT, None).encode(TEXT)[1499:1501])

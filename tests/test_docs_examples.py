@@ -28,9 +28,10 @@ def command_lines() -> list[tuple[str, str]]:
                             word == "-m" and words[i + 1 : i + 2] == ["microgpt"]):
                         start = i + 1 if word == "microgpt" else i + 2
                         rest = list(words[start:])
-                        if "|" in rest:
-                            rest = rest[: rest.index("|")]
-                        if rest and rest[0] in ("train", "sample", "eval", "plot"):
+                        for end in ("|", "&&"):
+                            if end in rest:
+                                rest = rest[: rest.index(end)]
+                        if rest and rest[0] in ("prepare", "train", "sample", "eval", "plot"):
                             found.append((f"{doc.name}: {line.strip()}", rest))
                         break
     return found
@@ -40,7 +41,7 @@ COMMANDS = command_lines()
 
 
 def test_the_docs_show_every_command():
-    assert {args[0] for _, args in COMMANDS} == {"train", "sample", "eval", "plot"}
+    assert {args[0] for _, args in COMMANDS} == {"prepare", "train", "sample", "eval", "plot"}
     assert len(COMMANDS) > 30
 
 

@@ -7,7 +7,7 @@ import argparse
 import math
 
 from microgpt.cli.parser import close_choice
-from microgpt.core.checks import Choice, Switch, shown
+from microgpt.core.checks import Choice, ChoiceOrFile, Switch, shown
 from microgpt.core.fields import SettingField
 from microgpt.settings.sources import known_settings
 
@@ -72,7 +72,7 @@ def add_flags_with_defaults(parser: argparse.ArgumentParser, fields: list[Settin
         if isinstance(field.check, Switch):
             parser.add_argument(field.flag, action=argparse.BooleanOptionalAction, default=field.default,
                                 help=help_line)
-        elif isinstance(field.check, Choice):
+        elif isinstance(field.check, Choice) and not isinstance(field.check, ChoiceOrFile):  # a path is no choice
             parser.add_argument(field.flag, choices=field.check.options, default=field.default, help=help_line)
         else:
             parser.add_argument(field.flag, type=flag_type(field), metavar=field.flag_metavar,

@@ -9,13 +9,16 @@ A shard is a 64-byte header and then its tokens, little-endian, one after anothe
     bytes 24-63  zero
 
 so `np.memmap(path, dtype, mode="r", offset=64, shape=(count,))` reads it without copying (docs/data.md has
-the ten lines). `ShardedTokens` is the shards of one split as one sequence: its length, and slices that
-may cross a shard boundary, each read from the memory maps (what `batches.py` and validation take of a
-token array), so that memory does not grow with the dataset.
+the ten lines). Training reads it by position instead (`ShardReader`: one pread per slice), so that the
+pages it reads are the kernel's page cache and never the process's resident memory, as a memory map's
+would be. `ShardedTokens` is the shards of one split as one sequence: its length, and slices that may cross
+a shard boundary (what `batches.py` and validation take of a token array), so that memory does not grow
+with the dataset.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -61,12 +64,37 @@ def read_header(path: Path) -> tuple[np.dtype, int]:
     return DTYPES[itemsize], count
 
 
-def open_shard(path: Path) -> np.memmap:
-    """A shard's tokens (count,), memory-mapped read-only."""
+def open_shard(path: Path) -> ShardReader:
+    """A shard's tokens (count,), read by position."""
     dtype, count = read_header(path)
-    if count == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", offset=HEADER_BYTES, shape=(count,))
+    return ShardReader(path, dtype, count)
+
+
+class ShardReader:
+    """One shard's tokens: len() and slices [a:b] (step 1), each one pread of the file, as int64 arrays."""
+
+    def __init__(self, path: Path, dtype: np.dtype, count: int):
+        self.path, self.dtype, self.count = path, dtype, count
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice) or index.step not in (None, 1):
+            raise TypeError("a shard is read by slices [a:b]")
+        start, stop, _ = index.indices(self.count)
+        n = max(0, stop - start)
+        size = self.dtype.itemsize
+        data = os.pread(self._fd, n * size, HEADER_BYTES + start * size)
+        if len(data) != n * size:
+            raise DataError(f"shard {self.path} ended early (it changed while training); prepare the dataset again")
+        return np.frombuffer(data, dtype=self.dtype).astype(np.int64)  # (n,)
+
+    def __del__(self):
+        fd, self._fd = getattr(self, "_fd", None), None
+        if fd is not None:
+            os.close(fd)
 
 
 class ShardedTokens:

@@ -1,5 +1,5 @@
 """What a run trains on (`Corpus`): a text file (or the bundled docs) read whole, or a prepared dataset
-(data/dataset.py) trained from its memory-mapped shards; and how each gives a run its tokenizer and its
+(data/dataset.py) trained from its shards, read by position; and how each gives a run its tokenizer and its
 training and held-out tokens.
 
 A text: a new run learns its tokenizer from it, a fine-tune extends the source's by its new characters, and

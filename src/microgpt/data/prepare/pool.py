@@ -1,0 +1,79 @@
+"""Work on blocks in worker processes, with the results in input order and a bounded number in flight.
+
+`ordered_map(work, items, workers, job)` yields work(item) for each item, in order. With one worker it all
+runs in this process; with more, a pool of spawned processes (fresh interpreters: nothing of this one's
+threads or of the tokenizers library's thread pool is forked), each set up by `work.start(job)`, holds at
+most WINDOW_PER_WORKER blocks per worker at once, so that reading never runs ahead of tokenizing by more
+than a few blocks. Workers ignore Ctrl-C and are ended by this process when it stops early; a worker that
+dies (or cannot start) is a DataError, not a hang. Each tokenizes on one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from microgpt.core.errors import DataError
+from microgpt.data.prepare import blocks, work
+from microgpt.data.prepare.inputs import InputFile
+
+WINDOW_PER_WORKER = 2
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def useful_workers(workers: int, inputs: list[InputFile]) -> int:
+    """At most one worker per block of input: starting a process takes longer than a small input does (the
+    output is the same for any number)."""
+    return max(1, min(workers, sum(file.size for file in inputs) // blocks.BLOCK_BYTES))
+
+
+def _start_worker(job: dict) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread each: the processes are the parallelism
+    work.start(job)
+
+
+def ordered_map(fn: Callable, items: Iterable, workers: int, job: dict) -> Iterator:
+    if workers <= 1:
+        work.start(job)
+        for item in items:
+            yield fn(item)
+        return
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                               initargs=(job,))
+    finished = False
+    try:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= WINDOW_PER_WORKER * workers:
+                yield _result(pending.popleft())
+        while pending:
+            yield _result(pending.popleft())
+        finished = True
+    finally:
+        if not finished:  # an error, Ctrl-C or SIGTERM: end the workers now, not after their blocks
+            for process in list(getattr(pool, "_processes", {}).values()):
+                with contextlib.suppress(OSError):
+                    process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _result(future):
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise DataError("a worker process stopped or could not start; run with --workers 1 (from Python, call "
+                        "prepare from a script whose top level is guarded by if __name__ == '__main__')") from None

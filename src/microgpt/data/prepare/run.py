@@ -1,0 +1,147 @@
+"""`prepare`: the inputs to a dataset directory, in two passes over them, with nothing half-written.
+
+The order: claim --out (output.py: its lock, and refusals), find the inputs (inputs.py), scan them (scan.py:
+every problem with them shows here, before anything is written), make the tokenizer (char: the characters
+scanned; bpe: trained on the first --tokenizer-sample), choose the split (split.py), tokenize and write the
+shards into the partial directory (encode.py), then the manifest, and rename it into place. Anything that
+stops it on the way (an error, a full disk, Ctrl-C, SIGTERM) removes the partial directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import shlex
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from microgpt.core.errors import DataError
+from microgpt.data.dataset import MANIFEST_VERSION, VERSION_KEY
+from microgpt.data.prepare.encode import encode
+from microgpt.data.prepare.inputs import InputFile, find_inputs
+from microgpt.data.prepare.output import Output, stopping_on_signals
+from microgpt.data.prepare.pool import available_cores, useful_workers
+from microgpt.data.prepare.progress import MB, note
+from microgpt.data.prepare.scan import Scan, scan
+from microgpt.data.prepare.settings import PrepareSettings
+from microgpt.data.prepare.split import choose_split
+from microgpt.data.shards import token_dtype
+from microgpt.data.tokenizer import Tokenizer, is_tokenizer_file, load_tokenizer_file, train_tokenizer
+from microgpt.data.tokenizer.char import CharTokenizer
+
+RATIO_SAMPLE_CHARS = 1_000_000  # the text a bpe tokenizer encodes to estimate tokens per character
+
+
+@dataclass
+class Summary:
+    out: Path
+    tokenizer: str  # its description
+    dtype: str
+    splits: dict[str, dict]  # the manifest's
+    inputs: int  # files
+    input_bytes: int  # on disk
+    text_bytes: int  # decompressed
+    written_bytes: int
+    seconds: float
+    errors: dict  # the manifest's: mode, replaced, skipped
+    empty: int  # empty documents, not written
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare(inputs: list[str | Path], out: str | Path, settings: PrepareSettings | None = None,
+            overwrite: bool = False, quiet: bool = False, command: str | None = None) -> Summary:
+    """Prepare the inputs (files or directories) into the dataset directory `out`; its Summary."""
+    settings = settings or PrepareSettings()
+    started = time.perf_counter()
+    output = Output(out, overwrite)
+    command = command or shlex.join(["microgpt", "prepare", *map(str, inputs), "--out", str(out)])
+    try:
+        with stopping_on_signals():
+            output.claim()
+            files = find_inputs(inputs, settings.glob, output.out)
+            workers = useful_workers(settings.workers or available_cores(), files)
+            found = scan(files, settings, workers, quiet)
+            notes: list[str] = []
+            tokenizer = _tokenizer(settings, found, quiet, notes)
+            split = choose_split(settings, found.chars_by_bucket, found.docs_by_bucket,
+                                 _chars_per_token(tokenizer, found))
+            notes += [split.note] if split.note else []
+            try:
+                written = encode(files, settings, workers, quiet, found, tokenizer, split, output.begin())
+                errors = {"mode": settings.errors, "replaced": found.replaced, "skipped": len(found.skipped)}
+                output.commit(_manifest(tokenizer, written.splits, files, command, errors))
+            except OSError as exc:
+                raise _write_error(exc, output.out) from None
+            finally:
+                output.abort()
+    except KeyboardInterrupt as exc:  # Ctrl-C or Stopped: say whether it came only once the dataset was complete
+        exc.complete = output.committed
+        raise
+    finally:
+        output.release()
+    return Summary(output.out, tokenizer.describe(), token_dtype(tokenizer.size).name, written.splits, len(files),
+                   sum(file.size for file in files), found.text_bytes, written.bytes, time.perf_counter() - started,
+                   errors, found.empty, notes)
+
+
+def _tokenizer(settings: PrepareSettings, found: Scan, quiet: bool, notes: list[str]) -> Tokenizer:
+    if settings.tokenizer == "char":
+        return CharTokenizer(found.vocabulary())
+    if is_tokenizer_file(settings.tokenizer):
+        return load_tokenizer_file(settings.tokenizer)
+    sample = found.sample_text(settings.tokenizer_sample)
+    note(f"training the {settings.tokenizer} tokenizer on the first {len(sample):,} characters of the text", quiet)
+    tokenizer = train_tokenizer(settings.tokenizer, sample, settings.vocab_size)
+    asked = settings.vocab_size or tokenizer.default_vocab_size
+    if asked is not None and tokenizer.size < asked:
+        notes.append(f"the tokenizer has {tokenizer.size:,} tokens, not the {asked:,} asked: its sample ran out of "
+                     "pairs to merge; give a larger --tokenizer-sample or a smaller --vocab-size")
+    return tokenizer
+
+
+def _chars_per_token(tokenizer: Tokenizer, found: Scan) -> float:
+    """Characters per token, for turning a number of tokens into text to hold out: 1 for char; for others,
+    measured on the start of the sample."""
+    if tokenizer.kind == "char":
+        return 1.0
+    text = found.sample_text(RATIO_SAMPLE_CHARS)
+    return len(text) / max(1, len(tokenizer.encode(text)))
+
+
+def _manifest(tokenizer: Tokenizer, splits: dict, files: list[InputFile], command: str, errors: dict) -> dict:
+    """The manifest (data/dataset.py's format)."""
+    return {VERSION_KEY: MANIFEST_VERSION, "tokenizer": tokenizer.to_json(), "dtype": token_dtype(tokenizer.size).name,
+            "splits": splits, "inputs": [{"path": str(file.path), "bytes": file.size} for file in files],
+            "command": command, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "errors": errors}
+
+
+def _write_error(exc: OSError, out: Path) -> DataError:
+    if exc.errno == errno.ENOSPC:
+        return DataError(f"no space left on the device of {out.parent}; nothing was kept: free some space, or give "
+                         "--out on another disk")
+    return DataError(f"cannot write the dataset beside {out} ({exc.strerror or exc}); nothing was kept: pick "
+                     "another --out")
+
+
+def describe(summary: Summary) -> list[str]:
+    """The lines prepare prints at its end."""
+    lines = [f"prepared {summary.out}: {summary.tokenizer}, {summary.dtype} tokens"]
+    for name, split in summary.splits.items():
+        lines.append(f"  {name + ':':6} {_count(split['documents'], 'document')}, {_count(split['tokens'], 'token')} "
+                     f"in {_count(len(split['shards']), 'shard')}")
+    rate = summary.text_bytes / summary.seconds / MB if summary.seconds > 0 else 0.0
+    disk = "" if summary.input_bytes == summary.text_bytes else f" ({summary.input_bytes / MB:,.1f} MB on disk)"
+    lines.append(f"  read {summary.text_bytes / MB:,.1f} MB of text{disk} from {summary.inputs} "
+                 f"file{'s' if summary.inputs != 1 else ''} and wrote {summary.written_bytes / MB:,.1f} MB in "
+                 f"{summary.seconds:.1f} s: {rate:,.1f} MB/s of text")
+    errors = summary.errors
+    lines.append(f"  undecodable (--errors {errors['mode']}): {errors['replaced']:,} replaced, "
+                 f"{_count(errors['skipped'], 'document')} skipped; {_count(summary.empty, 'empty document')} left out")
+    lines += [f"  note: {text}" for text in summary.notes]
+    return lines
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'s' if n != 1 else ''}"
