@@ -1,0 +1,130 @@
+"""`microgpt export`'s refusals: each is one line on stderr, exit status 2, and nothing written (no file, no
+temporary beside it); and a checkpoint saved again and again while it is exported is read whole, one save's
+weights, never a mix of two."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import microgpt
+from export_cases import SEQ_LEN, checkpoint, probe
+from microgpt.backends import get_backend
+from microgpt.cli import main
+from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def refused(capsys, args: list[str], folder: Path, *words: str) -> str:
+    """Run `microgpt export ARGS`; assert exit 2, one line naming `words`, and `folder` as it was."""
+    before = listing(folder)
+    try:
+        status = main(["export", *args])
+    except SystemExit as stop:  # a flag the parser refuses (argparse exits itself, after its one line)
+        status = stop.code
+    assert status == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert captured.err.startswith("microgpt export: error: ")
+    for word in words:
+        assert word in captured.err, captured.err
+    assert listing(folder) == before
+    return captured.err
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """A folder with a trained checkpoint `ck` and the files its run wrote beside it."""
+    microgpt.train(str(checkpoint("gpt").parent / "text.txt"), model=str(tmp_path / "ck"), steps=2, batch_size=2,
+                   seq_len=SEQ_LEN, d_model=8, heads="2", n_layers=1, d_ff=16, val_tokens=100, gen=0, backend="numpy")
+    assert (tmp_path / "ck.metrics.jsonl").is_file() and (tmp_path / "results.jsonl").is_file()
+    return tmp_path
+
+
+def test_bad_outputs_and_formats_are_one_line_and_write_nothing(run_folder, capsys):
+    ck = str(run_folder / "ck")
+    refused(capsys, [ck, "--format", "tflite", "--out", str(run_folder / "m.onnx")], run_folder, "invalid choice")
+    refused(capsys, [ck, "--out", str(run_folder)], run_folder, "is a directory")
+    refused(capsys, [ck, "--out", ck], run_folder, "is a directory")
+    refused(capsys, [ck, "--format", "onnx", "--out", f"{ck}/model.onnx"], run_folder, "inside the checkpoint")
+    for name in ("ck.metrics.jsonl", "results.jsonl", "ck.loss.png", ".ck.lock"):
+        refused(capsys, [ck, "--format", "onnx", "--out", str(run_folder / name), "--overwrite"], run_folder,
+                "a file a training run writes")
+    refused(capsys, [ck, "--out", str(run_folder / "model.bin")], run_folder, "--format onnx or --format torch")
+    refused(capsys, [ck, "--out", str(run_folder / "missing" / "m.onnx")], run_folder, "cannot write in")
+    refused(capsys, [ck, "--format", "torch", "--kv-cache", "--out", str(run_folder / "m.pt")], run_folder,
+            "--kv-cache is for --format onnx")
+    refused(capsys, [str(run_folder / "nothing"), "--out", str(run_folder / "m.onnx")], run_folder,
+            "no such checkpoint")
+    (run_folder / "old.onnx").write_bytes(b"mine")
+    refused(capsys, [ck, "--out", str(run_folder / "old.onnx")], run_folder, "exists; add --overwrite")
+    assert main(["export", ck, "--out", str(run_folder / "old.onnx"), "--overwrite"]) == 0
+    assert (run_folder / "old.onnx").read_bytes() != b"mine"
+    assert not [p for p in run_folder.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(("fmt", "package", "hint"), [("onnx", "onnx", '.[export]'),
+                                                      ("onnx", "onnxruntime", '.[export]'),
+                                                      ("torch", "torch", "pip install torch")])
+def test_a_missing_package_names_what_to_install(fmt, package, hint, run_folder, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, package, None)  # its import fails, as where it is not installed
+    err = refused(capsys, [str(run_folder / "ck"), "--format", fmt, "--out", str(run_folder / "m.out")], run_folder,
+                  f"{package} is not installed", hint)
+    assert "Traceback" not in err
+
+
+def test_a_model_that_fails_its_own_check_is_not_written(run_folder, capsys, monkeypatch):
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed; pip install -e '.[export]'")
+    from microgpt.export import onnx_export
+
+    monkeypatch.setattr(onnx_export, "PROBE_TOLERANCE", 0.0)  # no float32 model meets it: the check fails
+    refused(capsys, [str(run_folder / "ck"), "--out", str(run_folder / "m.onnx")], run_folder,
+            "differ from microgpt's", "nothing was written")
+
+
+def test_a_checkpoint_whose_first_save_is_under_way_is_refused(tmp_path, capsys):
+    staging = tmp_path / ".ck.tmp-99999-0123abcd"  # what a save writes before it renames the directory into place
+    staging.mkdir()
+    (staging / "config.json").write_text("{}")
+    refused(capsys, [str(tmp_path / "ck"), "--out", str(tmp_path / "m.onnx")], tmp_path, "ck")
+
+
+def test_a_checkpoint_saved_during_the_export_is_read_as_one_save(tmp_path, capsys):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed; pip install -e '.[export]'")
+    source = checkpoint("gpt")
+    first, tokenizer, _ = load_checkpoint(source, get_backend("numpy"))
+    second, _, _ = load_checkpoint(source, get_backend("numpy"))
+    second.params.from_host({k: 1.5 * v for k, v in second.params.to_host().items()})  # other weights, same shape
+    live = tmp_path / "live"
+    save_checkpoint(live, first, tokenizer, family_name="gpt")
+    stop, saves = threading.Event(), [0]
+
+    def keep_saving() -> None:
+        while not stop.is_set():
+            save_checkpoint(live, (first, second)[saves[0] % 2], tokenizer, family_name="gpt")
+            saves[0] += 1
+            time.sleep(0.002)
+
+    saver = threading.Thread(target=keep_saving)
+    saver.start()
+    try:
+        outcomes = [main(["export", str(live), "--out", str(tmp_path / f"m{i}.onnx")]) for i in range(3)]
+    finally:
+        stop.set()
+        saver.join()
+    assert outcomes == [0, 0, 0] and saves[0] > 3, (outcomes, saves, capsys.readouterr().err)
+    ids = probe(tokenizer.size, 2, SEQ_LEN)
+    choices = [model.be.to_host(model.logits(ids.astype(np.int32))).reshape(2, SEQ_LEN, -1)
+               for model in (first, second)]
+    assert np.abs(choices[0] - choices[1]).max() > 0.1  # a mix of the two would match neither
+    for i in range(3):
+        got = ort.InferenceSession(str(tmp_path / f"m{i}.onnx")).run(["logits"], {"ids": ids})[0]
+        assert min(np.abs(got - choice).max() for choice in choices) < 1e-4  # one save's weights, whole
