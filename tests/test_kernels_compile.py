@@ -117,7 +117,7 @@ def test_module_imports_and_reports_missing_cupy():
     )
     assert result.returncode == 0, result.stderr
     assert "CuPy is not installed" in result.stdout
-    assert 'pip install -e ".[cuda13]" from the microgpt checkout' in result.stdout
+    assert 'pip install "microgpt-kit[cuda13]" (in a checkout: pip install -e ".[cuda13]")' in result.stdout
 
 
 @pytest.mark.skipif(CuBLASBackend.is_usable(), reason="CuPy and a GPU are usable here")

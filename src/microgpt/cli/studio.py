@@ -5,9 +5,10 @@ from __future__ import annotations
 from microgpt.cli.common import add_flags_with_defaults
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import settings_fields
+from microgpt.core.version import install_hint
 from microgpt.settings.commands import StudioSettings
 
-STUDIO_EXTRA = "pip install -e '.[studio]' (starlette, uvicorn and plotly)"
+STUDIO_EXTRA = f"{install_hint('studio')}: starlette, uvicorn and plotly"
 
 
 def add_parser(commands) -> None:

@@ -216,6 +216,24 @@ class Choice(Check):
         return value
 
 
+class ChoiceOrFile(Choice):
+    """One of a fixed set of names, or the path of a file (text that `is_file` holds for), kept as text: the
+    file is read where it is used (--tokenizer char, bpe or PATH/tokenizer.json)."""
+
+    def __init__(self, options, is_file, file: str):
+        super().__init__(options)
+        self._is_file, self._file = is_file, file
+
+    @property
+    def kind(self) -> str:
+        return f"one of {', '.join(self.options)}, or the path of {self._file}"
+
+    def validate(self, value):
+        if value in self.options or self._is_file(value):
+            return value
+        raise ValueError(self.kind)
+
+
 class Size(Check):
     """A number of bytes, from "3GiB", "512MiB", "1.5GB" or a plain number."""
 

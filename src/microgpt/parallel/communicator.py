@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterator
 
 from microgpt.core.errors import DistributedError
+from microgpt.core.version import install_hint
 
 # What the launchers set in each process they start: (the task count, where it is found).
 LAUNCHER_SIZE_VARIABLES = (
@@ -93,7 +94,7 @@ def communicator():
             except ImportError as exc:
                 raise DistributedError(
                     f"{launcher} started {size} processes, but mpi4py is not installed ({exc}); without it they "
-                    f"would train {size} separate models into one checkpoint; pip install -e \".[mpi]\""
+                    f"would train {size} separate models into one checkpoint; {install_hint('mpi')}"
                 ) from None
             _COMMUNICATOR = MPICommunicator()
             if _COMMUNICATOR.size != size:

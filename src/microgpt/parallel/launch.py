@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from microgpt.core.errors import DistributedError
+from microgpt.core.version import install_hint
 from microgpt.parallel.communicator import launched_size
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -41,7 +42,7 @@ def find_mpiexec() -> str:
     found = shutil.which("mpiexec") or shutil.which("mpirun")
     if found is None:
         raise DistributedError("--procs needs mpiexec, and there is none beside this Python or on PATH; "
-                               "pip install -e \".[mpi]\" brings one (MPICH)")
+                               f"{install_hint('mpi')} brings one (MPICH)")
     return found
 
 

@@ -12,6 +12,7 @@ without it.
 from __future__ import annotations
 
 from microgpt.core.errors import DistributedError
+from microgpt.core.version import install_hint
 
 
 def _nccl():
@@ -20,7 +21,7 @@ def _nccl():
         from cupy.cuda import nccl
     except ImportError as exc:
         raise DistributedError(f"several processes on the GPU average gradients with NCCL, which CuPy cannot load "
-                               f"({exc}); pip install -e \".[cuda12]\" (or [cuda13]) brings it") from None
+                               f"({exc}); {install_hint('cuda12')} (or [cuda13]) brings it") from None
     return nccl
 
 

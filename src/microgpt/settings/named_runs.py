@@ -12,7 +12,8 @@ the same `Check` as the flag (core/fields.py declares both):
       default: {d_model: 64, n_layers: 2, heads: 4}
       exponential: {heads: exponential, n_layers: 2}
 
-Relative `file` and `model` paths are relative to the YAML file's directory.
+Relative `file` and `model` paths, and a `tokenizer` that is a tokenizer.json's path, are relative to the YAML
+file's directory.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import yaml
 
 from microgpt.core.checks import shown
 from microgpt.core.errors import ConfigError
+from microgpt.data.tokenizer import is_tokenizer_file
 from microgpt.settings.known import known_settings
 
 # The settings a run may give, named like the train flags (every user setting of the config dataclasses);
@@ -150,6 +152,6 @@ def _check_settings(settings, where: str, path: Path) -> dict:
             values[key] = keys[key].check.from_yaml(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: {key} must be {exc}, not {shown(value)}") from None
-        if key in PATH_KEYS:
+        if key in PATH_KEYS or (key == "tokenizer" and is_tokenizer_file(values[key])):
             values[key] = str(path.parent / values[key])
     return values

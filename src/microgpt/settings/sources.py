@@ -173,6 +173,7 @@ class Settings:
              f"the {self.value('tokenizer')} tokenizer takes no vocabulary size; add --tokenizer bpe or drop it"),
             ("save_every", not save, flag, "nothing is saved with --no-save"),
             ("model", not save, flag, "nothing is saved with --no-save"),
+            ("log", not save, flag, "nothing is saved with --no-save"),
             ("gen", compare and self.value("gen") > 0, flag, "--compare prints no sample"),
         ]
         unused += [(key, True, "family", f"the {chosen} family has no {key}{self._owner_hint(name)}")

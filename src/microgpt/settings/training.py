@@ -10,12 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microgpt.core.checks import NUMBER, NUMBER_OR_OFF, PATH, POSITIVE_NUMBER, SIZE, SWITCH, Choice, whole
+from microgpt.core.checks import (
+    NUMBER,
+    NUMBER_OR_OFF,
+    PATH,
+    POSITIVE_NUMBER,
+    SIZE,
+    SWITCH,
+    Choice,
+    ChoiceOrFile,
+    whole,
+)
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
 from microgpt.core.registry import BACKENDS, FAMILIES
+from microgpt.core.version import install_hint
 from microgpt.data.corpus import DEFAULT_HELD_OUT_MAX
-from microgpt.data.tokenizer import KINDS
+from microgpt.data.tokenizer import KINDS, is_tokenizer_file
 from microgpt.data.tokenizer.bpe import MAX_VOCAB, MIN_VOCAB, BPETokenizer
 from microgpt.model.memory import DEFAULT_MAX_MEMORY
 from microgpt.parallel.watchdog import FLOOR_S, SETUP_S, STEP_MULTIPLE
@@ -29,7 +40,8 @@ BACKEND = Choice(lambda: ("auto", *BACKENDS))
 FAMILY = Choice(lambda: tuple(FAMILIES))
 PRESET = Choice(lambda: tuple(PRESETS))
 SCHEDULE = Choice(lambda: ("constant", "cosine"))
-TOKENIZER = Choice(lambda: tuple(KINDS))
+LOG = Choice(lambda: ("jsonl", "tensorboard"))
+TOKENIZER = ChoiceOrFile(lambda: tuple(KINDS), is_tokenizer_file, "a Hugging Face tokenizer.json")
 
 __all__ = ["ModelChoice", "RunConfig", "TrainConfig"]
 
@@ -40,8 +52,10 @@ class ModelChoice:
 
     family: str = setting("gpt", "the model family (model/family.py); gpt is a decoder-only transformer with RoPE", FAMILY,
                           metavar="NAME")
-    tokenizer: str = setting("char", "how text becomes tokens: char (one per character of the text), or bpe "
-                             "(byte-level BPE trained on the text: any Unicode encodes)", TOKENIZER, metavar="KIND")
+    tokenizer: str = setting("char", "how text becomes tokens: char (one per character of the text), bpe "
+                             "(byte-level BPE trained on the text: any Unicode encodes), or PATH/tokenizer.json (any "
+                             "Hugging Face tokenizer: BPE, WordPiece, Unigram; kept in the checkpoint)", TOKENIZER,
+                             metavar="KIND")
     vocab_size: int | None = setting(None, "the BPE vocabulary: 256 bytes and the merges learnt on top of them",
                                      whole(MIN_VOCAB, MAX_VOCAB), shown_default=f"{BPETokenizer.default_vocab_size} with --tokenizer bpe")
 
@@ -142,6 +156,9 @@ class RunConfig:
     model: str | None = setting(None, "checkpoint directory to write (with --compare, the directory holding "
                                 "one checkpoint per spec)", PATH, shown_default="checkpoints/<run id or file name>",
                                 metavar="DIR")
+    log: str = setting("jsonl", "where each step's figures go: jsonl (DIR.metrics.jsonl, which plot and the studio "
+                       "read; always written), or tensorboard (also TensorBoard event files in DIR.tensorboard/; the "
+                       "tensorboard extra)", LOG, metavar="KIND")
     collective_timeout: float | None = setting(
         None, "with several processes: how long a rank waits for the others in an all-reduce before the job ends, "
         "naming the ranks that did not arrive (hung or stopped), the checkpoint on disk left as it was",
@@ -151,3 +168,15 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.log == "tensorboard" and not tensorboard_installed():
+            raise ConfigError(f"--log tensorboard writes through tensorboardX, which is not installed; "
+                              f"{install_hint('tensorboard')}")
+
+
+def tensorboard_installed() -> bool:
+    """Whether the tensorboard extra's writer (tensorboardX) imports."""
+    try:
+        import tensorboardX  # noqa: F401 - imported only to see that it can be
+    except ImportError:
+        return False
+    return True

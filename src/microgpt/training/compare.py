@@ -36,6 +36,7 @@ from microgpt.training.run_dir import (
     check_target,
 )
 from microgpt.training.run_files import COMPARE_PLOT, DEFAULT_ROOT, RunPaths
+from microgpt.training.tensorboard_log import check_board_dir
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Comparison:
     base: Path | None  # the directory holding one checkpoint per spec; None without saving
     locks: list[WriterLock | None]  # each spec's checkpoint directory, claimed before the first spec trains
     notes: list[str]  # the finished checkpoints (or with --overwrite, unfinished ones) that the specs replace
+    board: bool = False  # --log tensorboard: each spec's event files beside its checkpoint
 
     def runs(self) -> Iterator[Run]:
         """Each spec's run, made when it is reached (so only one model is in memory at a time); close each run
@@ -64,7 +66,7 @@ class Comparison:
             if hasattr(model, "learn_from"):  # the family's counts, from the training tokens alone
                 model.learn_from(self.train_tokens)
             batches = make_batches(self.train_tokens, config.seq_len, self.train_config)
-            paths = RunPaths(None if lock is None else lock.directory)
+            paths = RunPaths(None if lock is None else lock.directory, board=self.board)
             yield Run(model, self.family_name, self.tokenizer, self.corpus, batches, self.val_tokens,
                       self.train_config, paths, self.corpus.run_info(self.train_config), spec, lock=lock)
 
@@ -90,6 +92,7 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
             raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
     specs = kind.parse_specs(specs_text, settings)
     train_config = settings.train_config()
+    board = settings.run_config().log == "tensorboard"  # the tensorboard extra is checked here
     micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
     tokenizer = corpus.new_tokenizer(settings.value("tokenizer"), settings.value("vocab_size"))
@@ -111,6 +114,8 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
             check_target(base / name)
             notes.append(check_replaceable(base / name, overwrite))
             check_run_files(base / name)
+            if board:
+                check_board_dir(RunPaths(base / name, board=True).tensorboard)
         check_plain_file(base / COMPARE_PLOT)
     seq_len = configs[0].seq_len
     train_tokens, val_tokens, train_config = corpus.split(tokenizer, train_config, seq_len)
@@ -118,4 +123,4 @@ def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save:
     locks = ([claim(base / name, n_params(kind, config)) for name, config in zip(names, configs)]
              if base is not None else [None] * len(specs))
     return Comparison(names, configs, family_name, corpus, tokenizer, train_tokens, val_tokens, train_config, backend,
-                      base, locks, [note for note in notes if note])
+                      base, locks, [note for note in notes if note], board)

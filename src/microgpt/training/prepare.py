@@ -23,7 +23,7 @@ import numpy as np
 from microgpt.backends import Backend, start_backend
 from microgpt.core.errors import ConfigError
 from microgpt.data.batches import RandomBatches, SequentialBatches
-from microgpt.data.tokenizer import Tokenizer
+from microgpt.data.tokenizer import Tokenizer, unknown_note
 from microgpt.model.family import family
 from microgpt.model.memory import check_memory
 from microgpt.parallel.communicator import communicator
@@ -35,6 +35,7 @@ from microgpt.training.resolve import RunSettings, Start, resolve
 from microgpt.training.run import Run
 from microgpt.training.run_dir import WriterLock, check_run_files, check_writable
 from microgpt.training.run_files import RunPaths
+from microgpt.training.tensorboard_log import check_board_dir
 from microgpt.training.trainer import step_on_disk
 
 
@@ -63,6 +64,8 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
     seq_len = model.config.seq_len
     train_tokens, val_tokens, train_config = corpus.split(tokenizer, plan.train, seq_len)
     check_validation_possible(plan, train_config)
+    if corpus.dataset is None:  # a dataset's counts are prepare's to report
+        notes.append(unknown_note(tokenizer, train_tokens, val_tokens))
     if plan.start is Start.NEW and hasattr(model, "learn_from"):
         model.learn_from(train_tokens)  # what a new model counts from its training tokens, never the held-out
     batches = make_batches(train_tokens, seq_len, train_config, comm)
@@ -73,10 +76,13 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
         if state["data"]["kind"] == batches.state()["kind"]:
             batches.restore(state["data"])
     done = plan.start is Start.RESUME and model.params.step >= train_config.steps
+    paths = RunPaths(plan.target, board=plan.run.log == "tensorboard")
+    if paths.tensorboard is not None:
+        check_board_dir(paths.tensorboard)
     lock = None if plan.target is None or done else claim(plan.target, model.n_params)  # last: a refused run
     # leaves nothing
     return Run(model, plan.family_name, tokenizer, corpus, batches, val_tokens if comm.is_writer else None,
-               train_config, RunPaths(plan.target), run_info(plan, corpus, train_config), plan.label,
+               train_config, paths, run_info(plan, corpus, train_config), plan.label,
                resumed=plan.start is Start.RESUME, comm=comm, lock=lock,
                notes=[note for note in (*plan.notes, *notes) if note], done=done, held_out_by=plan.held_out_by)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from microgpt.backends import Backend
 from microgpt.core.errors import ConfigError
-from microgpt.data.tokenizer import Tokenizer
+from microgpt.data.tokenizer import Tokenizer, matches_setting
 from microgpt.model.checkpoint import CheckpointError, is_checkpoint, load_checkpoint
 from microgpt.settings.known import known_settings
 from microgpt.settings.presets import REFERENCE_OPTIMIZER
@@ -208,12 +208,14 @@ def auto_resume(settings: Settings, save: bool) -> Path | None:
 
 def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint: Path, asked: int | None,
                             fix: str = "drop it to resume, or train a new model with --model") -> None:
-    """On resume (or fine-tuning) the tokenizer is the checkpoint's: a --tokenizer given that disagrees is an
-    error, and so is a --vocab-size that is neither what the checkpoint's run asked for (`asked`) nor what its
-    tokenizer has (fewer, where the text ran out of pairs to merge)."""
-    if settings.given("tokenizer") and settings.value("tokenizer") != tokenizer.kind:
+    """On resume (or fine-tuning) the tokenizer is the checkpoint's: a --tokenizer given that disagrees (another
+    kind, or a tokenizer.json that is not the checkpoint's) is an error, and so is a --vocab-size that is neither
+    what the checkpoint's run asked for (`asked`) nor what its tokenizer has (fewer, where the text ran out of
+    pairs to merge)."""
+    if settings.given("tokenizer") and not matches_setting(settings.value("tokenizer"), tokenizer):
+        other = f" ({tokenizer.describe()}, another)" if tokenizer.kind == "hf" else ""
         raise ConfigError(f"{settings.describe('tokenizer')} does not match the checkpoint {checkpoint}, whose "
-                          f"tokenizer is {tokenizer.kind}; {fix}")
+                          f"tokenizer is {tokenizer.kind}{other}; {fix}")
     if settings.given("vocab_size") and settings.value("vocab_size") not in (asked, tokenizer.size):
         raise ConfigError(f"{settings.describe('vocab_size')} does not match the checkpoint {checkpoint}, whose "
                           f"tokenizer has {tokenizer.size} tokens; {fix}")

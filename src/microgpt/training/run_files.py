@@ -1,7 +1,8 @@
 """The files a run writes beside its checkpoint, named in one place, and how each is opened.
 
 For a checkpoint directory DIR: `DIR-best` (the best validation checkpoint),
-`DIR.metrics.jsonl` (a line per step), `DIR.loss.png` (its plot),
+`DIR.metrics.jsonl` (a line per step), `DIR.loss.png` (its plot), `DIR.tensorboard/`
+(with --log tensorboard, TensorBoard's event files: beside, never inside, a directory that a save replaces),
 `.DIR.lock` (the writer lock) and `results.jsonl` beside them (a line per run
 trained there). `open_own` opens one of them for writing without following a
 symlink, and only as a regular file: a link planted in its place
@@ -25,6 +26,7 @@ class RunPaths:
     """Where a run writes: the checkpoint directory (None with --no-save) and the files beside it."""
 
     checkpoint: Path | None
+    board: bool = False  # --log tensorboard: event files too
 
     def _beside(self, suffix: str) -> Path | None:
         return None if self.checkpoint is None else self.checkpoint.with_name(self.checkpoint.name + suffix)
@@ -36,6 +38,11 @@ class RunPaths:
     @property
     def metrics(self) -> Path | None:
         return self._beside(".metrics.jsonl")
+
+    @property
+    def tensorboard(self) -> Path | None:
+        """The directory of TensorBoard event files, with --log tensorboard."""
+        return self._beside(".tensorboard") if self.board else None
 
     @property
     def loss_plot(self) -> Path | None:

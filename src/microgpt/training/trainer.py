@@ -18,7 +18,8 @@ rank 0 alone saves. In a thread other than the main one, where Python allows
 no signal handlers, a run trains without them and says so. Each step's update is the
 optimiser's (optim.py: schedule, clipping, Adam or AdamW); its learning rate,
 with clipping the gradient norm, and the model's own per-step figures (a
-family's loss_and_backward may return some) go into the metrics log. A NaN or
+family's loss_and_backward may return some) go into the metrics log, and with
+--log tensorboard into event files too (tensorboard_log.py). A NaN or
 infinite loss stops before the update; weights that are unsound to save
 (checkpoint.WEIGHT_LIMIT) stop the run before the save; so do ranks that do not
 reach a step's all-reduce in time (--collective-timeout); either way the last
@@ -54,6 +55,7 @@ from microgpt.settings.training import TrainConfig
 from microgpt.training.data_parallel import micro_batch_size, train_step
 from microgpt.training.optim import Optimizer
 from microgpt.training.run_files import RunPaths, open_own
+from microgpt.training.tensorboard_log import open_board
 
 
 @dataclass
@@ -141,7 +143,7 @@ class Trainer:
         previous_handlers = self._install_handlers()
         stopping = False
         try:
-            with self._metrics_log(first_step) as metrics:
+            with self._metrics_log(first_step) as metrics, open_board(self.paths.tensorboard, first_step) as board:
                 # one process stops at once; several agree on a stop inside the next step, then all stop
                 while params.step < cfg.steps and not stopping and not (self.comm.size == 1 and self._stop_signal):
                     result = self._step()
@@ -157,6 +159,8 @@ class Trainer:
                         record["val_loss"] = val_loss
                     if metrics:
                         self._write_metric(metrics, record)
+                    if board:  # --log tensorboard: the same figures, and the speed the progress shows
+                        board.write(record, tokens_per_step * len(losses) / (time.perf_counter() - start))
                     if step < cfg.steps and (save_now or (cfg.save_every and step % cfg.save_every == 0)):
                         self.save(self.paths.checkpoint)
                     if save_now:

@@ -15,11 +15,11 @@ from typing import Any
 
 from microgpt.backends.base import BackendUnavailable
 from microgpt.backends.constants import kernel_defines
+from microgpt.core.version import install_hint
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 INCLUDE_LINE = re.compile(r'^#include "([\w.]+\.cu)"$', re.MULTILINE)
-INSTALL_HINT = ('pip install -e ".[cuda13]" from the microgpt checkout (or ".[cuda12]" for a CUDA 12 driver); '
-                "the microgpt on PyPI is another project")
+INSTALL_HINT = f"{install_hint('cuda13')}, or [cuda12] for a CUDA 12 driver"
 LIBRARIES_HINT = "pip install 'cupy-cuda13x[ctk]' (or 'cupy-cuda12x[ctk]') to get the CUDA libraries"
 
 # (kernel file, device id) -> cupy.RawModule: compiled once per process, shared by all backends

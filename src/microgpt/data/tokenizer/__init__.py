@@ -2,7 +2,9 @@
 ways to get one: `train_tokenizer` on a training text, `from_json` from a checkpoint's saved form.
 
 The kinds: "char" (char.py: one id per character of the training text) and "bpe" (bpe.py: byte-level BPE
-learnt from it, which encodes any text). Part of the ground: of microgpt it imports only core/errors.py.
+learnt from it, which encodes any text) are trained (`KINDS`); "hf" (hf.py: any Hugging Face tokenizer.json)
+is read from its file (`load_tokenizer_file`), a `--tokenizer` value that is a path (`is_tokenizer_file`).
+Part of the ground: of microgpt it imports only core/errors.py.
 """
 
 from __future__ import annotations
@@ -14,20 +16,22 @@ import numpy as np
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.tokenizer.bpe import BPETokenizer
 from microgpt.data.tokenizer.char import CharTokenizer
+from microgpt.data.tokenizer.hf import HFTokenizer, load_tokenizer_file
 
 
 class IncrementalDecoder(Protocol):
     """Text as sampled ids arrive, one at a time; the pieces joined equal `Tokenizer.decode` of all the ids."""
 
     def add(self, token_id: int) -> str:
-        """The text completed by this token: "" while a UTF-8 character is still incomplete."""
+        """The text completed by this token: "" while a UTF-8 character is still incomplete. (An hf decoder
+        reads the ids as continuing a text, so a first word-start token keeps its space: hf.py.)"""
 
     def flush(self) -> str:
         """What is left at the end: U+FFFD for an incomplete character, else ""."""
 
 
 class Tokenizer(Protocol):
-    kind: str  # the registry's name for the class: "char", "bpe"
+    kind: str  # the registry's name for the class: "char", "bpe", "hf"
     default_vocab_size: int | None  # the size `train` takes without --vocab-size; None: the kind takes none
 
     @classmethod
@@ -64,28 +68,65 @@ class Tokenizer(Protocol):
         """What an empty sampling prompt starts from."""
 
 
-KINDS: dict[str, type[Tokenizer]] = {"char": CharTokenizer, "bpe": BPETokenizer}
+KINDS: dict[str, type[Tokenizer]] = {"char": CharTokenizer, "bpe": BPETokenizer}  # trained on a text
+SAVED_KINDS: dict[str, type[Tokenizer]] = {**KINDS, "hf": HFTokenizer}  # what a checkpoint may hold
+
+
+def is_tokenizer_file(value) -> bool:
+    """Whether a --tokenizer value names a file (a path: it ends in .json or has a slash) rather than a kind."""
+    return isinstance(value, str) and bool(value) and (value.endswith(".json") or "/" in value or "\\" in value)
 
 
 def from_json(data: dict) -> Tokenizer:
     """The tokenizer that `to_json` saved as data; a DataError naming the problem when it is not one."""
     kind = data.get("kind") if isinstance(data, dict) else None
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise DataError(f"the saved tokenizer has kind {kind!r}; the kinds are {', '.join(KINDS)}")
-    return KINDS[kind].from_json(data)
+    if not isinstance(kind, str) or kind not in SAVED_KINDS:
+        raise DataError(f"the saved tokenizer has kind {kind!r}; the kinds are {', '.join(SAVED_KINDS)}")
+    return SAVED_KINDS[kind].from_json(data)
 
 
 def tokenizer_kind(kind: str) -> type[Tokenizer]:
-    """The tokenizer class of a kind's name; a ConfigError naming the kinds for another."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown tokenizer kind {kind!r}; the kinds are {', '.join(KINDS)}")
-    return KINDS[kind]
+    """The tokenizer class of a --tokenizer value (a kind's name, or a tokenizer.json's path: the hf kind); a
+    ConfigError naming the kinds for another."""
+    if is_tokenizer_file(kind):
+        return HFTokenizer
+    if kind not in SAVED_KINDS:
+        raise ConfigError(f"unknown tokenizer kind {kind!r}; the kinds are {', '.join(KINDS)}, or the path of a "
+                          "Hugging Face tokenizer.json")
+    return SAVED_KINDS[kind]
 
 
 def train_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
     """A tokenizer of this kind for the training text, of vocab_size tokens for a kind that takes one (its
-    default_vocab_size when None); a ConfigError for vocab_size with a kind that takes none."""
+    default_vocab_size when None); a ConfigError for vocab_size with a kind that takes none. A tokenizer.json's
+    path gives the tokenizer read from it (trained already)."""
+    if is_tokenizer_file(kind):
+        if vocab_size is not None:
+            raise ConfigError(f"--vocab-size is for bpe; the tokenizer read from {kind} has its own vocabulary")
+        return load_tokenizer_file(kind)
     chosen = tokenizer_kind(kind)
     if vocab_size is None:
         vocab_size = chosen.default_vocab_size
     return chosen.train(text, vocab_size)
+
+
+def matches_setting(value: str, tokenizer: Tokenizer) -> bool:
+    """Whether a --tokenizer value says the tokenizer a checkpoint has: its kind, or a tokenizer.json that reads
+    as the same tokenizer."""
+    if is_tokenizer_file(value):
+        return tokenizer.kind == HFTokenizer.kind and load_tokenizer_file(value).to_json() == tokenizer.to_json()
+    return value == tokenizer.kind
+
+
+def unknown_note(tokenizer: Tokenizer, *token_arrays) -> str | None:
+    """A note where some of a text's tokens are the tokenizer's unknown token ([UNK]: characters it has no
+    token for, which an hf tokenizer allows), with how many; None where none are (or the kind has none)."""
+    unknown = getattr(tokenizer, "unknown_id", None)
+    arrays = [np.asarray(tokens) for tokens in token_arrays if tokens is not None]
+    count = sum(int(np.count_nonzero(tokens == unknown)) for tokens in arrays) if unknown is not None else 0
+    if not count:
+        return None
+    total = sum(len(tokens) for tokens in arrays)
+    name = tokenizer.decode([unknown])
+    return (f"{count:,} of the text's {total:,} tokens are the tokenizer's unknown token {name!r}, for characters it "
+            "has no token for: the model learns them as one token, and bits per character counts each as one")
