@@ -1,6 +1,7 @@
 """The original µGPT's cooperative-ensemble tables, reproduced, with a single GPT of the same size beside them.
 
-    python benchmarks/bench_ensemble.py [--steps 10000] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
+    python benchmarks/bench_ensemble.py [--steps 10000] [--seeds 0,1,2] [--orders 0,1] [--only ROWS] [--jobs 2]
+                                        [--text tinyshakespeare.txt] [--out DIR]
 
 The original's settings for every run: seq_len 128, batch 1, plain Adam at lr 3e-4 with no schedule, the
 sequential walk (`--preset reference` is all of that) and 10,000 steps; its loss is the final training loss
@@ -14,6 +15,14 @@ n-gram tables are counted from the rest) and score it with `eval --stride 32` (`
   calculator, as here);
 - a single GPT with about the ensemble's parameters, for the same steps and for the ensemble's wall time.
 
+Every row runs once per seed (`--seeds`: the initial weights and nothing else, since the walk is sequential)
+and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the training part's paragraphs
+(blocks between blank lines) shuffled with seed k, the held-out tail the same for every order; for addition,
+examples/addition.py's `--seed k` (its lines shuffled with k; the prompts are the same). The table gives each
+figure's mean and range over the runs (prompts: the mean and the fewest and most right), the runs per row
+beside them. `--only` runs the rows whose names contain one of its comma-separated words ("addition",
+"prior bigram"); a tiny `--steps` and a short `--text` make a smoke run.
+
 It also times a training step of the ensemble against the sum of its experts' steps trained alone (the cpu
 backend, one thread, batch 1), and prints that ratio. Runs go `--jobs` at a time, one thread each.
 """
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import tempfile
@@ -61,18 +71,18 @@ def one_run(job: dict) -> dict:
 
     start = time.perf_counter()
     run, summary = microgpt.train(job["train"], preset="reference", steps=job["steps"], gen=0, backend="cpu",
-                                  threads=1, model=job["model"], **job["settings"])
+                                  threads=1, model=job["model"], seed=job["seed"], **job["settings"])
     seconds = time.perf_counter() - start
     loaded = microgpt.load(job["model"], backend="cpu", threads=1)
     held_out = loaded.evaluate(Path(job["held_out"]).read_text(encoding="utf-8"), stride=32).nll
-    result = {"name": job["name"], "ema": ema(summary.losses), "held_out": held_out, "seconds": seconds,
-              "parameters": run.model.n_params, "steps": summary.steps}
+    result = {"name": job["name"], "row": job["row"], "ema": ema(summary.losses), "held_out": held_out,
+              "seconds": seconds, "parameters": run.model.n_params, "steps": summary.steps}
     if job.get("prompts"):
         done = subprocess.run([sys.executable, "-m", "microgpt", "eval", job["model"], "--prompts", job["prompts"],
                                "--json", "--backend", "cpu", "--threads", "1"], capture_output=True, text=True,
                               check=True)
         counts = json.loads(done.stdout.strip().splitlines()[-1])
-        result["prompts"] = f"{counts['correct']} of {counts['total']}"
+        result["prompts"], result["prompts_total"] = counts["correct"], counts["total"]
     return result
 
 
@@ -113,67 +123,128 @@ def step_ratio(text: str) -> tuple[float, float]:
             train_step(model, windows, optimizer, SingleProcess())
         return (time.perf_counter() - start) / 70 * 1000
 
-    alone = 4 * ms_per_step("gpt", d_model=64, head_dims=(64,), n_layers=3, d_ff=256)  # d64n3: one head of 64
+    alone = 4 * ms_per_step("gpt", d_model=64, head_dims=(16,) * 4, n_layers=3, d_ff=256)  # d64n3: 4 heads of 16
     return ms_per_step("ensemble", cooperative=EXPERTS, stream_dim=64), alone
+
+
+def reordered(text: str, order: int) -> str:
+    """Order 0: the text as it is; order k: its paragraphs (blocks between blank lines) shuffled with seed k."""
+    if order == 0:
+        return text
+    blocks = text.split("\n\n")
+    random.Random(order).shuffle(blocks)
+    return "\n\n".join(blocks)
+
+
+def spread(values: list[float], digits: int = 3) -> str:
+    """'mean (min-max)' of the values, or the one value."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def row_line(name: str, runs: list[dict]) -> str:
+    """A table row: each figure's mean and range over the row's runs."""
+    prompts = ""
+    if runs[0].get("prompts") is not None:
+        right = [r["prompts"] for r in runs]
+        prompts = f"{np.mean(right):.1f} ({min(right)}-{max(right)} of {runs[0]['prompts_total']})"
+    return (f"| {name} | {len(runs)} | {runs[0]['parameters']:,} | {spread([r['ema'] for r in runs])} | "
+            f"{ORIGINAL.get(name, '')} | {spread([r['held_out'] for r in runs])} | {prompts} | "
+            f"{np.mean([r['seconds'] for r in runs]):.0f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--text", type=Path, default=DEFAULT_TEXT)
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of the initial weights")
+    parser.add_argument("--orders", default="0,1", help="comma-separated corpus orders (0: as it is)")
+    parser.add_argument("--only", default="", help="comma-separated words: run only the rows that contain one")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, help="keep the checkpoints here (default: a temporary directory)")
     args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    orders = [int(o) for o in args.orders.split(",")]
+    wanted = [w.strip() for w in args.only.split(",") if w.strip()]
     text = args.text.read_text(encoding="utf-8")
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-ensemble-"))
     work.mkdir(parents=True, exist_ok=True)
     cut = len(text) * 9 // 10
-    (work / "train.txt").write_text(text[:cut], encoding="utf-8")
     (work / "held_out.txt").write_text(text[cut:], encoding="utf-8")
-    subprocess.run([sys.executable, str(ROOT / "examples" / "addition.py"), str(work / "addition")], check=True)
-    sums = (work / "addition" / "addition.txt").read_text(encoding="utf-8")
-    sums_cut = len(sums) * 9 // 10
-    (work / "sums-train.txt").write_text(sums[:sums_cut], encoding="utf-8")
-    (work / "sums-held-out.txt").write_text(sums[sums_cut:], encoding="utf-8")
+    for order in orders:
+        (work / f"train-o{order}.txt").write_text(reordered(text[:cut], order), encoding="utf-8")
+        subprocess.run([sys.executable, str(ROOT / "examples" / "addition.py"), str(work / f"addition-o{order}"),
+                        "--seed", str(order)], check=True, capture_output=True)
+        sums = (work / f"addition-o{order}" / "addition.txt").read_text(encoding="utf-8")
+        sums_cut = len(sums) * 9 // 10
+        (work / f"sums-train-o{order}.txt").write_text(sums[:sums_cut], encoding="utf-8")
+        (work / f"sums-held-out-o{order}.txt").write_text(sums[sums_cut:], encoding="utf-8")
 
-    def job(name, settings, train="train.txt", held_out="held_out.txt", prompts=None, steps=args.steps):
-        return {"name": name, "settings": settings, "train": str(work / train), "held_out": str(work / held_out),
-                "model": str(work / name.replace(" ", "-").replace(",", "")), "steps": steps,
-                "prompts": prompts and str(work / "addition" / "addition-prompts.tsv")}
+    def jobs_of(row, settings, sums=False, steps=args.steps):
+        """The row's runs: one per seed and order."""
+        if wanted and not any(word in row for word in wanted):
+            return []
+        made = []
+        for seed in seeds:
+            for order in orders:
+                name = f"{row} s{seed} o{order}"
+                made.append({"name": name, "row": row, "settings": settings, "seed": seed, "steps": steps,
+                             "train": str(work / (f"sums-train-o{order}.txt" if sums else f"train-o{order}.txt")),
+                             "held_out": str(work / (f"sums-held-out-o{order}.txt" if sums else "held_out.txt")),
+                             "model": str(work / name.replace(" ", "-").replace(",", "")),
+                             "prompts": str(work / f"addition-o{order}" / "addition-prompts.tsv") if sums else None})
+        return made
 
     ensemble = {"cooperative": EXPERTS}
-    jobs = [job(f"prior {p}", {**ensemble, "stream_dim": 64, "prior": p}) for p in ("none", "bigram", "trigram")]
-    jobs += [job(f"stream {b}", {**ensemble, "stream_dim": b}) for b in (32, 16, 8)]
-    jobs += [job("addition, no calculator", {**ensemble, "stream_dim": 64}, "sums-train.txt", "sums-held-out.txt",
-                 prompts=True),
-             job("addition, calculator", {**ensemble, "stream_dim": 64, "prior": "calculator"}, "sums-train.txt",
-                 "sums-held-out.txt", prompts=True)]
+    jobs = [j for p in ("none", "bigram", "trigram") for j in jobs_of(f"prior {p}", {**ensemble, "prior": p})]
+    jobs += [j for b in (32, 16, 8) for j in jobs_of(f"stream {b}", {**ensemble, "stream_dim": b})]
+    jobs += jobs_of("addition, no calculator", ensemble, sums=True)
+    jobs += jobs_of("addition, calculator", {**ensemble, "prior": "calculator"}, sums=True)
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = {r["name"]: r for r in pool.map(one_run, jobs)}
-    results["stream 64"] = results["prior none"]
-    from microgpt.data.tokenizer import CharTokenizer
+        results = list(pool.map(one_run, jobs))
+    rows: dict[str, list[dict]] = {}
+    for r in results:
+        rows.setdefault(r["row"], []).append(r)
+    if "prior none" in rows:
+        rows["stream 64"] = rows["prior none"]
+    gpt_rows = {}
+    if not wanted or any(word in "gpt" for word in wanted):
+        from microgpt.data.tokenizer import CharTokenizer
+        from microgpt.model import ensemble as ensemble_family
+        from microgpt.model.family import n_params
 
-    shape = gpt_matching(CharTokenizer.from_text(text[:cut]).size, results["prior none"]["parameters"])
-    ensemble_per_step = results["prior none"]["seconds"] / args.steps  # what the wall-time-matched GPT may spend
-    same_steps = one_run(job("gpt, same steps", shape))
-    per_step = same_steps["seconds"] / args.steps
-    same_time = one_run(job("gpt, same wall time", shape, steps=max(1, int(args.steps * ensemble_per_step / per_step))))
-    ensemble_ms, alone_ms = step_ratio(text[:cut])
+        vocab = CharTokenizer.from_text(text[:cut]).size
+        target = n_params(ensemble_family, ensemble_family.Config(vocab_size=vocab, seq_len=128, **ensemble))
+        shape = gpt_matching(vocab, target)
+        with ProcessPoolExecutor(args.jobs) as pool:
+            gpt_rows["gpt, same steps"] = list(pool.map(one_run, jobs_of("gpt, same steps", shape)))
+        if "prior none" in rows:  # the wall time of the prior-none ensemble, per step, in the GPT's steps
+            ensemble_per_step = np.mean([r["seconds"] for r in rows["prior none"]]) / args.steps
+            per_step = np.mean([r["seconds"] for r in gpt_rows["gpt, same steps"]]) / args.steps
+            steps = max(1, int(args.steps * ensemble_per_step / per_step))
+            with ProcessPoolExecutor(args.jobs) as pool:
+                gpt_rows["gpt, same wall time"] = list(pool.map(one_run, jobs_of("gpt, same wall time", shape,
+                                                                                 steps=steps)))
+    rows.update(gpt_rows)
 
-    print(f"{args.text.name}, {args.steps} steps of 1 x 128 (--preset reference), cpu backend, 1 thread per run, "
-          f"{args.jobs} runs at a time, on {cpu_model()}")
-    print("| run | parameters | ema train loss | original | held-out nats/char | prompts | seconds |")
-    print("| --- | ---: | ---: | ---: | ---: | --- | ---: |")
-    for name in [*ORIGINAL, "gpt, same steps", "gpt, same wall time"]:
-        r = {"gpt, same steps": same_steps, "gpt, same wall time": same_time}.get(name, results.get(name))
-        print(f"| {name} | {r['parameters']:,} | {r['ema']:.3f} | {ORIGINAL.get(name, '')} | {r['held_out']:.3f} | "
-              f"{r.get('prompts', '')} | {r['seconds']:.0f} |")
-    print(f"gpt of the same size: d_model {shape['d_model']}, 3 layers, 4 heads, d_ff {shape['d_ff']}; the wall-time "
-          f"run took {same_time['steps']} steps")
-    print(f"step time: ensemble {ensemble_ms:.2f} ms, its four experts alone {alone_ms:.2f} ms summed: ratio "
-          f"{ensemble_ms / alone_ms:.2f} (target at most 1.15)")
-    (work / "results.json").write_text(json.dumps({**results, "gpt same steps": same_steps,
-                                                   "gpt same time": same_time}, indent=2), encoding="utf-8")
+    print(f"{args.text.name}, {args.steps} steps of 1 x 128 (--preset reference), seeds {args.seeds}, corpus orders "
+          f"{args.orders}, cpu backend, 1 thread per run, {args.jobs} runs at a time, on {cpu_model()}")
+    print("| run | runs | parameters | ema train loss, mean (range) | original | held-out nats/char, mean (range) | "
+          "prompts right, mean (range) | seconds, mean |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    for name in [*ORIGINAL, *gpt_rows]:
+        if name in rows:
+            print(row_line(name, rows[name]))
+    if gpt_rows:
+        print(f"gpt of the same size: d_model {shape['d_model']}, 3 layers, 4 heads, d_ff {shape['d_ff']}"
+              + (f"; the wall-time runs took {gpt_rows['gpt, same wall time'][0]['steps']} steps"
+                 if "gpt, same wall time" in gpt_rows else ""))
+    if not wanted:
+        ensemble_ms, alone_ms = step_ratio(text[:cut])
+        print(f"step time: ensemble {ensemble_ms:.2f} ms, its four experts alone {alone_ms:.2f} ms summed: ratio "
+              f"{ensemble_ms / alone_ms:.2f} (target at most 1.15)")
+    (work / "results.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

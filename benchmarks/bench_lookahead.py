@@ -12,6 +12,11 @@ held out (never trained on) and scored with the main head (`eval`, stride 16). R
   per step measured on the two runs trained side by side;
 - addition (examples/addition.py's data and 14 prompts, exact match): gpt and lookahead mtp.
 
+Every lookahead run is also scored head by head on the held-out text (use/head_scores.py: each head's loss and
+top-1 agreement with the token at its offset, as `eval` reports them), and every run's fill of FILL_RATE of
+the held-out tokens hidden at random (use/fill.py, as `eval --fill-rate`): the gap heads' fill beside the
+main head's guess from the text before alone.
+
 Then sampling at temperature 0 from each mtp checkpoint, 500 characters after the held-out text's first 64
 characters (a newline alone leads some models into a text of newlines, which no draft matches), one thread: the
 KV-cache sampler (`sample`) against `sample --speculative`, alternated, best of three each; the texts must be
@@ -34,6 +39,8 @@ DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 TRUNK = {"d_model": 96, "n_layers": 6, "heads": 4, "d_ff": 384, "seq_len": 64, "batch_size": 16}
 HEADS = {"lookahead": 2, "head_layers": 1}
 SAMPLED = 500  # characters per timed sample
+FILL_RATE = 0.1  # the share of held-out tokens hidden for the fill figures
+FILL_TOKENS = 20_000  # held-out tokens the fill figures read (filling is a pass per hole of each window)
 
 
 def cpu_model() -> str:
@@ -51,11 +58,20 @@ def one_run(job: dict) -> dict:
     run, summary = microgpt.train(job["train"], steps=job["steps"], gen=0, val_tokens=0, backend="cpu", threads=1,
                                   model=job["model"], **TRUNK, **job["settings"])
     seconds = time.perf_counter() - start
+    from microgpt.use.fill import fill_rates
+    from microgpt.use.head_scores import score_heads
+
     loaded = microgpt.load(job["model"], backend="cpu", threads=1)
-    held_out = loaded.evaluate(Path(job["held_out"]).read_text(encoding="utf-8"), stride=16).nll
+    held_out_text = Path(job["held_out"]).read_text(encoding="utf-8")
+    held_out = loaded.evaluate(held_out_text, stride=16).nll
+    tokens = loaded.tokenizer.encode(held_out_text)
+    fill = fill_rates(loaded.model, tokens, FILL_RATE, max_positions=FILL_TOKENS)
     result = {"name": job["name"], "model": job["model"], "held_out": held_out, "seconds": seconds,
               "parameters": run.model.n_params,
-              "steps": summary.steps, "heads": {k: v for k, v in summary.metrics.items() if k.endswith("_loss")}}
+              "steps": summary.steps, "heads": {k: v for k, v in summary.metrics.items() if k.endswith("_loss")},
+              "held_out_heads": [h.as_json() for h in score_heads(loaded.model, tokens)],
+              "fill": {"holes": fill.holes, "accuracy": fill.gap_accuracy, "left_only": fill.left_accuracy,
+                       "by_gap_heads": fill.by_gap_heads}}
     if job.get("prompts"):
         done = subprocess.run([sys.executable, "-m", "microgpt", "eval", job["model"], "--prompts", job["prompts"],
                                "--json", "--backend", "cpu", "--threads", "1"], capture_output=True, text=True,
@@ -136,6 +152,14 @@ def main() -> None:
         print(f"| {name} | {r['parameters']:,} | {r['steps']} | {r['held_out']:.3f} | {heads} | "
               f"{r.get('prompts', '')} | {r['seconds']:.0f} |")
     print(f"lookahead mtp / gpt seconds per step, trained side by side: {ratio:.2f}")
+    print(f"held out, head by head (windows of 64 as training reads them), and the fill of {FILL_RATE:g} of the "
+          f"first {FILL_TOKENS:,} held-out tokens hidden at random:")
+    for name in ["gpt, same steps", "lookahead mtp", "lookahead mtp, linear heads", "lookahead gap"]:
+        r = results[name]
+        heads = "; ".join(f"{h['name']} NLL {h['nll']:.3f} top-1 {h['top1']:.3f}" for h in r["held_out_heads"])
+        fill = r["fill"]
+        print(f"  {name}: {heads or 'one head'}; fill {fill['accuracy']:.3f} right ({fill['by_gap_heads']:,} of "
+              f"{fill['holes']:,} holes by gap heads), the main head from the left {fill['left_only']:.3f}")
     for name, speed in speeds.items():
         print(f"{name}, sampling {SAMPLED} characters at temperature 0: KV cache {speed['plain']:,.0f} chars/s, "
               f"speculative {speed['speculative']:,.0f} chars/s, ratio {speed['speculative'] / speed['plain']:.2f} "

@@ -5,8 +5,8 @@ an order shuffled with the seed (0 by default), and OUT_DIR/addition-prompts.tsv
 `prompt<TAB>answer` for `microgpt eval MODEL --prompts`: 7 sums from the training range and 7 whose operands
 lie outside it. A prompt is its training line up to and including the `=`, with no space after it, so the
 model's next character is always the space before the answer (exact matching ignores it); ending there
-also keeps a bpe model's tokens as in training, where the space begins the answer's token. (eval puts a
-newline before each prompt, as one comes before each training line.)
+also keeps a bpe model's tokens as in training, where the space begins the answer's token. (eval gives the
+model each prompt as written, with no newline before it.)
 
     python examples/addition.py data/addition
     microgpt train data/addition/addition.txt --model checkpoints/addition

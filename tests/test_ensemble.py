@@ -172,7 +172,9 @@ def test_an_ensemble_trains_resumes_bit_identically_samples_and_scores(workdir, 
                  "--threads", "1"]) == 0  # the backend is the run's choice, not the checkpoint's
     whole, parts = (json.loads((workdir / f"{d}.metrics.jsonl").read_text().splitlines()[-1]) for d in ("whole", "parts"))
     assert whole["loss"] == parts["loss"] and whole["step"] == parts["step"] == 10
-    assert {"expert0_write_norm", "expert1_stream_cos", "expert1_router_weight", "prior_final_cos"} <= set(whole)
+    # the docs' numbering: the prior is expert 0 (never routed), the transformer experts 1 and 2
+    assert {"expert0_write_norm", "expert0_final_cos", "expert1_stream_cos", "expert2_router_weight"} <= set(whole)
+    assert "expert0_router_weight" not in whole and "expert3_write_norm" not in whole
     config = json.loads((workdir / "whole" / "config.json").read_text())
     assert config["family"] == "ensemble" and config["model"]["prior"] == "calculator"
     capsys.readouterr()
@@ -282,7 +284,7 @@ def test_the_prior_switches_off_at_its_step_in_training_and_after_it(workdir):
     assert main(["train", "sums.txt", *TINY, "--prior", "bigram", "--prior-off-at", "3", "--steps", "4",
                  "--model", "off", "--quiet"]) == 0
     records = [json.loads(line) for line in (workdir / "off.metrics.jsonl").read_text().splitlines()]
-    assert ["prior_final_cos" in r for r in records] == [True, True, False, False]  # steps 1, 2 with it
+    assert ["expert0_final_cos" in r for r in records] == [True, True, False, False]  # steps 1, 2 with it
     from microgpt.use.loaded import load
 
     loaded = load(workdir / "off", backend="numpy")

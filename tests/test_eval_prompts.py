@@ -28,10 +28,10 @@ def model_dir(request, tmp_path_factory):
 
 
 def greedy_line(directory, prompt: str) -> str:
-    """What the model greedily writes after `prompt` at the start of a line, up to its first newline: sampled
-    here without a stop."""
+    """What the model greedily writes after `prompt` (as written, nothing before it), up to its first newline:
+    sampled here without a stop."""
     model = microgpt.load(directory, backend="numpy")
-    return model.sample(model.seq_len, prompt="\n" + prompt, temperature=0).split("\n")[0]
+    return model.sample(model.seq_len, prompt=prompt, temperature=0).split("\n")[0]
 
 
 def test_completions_are_held_to_the_answers(model_dir, tmp_path, capsys):
@@ -58,13 +58,13 @@ def test_completions_are_held_to_the_answers(model_dir, tmp_path, capsys):
         "2 of 4 correct"]
 
 
-def test_a_prompt_is_completed_as_the_start_of_a_line(model_dir, tmp_path, monkeypatch, capsys):
+def test_a_prompt_is_completed_as_written(model_dir, tmp_path, monkeypatch, capsys):
     asked = []
     monkeypatch.setattr(LoadedModel, "complete", lambda self, text: asked.append(text) or "")
     prompts = tmp_path / "prompts.tsv"
     prompts.write_text("0 + 0 =\t0\n 1\t1\n", encoding="utf-8")
     assert main(["eval", str(model_dir), "--prompts", str(prompts), "--backend", "numpy"]) == 0
-    assert asked == ["\n0 + 0 =", "\n 1"]  # after a newline, as each line of the training text is
+    assert asked == ["0 + 0 =", " 1"]  # nothing put before it (issue 32: no newline papering over a prior)
     assert capsys.readouterr().out.endswith("0 of 2 correct\n")
 
 

@@ -61,10 +61,11 @@ def models(settings: dict, dtype=np.float32, experts: str = EXPERTS, stream_dim:
 
 
 def family_name(name: str) -> str:
-    """A graph parameter's name in the family: expert<i>.<rest> is experts.<i>.<rest>; the rest are the same."""
+    """A graph parameter's name in the family: expert<i>.<rest> (numbered from 1, the prior being expert 0) is
+    experts.<i - 1>.<rest>; the rest are the same."""
     if name.startswith("expert"):
         index, rest = name.removeprefix("expert").split(".", 1)
-        return f"experts.{index}.{rest}"
+        return f"experts.{int(index) - 1}.{rest}"
     return name
 
 

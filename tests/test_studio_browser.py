@@ -239,6 +239,15 @@ def test_sample_from_it_and_evaluate_it(browser):
     completion = browser.find_element(By.ID, "completion")
     assert completion.get_attribute("class") == "done", browser.find_element(By.ID, "message").text
     assert len(completion.text) > 10
+    # an ensemble's completion: each generated character in its dominant expert's colour, the weights on hover
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#completion span[data-expert]"))
+    coloured = browser.find_elements(By.CSS_SELECTOR, "#completion span[data-expert]")
+    assert {span.get_attribute("data-expert") for span in coloured} <= {"1", "2"}
+    assert len(coloured) == 40  # one per generated character (a char model: a token each), none for the prompt
+    title = coloured[0].get_attribute("title")
+    assert "expert 1 0." in title and "expert 2 0." in title, title
+    assert completion.text.startswith("the cat")
+    assert "expert 1" in browser.find_element(By.ID, "routing-legend").text
     Select(browser.find_element(By.ID, "eval-file")).select_by_value("prompts.tsv")
     browser.find_element(By.CSS_SELECTOR, 'input[name="eval-kind"][value="prompts"]').click()
     browser.find_element(By.ID, "evaluate").click()

@@ -1,13 +1,20 @@
 """`microgpt eval MODEL FILE`: a checkpoint's negative log-likelihood per token, perplexity and bits per character on a
-text; or, with --prompts, its greedy answers to prompts and how many are right."""
+text; or, with --prompts, its greedy answers to prompts and how many are right.
+
+Scoring a FILE also gives every head's loss and top-1 agreement for a model with several heads (lookahead),
+with --routing OUT.csv an ensemble's routing of the text, and with --fill-rate R how well the model fills
+hidden tokens (use/head_scores.py, use/routing.py, use/fill.py).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+from pathlib import Path
 
 from microgpt.cli.common import add_flags_with_defaults, train_settings
+from microgpt.cli.sample import check_output_file, write_text_file
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.fields import settings_fields
 from microgpt.core.progress import Counter
@@ -15,13 +22,16 @@ from microgpt.data.corpus import read_corpus
 from microgpt.data.dataset import is_dataset, open_dataset
 from microgpt.settings.commands import EvalSettings
 from microgpt.use.evaluate import evaluate
+from microgpt.use.fill import fill_rates, gap_heads
+from microgpt.use.head_scores import score_heads
 from microgpt.use.loaded import LoadedModel, load
 from microgpt.use.prompts import Prompt, answer_prompts, read_prompts
+from microgpt.use.routing import no_routing, routing_of
 
 
 def add_parser(commands) -> None:
     p = commands.add_parser("eval", help="score a held-out text (NLL, perplexity, bits per character) or answer "
-                            "prompts", description=__doc__.split(":", 1)[1].strip()
+                            "prompts", description=__doc__.split("\n\n")[0].split(":", 1)[1].strip()
                             + " Every token from offset seq_len on is scored once, with the seq_len "
                             "tokens before it as context (or, with --stride S, between seq_len - S + 1 and "
                             "seq_len of them: faster, an approximation). Bits per character compares models "
@@ -45,6 +55,10 @@ def run(args) -> int:
         print(loaded.backend_note, file=sys.stderr)
     if prompts is not None:
         return answer(args.model, chosen, loaded, prompts)
+    if chosen.routing is not None:
+        if not hasattr(loaded.model, "routing"):
+            raise no_routing(args.model, loaded.family_name)
+        check_output_file(Path(chosen.routing), "--routing")
     return score(args, chosen, loaded)
 
 
@@ -107,12 +121,13 @@ def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
     finally:
         if counter is not None:
             counter.close()
+    extras = extra_figures(args, chosen, loaded, tokens, batch)
     if chosen.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions,
                           "characters": result.characters, "stride": chosen.stride, "nll": result.nll,
                           "perplexity": result.perplexity if math.isfinite(result.perplexity) else "inf",
                           "bits_per_char": None if math.isnan(result.bits_per_char) else result.bits_per_char,
-                          "seconds": round(result.seconds, 3)}))
+                          "seconds": round(result.seconds, 3), **extras.json}))
         return 0
     seq_len = model.config.seq_len
     rate = result.positions / result.seconds if result.seconds > 0 else math.inf
@@ -126,4 +141,50 @@ def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
     print(f"  bits per char:   {result.bits_per_char:.4f} (compares across tokenizers)" if result.characters else
           "  bits per char:   none: the scored tokens start no character; score more of the text")
     print(f"  time:            {result.seconds:.2f} s ({rate:,.0f} tokens/s)")
+    for line in extras.lines:
+        print(line)
     return 0
+
+
+class Extras:
+    """What eval reports beside the score: each head's figures, the routing written, the fill rates."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.json: dict = {}
+
+
+def extra_figures(args, chosen: EvalSettings, loaded: LoadedModel, tokens, batch: int) -> Extras:
+    """Every head's held-out loss and top-1 agreement (a model with several heads), the routing CSV (--routing),
+    and the fill rates (--fill-rate)."""
+    extras, model = Extras(), loaded.model
+    heads = score_heads(model, tokens, batch_size=batch, max_positions=chosen.max_positions)
+    if len(heads) > 1:  # a model of one head (a graph's may say so too) has its figures above
+        seq_len = model.config.seq_len
+        extras.json["heads"] = [h.as_json() for h in heads]
+        extras.lines.append(f"  heads:           each on windows of {seq_len} tokens, as training reads them")
+        width = max(len(h.name) for h in heads)
+        extras.lines += [f"    {h.name:<{width}}  {h.target:<22} NLL {h.nll:.4f}  top-1 {h.top1:.3f} "
+                         f"({h.positions:,} positions)" for h in heads]
+    if chosen.routing is not None:
+        count = len(tokens) if chosen.max_positions is None else min(len(tokens), model.config.seq_len
+                                                                     + chosen.max_positions)
+        routing = routing_of(model, loaded.tokenizer, tokens[:count], batch_size=batch, stride=chosen.stride,
+                             what=args.model, family_name=loaded.family_name)
+        write_text_file(Path(chosen.routing), routing.csv_text())
+        extras.json["routing"] = chosen.routing
+        extras.lines.append(f"  routing:         {chosen.routing} ({len(routing.tokens):,} positions, experts 1-"
+                            f"{routing.weights.shape[1]} and the prior's share as expert 0)")
+    if chosen.fill_rate is not None:
+        rates = fill_rates(model, tokens, chosen.fill_rate, batch_size=batch, max_positions=chosen.max_positions)
+        extras.json["fill"] = {"rate": chosen.fill_rate, "holes": rates.holes, "accuracy": rates.gap_accuracy,
+                               "left_only_accuracy": rates.left_accuracy, "by_gap_heads": rates.by_gap_heads}
+        hidden = f"  fill:            {rates.holes:,} tokens hidden at random ({chosen.fill_rate:g} of them): "
+        if gap_heads(model):
+            extras.lines.append(f"{hidden}{rates.gap_accuracy:.3f} filled right ({rates.by_gap_heads:,} by the gap "
+                                f"heads, from both sides), against {rates.left_accuracy:.3f} by the main head from "
+                                "the text before alone")
+        else:
+            extras.lines.append(f"{hidden}{rates.left_accuracy:.3f} filled right by the main head from the text "
+                                "before alone (this model has no gap heads)")
+    return extras

@@ -6,8 +6,9 @@ the plot whenever a log grows, until Ctrl-C. Each run is drawn as its
 validation curve, or its smoothed training loss where it has no validation
 points. `--detail` draws one run alone: its raw and smoothed training loss, its
 validation points, and the model's own per-part figures where its family logs
-them (an ensemble's experts: write norms, stream cosines, router weights). The
-plot is a PNG, SVG or PDF, by the suffix of `--out`.
+them (an ensemble's experts: write norms, stream cosines, router weights). `--routing TEXT` draws
+an ensemble checkpoint's routing of TEXT instead (training/routing_plot.py). The plot is a PNG, SVG or PDF,
+by the suffix of `--out`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from microgpt.training.plot import (
     write_loss_plot,
     write_runs_plot,
 )
+from microgpt.training.routing_plot import MAX_ROUTED_TOKENS, write_routing_plot
 from microgpt.training.run_files import metrics_log
+from microgpt.use.loaded import load
 
 
 def add_parser(commands) -> None:
@@ -48,6 +51,8 @@ def run(args) -> int:
     if args.detail and len(args.runs) > 1:
         raise ConfigError(f"--detail draws one run, and {len(args.runs)} were given; give one RUN, or drop --detail "
                           "to draw them together")
+    if args.routing is not None:
+        return routing(args)
     logs = [metrics_log(run_dir) for run_dir in args.runs]
     for run_dir, log in zip(args.runs, logs):
         if not log.is_file() and not args.follow:
@@ -87,3 +92,24 @@ def draw(runs: dict[str, Path], args) -> Path | None:
         return write_runs_plot(present, args.out, args.title, args.x)
     except OSError as exc:
         raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc}); give a writable --out") from None
+
+
+def routing(args) -> int:
+    """--routing TEXT: one ensemble checkpoint's routing of TEXT as a heatmap."""
+    if len(args.runs) > 1 or args.detail or args.follow:
+        extra = "several RUNs" if len(args.runs) > 1 else "--detail" if args.detail else "--follow"
+        raise ConfigError(f"--routing draws one checkpoint's routing of a text, and {extra} asks for loss curves; "
+                          "give one RUN and drop the rest")
+    loaded = load(args.runs[0])
+    found = loaded.routing(args.routing)
+    if len(found.tokens) > MAX_ROUTED_TOKENS:
+        raise ConfigError(f"--routing TEXT is {len(found.tokens):,} tokens, and a heatmap of more than "
+                          f"{MAX_ROUTED_TOKENS} is too narrow to read; give a shorter text (`microgpt eval RUN FILE "
+                          "--routing OUT.csv` writes any length)")
+    title = args.title if args.title != "loss" else f"routing of {args.runs[0]}"
+    try:
+        write_routing_plot(found, args.out, title)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc}); give a writable --out") from None
+    print(f"plot: {args.out}")
+    return 0

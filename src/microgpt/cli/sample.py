@@ -1,4 +1,5 @@
-"""`microgpt sample MODEL`: generate text from a checkpoint, streamed as it is produced."""
+"""`microgpt sample MODEL`: generate text from a checkpoint, streamed as it is produced; or, with --fill TEXT, fill
+the holes of a text (use/fill.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def run(args) -> int:
     model = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory)
     if model.backend_note:
         print(model.backend_note, file=sys.stderr)
+    if chosen.fill is not None:
+        return fill(model, chosen, out)
     model.tokenizer.encode(chosen.prompt, source="the prompt")  # a character outside the vocabulary fails first
     if out is not None:
         check_output_file(out)
@@ -58,13 +61,27 @@ def run(args) -> int:
     return 0
 
 
-def check_output_file(path: Path) -> None:
+def fill(model, chosen: SampleSettings, out: Path | None) -> int:
+    """--fill: the text with its holes filled, printed (or written to --out), and what filled them on stderr."""
+    if out is not None:
+        check_output_file(out)
+    filled = model.fill(chosen.fill, mask=chosen.mask)
+    print(f"fill: {filled.used}", file=sys.stderr)
+    if out is not None:
+        write_text_file(out, filled.text + "\n")
+        print(f"sample: the filled text written to {out}", file=sys.stderr)
+    else:
+        print(filled.text)
+    return 0
+
+
+def check_output_file(path: Path, flag: str = "--out") -> None:
     """Refuse, before any sampling, an --out that is a directory or whose directory cannot take a new file."""
     if path.is_dir():
-        raise ConfigError(f"--out {path} is a directory; give a file path")
+        raise ConfigError(f"{flag} {path} is a directory; give a file path")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {path}: cannot write in {parent} (missing or not writable); give a writable path")
+        raise ConfigError(f"{flag} {path}: cannot write in {parent} (missing or not writable); give a writable path")
 
 
 def write_text_file(path: Path, text: str) -> None:

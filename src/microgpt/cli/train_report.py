@@ -129,10 +129,12 @@ def metrics_table(metrics: dict[str, float]) -> list[str]:
     if not parts:
         return loose
     columns = list(dict.fromkeys(name for figures in parts.values() for name in figures))
+    parts = dict(sorted(parts.items(), key=lambda item: (item[0].split()[0], int(item[0].split()[1]))))  # 0 first
     width = max(len(row) for row in parts)
     lines = [f"{'':<{width}}  " + "  ".join(f"{c.replace('_', ' '):>12}" for c in columns)]
-    lines += [f"{row:<{width}}  " + "  ".join(f"{figures.get(c, float('nan')):>12.4g}" for c in columns)
-              for row, figures in parts.items()]
+    lines += [f"{row:<{width}}  " + "  ".join(f"{figures[c]:>12.4g}" if c in figures else f"{'-':>12}"
+                                              for c in columns)
+              for row, figures in parts.items()]  # "-": a figure the part has not (the prior is never routed)
     return lines + loose
 
 

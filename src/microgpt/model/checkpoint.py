@@ -57,7 +57,7 @@ from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.version import __version__
 from microgpt.data.tokenizer import Tokenizer, from_json
-from microgpt.model.family import config_dict, family
+from microgpt.model.family import config_dict, family, saved_model
 from microgpt.model.memory import DEFAULT_MAX_MEMORY, estimate_training_bytes
 
 FORMAT_VERSION = 2  # 2: family, model and tokenizer in config.json; 1: a GPT's shape and its char vocabulary
@@ -447,7 +447,7 @@ def read_config(directory: str | Path) -> dict:
         if not isinstance(config.get(key), kind):
             raise CheckpointError(f"{directory / CONFIG} has no {key} ({kind.__name__}); the file was edited or "
                                   "not written by microgpt")
-    return config
+    return {**config, "model": saved_model(config["family"], config["model"])}  # an older layout read as it was
 
 
 def _existing(directory: Path) -> Path:

@@ -21,6 +21,8 @@ A family is a module (a folder under `model/`) that gives:
   (the ensemble's --cooperative);
 - `check_training(config, train_config)` (optional): a ConfigError for a config that the training settings
   make unusable (the ensemble's --prior-off-at past --steps).
+- `upgrade_saved(model) -> model` (optional): a checkpoint's saved config (config.json's `model`) of an older
+  layout as this microgpt reads it, so that it loads as it was trained (the ensemble's one-head experts).
 
 A built `Model` gives `config`, `be` (its backend), `params` (`model.params.Parameters`), `n_params`,
 `loss(windows)` and `loss_and_backward(windows)` over windows (B, T+1) (the latter adding every gradient
@@ -47,6 +49,15 @@ def family(name: str) -> ModuleType:
     if name not in FAMILIES:
         raise ConfigError(f"unknown model family {name!r}; the families are: {', '.join(FAMILIES)}")
     return importlib.import_module(FAMILIES[name])
+
+
+def saved_model(name: str, model):
+    """config.json's `model` of a family `name` as this microgpt reads it (the family's `upgrade_saved`, where it
+    has one); as it is for an unknown family or a damaged value, which the load then names."""
+    if name not in FAMILIES or not isinstance(model, dict):
+        return model
+    upgrade = getattr(family(name), "upgrade_saved", None)
+    return model if upgrade is None else upgrade(model)
 
 
 def config_dict(config) -> dict:

@@ -1,13 +1,17 @@
 """Model spec strings, short names for a model shape: d64n2, d4x16n2, d1+2+4+8+16+32n2.
 
 Grammar (SPEC_GRAMMAR): the heads, then the layers, then an optional FFN width.
-- `d<width>`: one head of that width (d64: one head, d_model 64);
+- `d<width>`: one head of that width (d64: one head, d_model 64). An ensemble expert (--cooperative) reads
+  it as the original µGPT does: max(1, width // 16) heads of 16 (d64: four heads of 16; d8: one of 8; a width
+  that 16 does not divide is split as evenly as it goes), so d1x64 is an expert with one head of 64;
 - `d<count>x<width>`: equal heads (d4x16: four heads of 16, d_model 64);
 - `d<w1>+<w2>+...`: heads of those widths (d1+2+4+8+16+32: d_model 63);
 - `n<layers>`: the number of transformer blocks (required);
 - `ff<d_ff>`: the feed-forward width; without it, d_ff is 4 x d_model (256 for d_model 64),
   so wider models get wider FFNs.
 d_model is always the total width of the heads. The gpt family's `--compare` specs and the ensemble's experts.
+An expert's spec is kept with its heads spelled out (`expert_text`: d64n3 is kept as d4x16n3), so a
+checkpoint's config says its heads whoever reads it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from microgpt.core.errors import ConfigError
 
 SPEC_GRAMMAR = ("d<width>, d<count>x<width> or d<w1>+<w2>+..., then n<layers>, then optionally ff<d_ff>; "
                 "e.g. d64n2, d4x16n2, d1+2+4+8+16+32n2, d4x16n2ff128")
+EXPERT_GRAMMAR = ("an expert's d<width> without a head count reads as max(1, width/16) heads of 16, the "
+                  "original's reading (d64: d4x16); d1x64 is one head of 64")
 FF_PER_D_MODEL = 4  # d_ff = 4 x d_model when a spec does not give ff<d_ff>
+EXPERT_HEAD_WIDTH = 16  # the original µGPT's head width for a spec that gives no head count
 _SPEC = re.compile(r"d(?:(?P<count>\d+)x(?P<width>\d+)|(?P<widths>\d+(?:\+\d+)*))n(?P<layers>\d+)(?:ff(?P<ff>\d+))?")
 
 
@@ -41,14 +48,25 @@ class ModelSpec:
                 "d_ff": self.d_ff or d_ff or FF_PER_D_MODEL * self.d_model}
 
 
-def parse_spec(text: str) -> ModelSpec:
+def expert_heads(width: int) -> tuple[int, ...]:
+    """The original's heads for a width given without a head count: max(1, width // 16) heads of 16, or, where 16
+    does not divide it, that many heads as even as they go (d40: 20 + 20; d50: 17 + 17 + 16)."""
+    count = max(1, width // EXPERT_HEAD_WIDTH)
+    return tuple(width // count + (1 if i < width % count else 0) for i in range(count))
+
+
+def parse_spec(text: str, expert: bool = False) -> ModelSpec:
+    """A spec; `expert` reads a width without a head count as an ensemble expert's heads (`expert_heads`)."""
     match = _SPEC.fullmatch(text.strip())
     if match is None:
-        raise ConfigError(f"model spec {text!r} is not valid; a spec is {SPEC_GRAMMAR}")
+        grammar = f"{SPEC_GRAMMAR}; {EXPERT_GRAMMAR}" if expert else SPEC_GRAMMAR
+        raise ConfigError(f"model spec {text!r} is not valid; a spec is {grammar}")
     if match.group("count"):
         head_dims = (int(match.group("width")),) * int(match.group("count"))
     else:
         head_dims = tuple(int(w) for w in match.group("widths").split("+"))
+        if expert and len(head_dims) == 1 and head_dims[0] > 0:
+            head_dims = expert_heads(head_dims[0])
     n_layers = int(match.group("layers"))
     d_ff = int(match.group("ff")) if match.group("ff") else None
     if not head_dims or min(head_dims) < 1 or n_layers < 1 or d_ff == 0:  # d0x16 has no heads
@@ -56,13 +74,13 @@ def parse_spec(text: str) -> ModelSpec:
     return ModelSpec(text.strip(), head_dims, n_layers, d_ff)
 
 
-def parse_spec_list(text: str, flag: str = "--compare") -> list[ModelSpec]:
+def parse_spec_list(text: str, flag: str = "--compare", expert: bool = False) -> list[ModelSpec]:
     """Comma-separated specs, each valid; for --compare none repeated (each run writes to a directory named
-    after it), where an ensemble's experts (--cooperative) may share a shape."""
+    after it), where an ensemble's experts (--cooperative) may share a shape; `expert` as parse_spec's."""
     items = [item.strip() for item in text.split(",")]
     if not all(items):
         raise ConfigError(f"{flag} {text!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
-    specs = [parse_spec(item) for item in items]
+    specs = [parse_spec(item, expert) for item in items]
     seen: set[str] = set()
     for spec in specs:
         if flag == "--compare" and spec.text in seen:
@@ -79,3 +97,23 @@ def format_spec(head_dims: tuple[int, ...], n_layers: int, d_ff: int) -> str:
         heads = "+".join(str(w) for w in head_dims)
     ff = "" if d_ff == FF_PER_D_MODEL * sum(head_dims) else f"ff{d_ff}"
     return f"d{heads}n{n_layers}{ff}"
+
+
+def expert_text(spec: ModelSpec) -> str:
+    """An expert's spec with its heads spelled out, so that it reads the same under either reading of a width
+    without a head count: d8n2 (one head of 8 under both), d4x16n2 (what d64n2 reads as), d1x64n2 (one head of
+    64), d16+48n2; with the spec's own ff<d_ff> where it gives one."""
+    widths = spec.head_dims
+    if len(widths) == 1 and expert_heads(widths[0]) == widths:
+        heads = f"{widths[0]}"
+    elif len(set(widths)) == 1:
+        heads = f"{len(widths)}x{widths[0]}"
+    else:
+        heads = "+".join(str(w) for w in widths)
+    return f"d{heads}n{spec.n_layers}" + ("" if spec.d_ff is None else f"ff{spec.d_ff}")
+
+
+def one_head_text(text: str) -> str:
+    """An expert spec as checkpoints saved before the original's reading wrote it (a width without a head count:
+    one head of that width), in the form experts read now (`expert_text`)."""
+    return expert_text(parse_spec(text))

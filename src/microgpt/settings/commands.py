@@ -35,12 +35,25 @@ class SampleSettings:
                                whole(1))
     out: str | None = setting(None, "write the samples to FILE (written whole, then renamed into place) instead of "
                               "printing them", PATH, shown_default="print them", metavar="FILE")
+    fill: str | None = setting(None, "instead of sampling, fill each --mask character of TEXT greedily, one token "
+                               "each, from the text on both sides with the model's gap heads (--lookahead-mode gap) "
+                               "where it has them, else from the text before with its main head; says which on "
+                               "stderr", TEXT, shown_default="sample", metavar="TEXT")
+    mask: str = setting("_", "with --fill, the character that marks a hole", TEXT, metavar="CHAR")
 
     def __post_init__(self) -> None:
         check_fields(self)
         if self.speculative and not self.cache:
             raise ConfigError("--speculative checks its drafts against the KV cache, which --no-cache turns off; drop "
                               "one of them")
+        if len(self.mask) != 1:
+            raise ConfigError(f"--mask must be one character, got {self.mask!r}")
+        if self.fill is None and self.mask != "_":
+            raise ConfigError("--mask marks the holes of --fill TEXT; give --fill, or drop --mask")
+        if self.fill is not None:
+            for f in settings_fields(SampleSettings):
+                if f.field not in ("fill", "mask", "out") and getattr(self, f.field) != f.default:
+                    raise ConfigError(f"{f.flag} is for sampling, and --fill fills holes greedily; drop it")
 
 
 @dataclass
@@ -55,10 +68,18 @@ class EvalSettings:
                           "approximation, since a token gets as little as seq_len - S + 1 of context); 1 is exact",
                           whole(1), metavar="S")
     batch_size: int = setting(32, "windows per forward pass", whole(1), metavar="B")
+    routing: str | None = setting(None, "also write an ensemble's routing of FILE to this CSV: a row per position "
+                                  "(position, token, expert0_prior_share, expert1 .. expertN router weights, "
+                                  "dominant), each position with the context it is scored with", PATH,
+                                  shown_default="none", metavar="OUT.csv")
+    fill_rate: float | None = setting(None, "also hide this share of FILE's tokens at random (seed 0, never a "
+                                      "window's first) and report how many the gap heads fill right, beside the "
+                                      "main head's guess from the text before alone", PROBABILITY,
+                                      shown_default="none", metavar="R")
     json: bool = setting(False, "print one JSON line: model, file, positions (tokens scored), characters, stride, "
-                         "nll (nats per token), perplexity, bits_per_char, seconds; with --prompts: model, file, "
-                         "correct, total, accuracy, results (line, prompt, answer, completion, correct for each)",
-                         SWITCH)
+                         "nll (nats per token), perplexity, bits_per_char, seconds (and heads, routing, fill where "
+                         "they apply); with --prompts: model, file, correct, total, accuracy, results (line, prompt, "
+                         "answer, completion, correct for each)", SWITCH)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -79,6 +100,10 @@ class PlotSettings:
                            SWITCH)
     interval: float = setting(2.0, "with --follow, seconds between looks at the logs", NON_NEGATIVE_NUMBER,
                               metavar="S")
+    routing: str | None = setting(None, "instead of loss curves, draw an ensemble checkpoint RUN's routing of TEXT "
+                                  "as a heatmap: its tokens along x, the router weights of experts 1 to n along y, "
+                                  "and the prior's share (expert 0) above them", TEXT, shown_default="none",
+                                  metavar="TEXT")
 
     def __post_init__(self) -> None:
         check_fields(self)

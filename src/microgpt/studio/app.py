@@ -5,8 +5,9 @@ the installed plotly package); `/api/canvas` the families' components; `/api/che
 costs; `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
-streamed as it is made (server-sent events) and `/api/eval` a score or a prompt file's accuracy; `/api/files`
-the text files one can train on or score. A user's mistake is a JSON {"error": one line} with status 400
+streamed as it is made (server-sent events), `/api/routing` an ensemble's routing of a text (for the colours
+of a sample) and `/api/eval` a score or a prompt file's accuracy; `/api/files` the text files one can train on
+or score. A user's mistake is a JSON {"error": one line} with status 400
 (403 for a path outside the workspace, 409 for a checkpoint another process writes).
 """
 
@@ -31,7 +32,7 @@ from starlette.routing import Route
 
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.dataset import is_dataset
-from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint
+from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint, read_config
 from microgpt.settings.commands import SampleSettings
 from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
@@ -41,6 +42,7 @@ from microgpt.studio.compose import check_graph, graph_of_run
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, read_history, records_of, with_speed
+from microgpt.studio.routing import MAX_ROUTED_CHARACTERS
 from microgpt.studio.runs import Replacing, RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
 from microgpt.training.run_dir import RunDirError
@@ -98,6 +100,7 @@ class Studio:
             Route("/api/runs/{name}/{action}", self.run_action, methods=["POST"]),
             Route("/api/metrics", self.metrics), Route("/api/stream", self.stream), Route("/api/csv", self.csv),
             Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
+            Route("/api/routing", self.routing, methods=["POST"]),
             Route("/api/files", self.files),
         ]
         handlers = {**{kind: self.error for kind in USER_ERRORS}, OSError: file_error, Exception: failure}
@@ -309,13 +312,19 @@ class Studio:
 
     # ---- sample and evaluate ----------------------------------------------------------------
 
-    def model_command(self, command: str, checkpoint: Path, backend) -> list[str]:
+    @staticmethod
+    def backend_of(backend) -> str:
+        """A request's backend, checked as train's --backend is (auto when it gives none)."""
         backend = backend or "auto"
         try:
             known_settings()["backend"].check.validate(backend)
         except ValueError as exc:
             raise ConfigError(f"backend must be {exc}, not {backend!r}") from None
-        return [sys.executable, "-m", "microgpt", command, str(checkpoint), "--backend", backend, "--threads", "1"]
+        return backend
+
+    def model_command(self, command: str, checkpoint: Path, backend) -> list[str]:
+        return [sys.executable, "-m", "microgpt", command, str(checkpoint), "--backend", self.backend_of(backend),
+                "--threads", "1"]
 
     async def sample(self, request: Request) -> StreamingResponse:
         """Server-sent events: the text of `microgpt sample` as it prints it, then done (or an error)."""
@@ -397,12 +406,39 @@ class Studio:
             raise ConfigError(lines[-1] if lines else f"eval exited with status {code}")
         return JSONResponse(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
 
-    async def run_eval(self, command: list[str]) -> tuple[bytes, bytes, int]:
-        """(stdout, stderr, status) of `microgpt eval`, killed past EVAL_TIMEOUT_S or when the request goes."""
-        process = await asyncio.create_subprocess_exec(*command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL,
-                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async def routing(self, request: Request) -> JSONResponse:
+        """An ensemble checkpoint's routing of a text ({"routing": Routing.as_json()}), from studio/routing.py in a
+        subprocess; {"routing": null} for a checkpoint of another family, which has none."""
+        body = await self.body(request)
+        checkpoint = self.checkpoint(body.get("checkpoint"))
+        text = body.get("text")
+        if not isinstance(text, str) or not text or "\0" in text:
+            raise ConfigError("give the text to route: the sample's text, without NUL characters")
+        if len(text) > MAX_ROUTED_CHARACTERS:
+            raise ConfigError(f"the text is {len(text):,} characters; the studio routes at most "
+                              f"{MAX_ROUTED_CHARACTERS:,}")
+        if read_config(checkpoint).get("family") != "ensemble":
+            return JSONResponse({"routing": None})
+        command = [sys.executable, "-m", "microgpt.studio.routing", str(checkpoint), "--backend",
+                   self.backend_of(body.get("backend"))]
+        self.take_model_slot("routing")
         try:
-            out, err = await asyncio.wait_for(process.communicate(), EVAL_TIMEOUT_S)
+            out, err, code = await self.run_eval(command, stdin=text.encode("utf-8"))
+        finally:
+            self.free_model_slot()
+        if code != 0:
+            lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
+            raise ConfigError(lines[-1] if lines else f"routing exited with status {code}")
+        return JSONResponse({"routing": json.loads(out.decode("utf-8").strip().splitlines()[-1])})
+
+    async def run_eval(self, command: list[str], stdin: bytes | None = None) -> tuple[bytes, bytes, int]:
+        """(stdout, stderr, status) of `microgpt eval` (or the routing helper, fed `stdin`), killed past
+        EVAL_TIMEOUT_S or when the request goes."""
+        process = await asyncio.create_subprocess_exec(
+            *command, cwd=self.workspace.root, stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(process.communicate(stdin), EVAL_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise ConfigError(f"eval took longer than {EVAL_TIMEOUT_S} s; score a shorter file") from None
         finally:

@@ -7,7 +7,8 @@ line by line (a line is read once it is whole), and says when the log was replac
 new run starts it again), so the page reloads the history. `charts_of` says which chart draws each figure:
 the validation loss with the loss, a figure a family logs per part on one chart of its parts (an ensemble's
 `expert2_write_norm` with the other experts' write norms, a lookahead's `head1_loss`, `head2_loss` on one
-"head losses" chart, apart from the main loss), and every other figure on its own.
+"head losses" chart, apart from the main loss), and every other figure on its own. An ensemble's log with the
+old numbering is read in today's (training/plot.py's `renumbered`): the prior is expert 0.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.training.plot import PART_METRIC
+from microgpt.training.plot import PART_METRIC, renumbered
 from microgpt.training.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
@@ -46,7 +47,8 @@ def records_of(lines: list[str]) -> list[dict]:
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("step"), int):
-            records.append({k: v for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+            records.append({k: v for k, v in renumbered(record).items()
+                            if isinstance(v, (int, float)) and not isinstance(v, bool)})
     return records
 
 

@@ -11,7 +11,8 @@ figure, each as its validation curve (its smoothed training loss where it has
 none), against step or seconds. The loss axis spans the lowest point to the
 highest after each curve's first steps, whose loss (about ln(vocabulary))
 would squeeze the range that matters; legends name runs by the shortest part
-of their paths that tells them apart.
+of their paths that tells them apart. A log an ensemble wrote with the old numbering (transformer experts
+from 0, the prior's figure as prior_final_cos) is read in today's, the prior as expert 0 (`renumbered`).
 """
 
 from __future__ import annotations
@@ -24,14 +25,32 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt.core.version import install_hint
 from microgpt.training.run_files import open_own
 
-PLOT_HINT = 'note: no loss plot; pip install -e ".[plot]" in the microgpt checkout for loss plots'
+PLOT_HINT = f"note: no loss plot; {install_hint('plot')} for loss plots"
 SMOOTH_STEPS = 50  # moving-average window, shortened for short runs
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 PART_METRIC = re.compile(r"([a-z]+)(\d+)_(.+)")  # "expert2_write_norm": part "expert 2", figure "write_norm"
 TITLE_WIDTH = 90  # characters per line of a plot's title (a family's description can be long)
 EARLY_SHARE = 0.05  # the share of each curve's first points left out when choosing the top of the loss axis
+OLD_NUMBERING = "expert0_router_weight"  # only an old log has it: the prior, expert 0 now, is never routed
+
+
+def renumbered(record: dict) -> dict:
+    """A metrics record in today's numbering: the prior is expert 0 and the transformer experts 1 to n. A record
+    of a log written before (transformer experts 0 to n-1, `prior_final_cos`) is renamed; others are as they are."""
+    if OLD_NUMBERING not in record:
+        return record
+    out = {}
+    for key, value in record.items():
+        match = PART_METRIC.fullmatch(key)
+        if match and match.group(1) == "expert":
+            key = f"expert{int(match.group(2)) + 1}_{match.group(3)}"
+        elif key == "prior_final_cos":
+            key = "expert0_final_cos"
+        out[key] = value
+    return out
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -47,7 +66,7 @@ def read_metrics(path: Path) -> list[dict]:
             continue
         while records and records[-1]["step"] >= record["step"]:
             records.pop()
-        records.append(record)
+        records.append(renumbered(record))
     return records
 
 

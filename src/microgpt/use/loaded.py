@@ -6,6 +6,8 @@
     print(model.complete("\n12 + 34 ="))  # greedy, up to the first newline (the prompt as given)
     print(model.evaluate(open("held_out.txt").read()).bits_per_char)
     logits = model.logits("def f")  # (tokens, vocab): the next-token logits after each prefix
+    model.routing("To be, or").weights  # an ensemble's: (tokens, experts) router weights, and .prior's share
+    model.fill("The qu_ck brown fox").text  # each _ filled from both sides (gap heads) or from the left
 
 It loads a checkpoint onto a backend started as `train` starts one (`auto`:
 CUDA where a GPU is usable, else the cpu backend, with `threads`), and offers
@@ -29,6 +31,8 @@ from microgpt.model.family import family
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
 from microgpt.use.evaluate import Evaluation, evaluate
+from microgpt.use.fill import DEFAULT_MASK, Filled, fill_text
+from microgpt.use.routing import Routing, no_routing, routing_of
 from microgpt.use.sample import generate
 from microgpt.use.speculative import Speculation
 
@@ -88,6 +92,20 @@ class LoadedModel:
         return evaluate(self.model, tokens, batch_size=self.fitting_batch(batch_size), max_positions=max_positions,
                         what=what, stride=stride, tokenizer=self.tokenizer)
 
+    def routing(self, text: str, stride: int = 1, batch_size: int = 32) -> Routing:
+        """An ensemble's routing of `text` (use/routing.py): for each position, each transformer expert's router
+        weight (.weights, summing to 1) and the prior's share (.prior); a ConfigError for another family."""
+        if not hasattr(self.model, "routing"):
+            raise no_routing(str(self.path), self.family_name)
+        ids = self.tokenizer.encode(text, source="the text")
+        return routing_of(self.model, self.tokenizer, ids, batch_size=batch_size, stride=stride, what=str(self.path),
+                          family_name=self.family_name)
+
+    def fill(self, text: str, mask: str = DEFAULT_MASK) -> Filled:
+        """`text` with each `mask` character filled greedily (use/fill.py): by the gap heads from the text on both
+        sides where the model has them, else by the main head from the text before; .used says which."""
+        return fill_text(self.model, self.tokenizer, text, mask)
+
     def logits(self, ids) -> np.ndarray:
         """Next-token logits as a host float array: for a text or a 1-D id sequence of at most seq_len tokens,
         (len, vocab), row t scoring the token after ids[: t + 1]; for a 2-D batch (B, T), (B, T, vocab)."""
@@ -123,7 +141,7 @@ def offers() -> str:
                                                        ("family_name", "gpt, ensemble or lookahead"),
                                                        ("tokenizer", "its tokenizer (encode, decode, size)"),
                                                        ("seq_len", "the context length in tokens"))]
-    for name in ("sample", "complete", "evaluate", "logits"):
+    for name in ("sample", "complete", "evaluate", "logits", "routing", "fill"):
         first_sentence = " ".join(getattr(LoadedModel, name).__doc__.split("\n\n")[0].split()).split(". ")[0]
         lines.append(f"    .{name}(...): {first_sentence.rstrip('.')}")
     return "\n".join(lines)

@@ -3,9 +3,9 @@
 A prompt file is UTF-8 text, one prompt a line: the prompt before the line's first tab, kept exactly as
 written (spaces included: it is what the model continues), and its answer after the tab. Blank lines are
 skipped. `answer_prompts` completes each prompt greedily up to its first newline (LoadedModel.complete) and
-counts the completion correct when it is the answer, surrounding whitespace ignored on both. A prompt is
-read as the start of a line: the model sees a newline before it (where its tokenizer has one), as it saw
-one before each line of its training text, so that `0 + 0 =` is not taken for the end of `10 + 0 =`.
+counts the completion correct when it is the answer, surrounding whitespace ignored on both. The model sees
+the prompt exactly as written, nothing before it: a model that needs a newline first is given one in its
+prompts (the ensemble's calculator reads a sum back from its `=`, and needs none).
 """
 
 from __future__ import annotations
@@ -59,14 +59,4 @@ def answer_prompts(model: LoadedModel, prompts: list[Prompt], path: str | Path) 
     """Each prompt answered in turn; first, before any is, an error for a prompt the tokenizer cannot encode."""
     for p in prompts:
         model.tokenizer.encode(p.prompt, source=f"the prompt on line {p.line} of {path}")
-    start = line_start(model)
-    return (Answered(p, model.complete(start + p.prompt)) for p in prompts)
-
-
-def line_start(model: LoadedModel) -> str:
-    """A newline where the model's tokenizer encodes one, else nothing (a char model of a text without one)."""
-    try:
-        model.tokenizer.encode("\n")
-    except DataError:
-        return ""
-    return "\n"
+    return (Answered(p, model.complete(p.prompt)) for p in prompts)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.decode import Rerun
 from microgpt.use.choose import check_finite, check_sampling, choose_token, token_probs
@@ -46,6 +46,9 @@ def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperatur
                           "one of them")
     rng = np.random.default_rng(seed)
     context = list(tokenizer.encode(prompt or tokenizer.start_text(), source="the prompt"))
+    if not context:  # a tokenizer that drops whitespace (WordPiece) encodes a blank prompt to nothing
+        raise DataError(f"the prompt {prompt!r} encodes to no tokens with this model's tokenizer "
+                        f"({tokenizer.describe()}); give a prompt with a word in it, or none")
     if speculation is not None:
         tokens = speculation.tokens(model, context, n_tokens, lambda logits: token_probs(logits, temperature, top_k,
                                                                                           top_p), rng)

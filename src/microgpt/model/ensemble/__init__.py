@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.ensemble.config import EnsembleConfig
+from microgpt.model.ensemble.config import EnsembleConfig, upgrade_saved
 from microgpt.model.ensemble.model import Ensemble, param_specs
 from microgpt.model.specs import parse_spec_list
 from microgpt.model.transformer_memory import stack_parts
@@ -26,7 +26,7 @@ def parse_specs(text: str, settings) -> list[tuple[str, dict]]:
     if len(set(entries)) != len(entries):
         raise ConfigError(f"--compare {text!r} lists an ensemble twice; list each once")
     for entry in entries:
-        parse_spec_list(entry, flag="--compare entry")  # each entry's specs checked before any training
+        parse_spec_list(entry, flag="--compare entry", expert=True)  # each entry's specs checked before training
     return [(entry, {"cooperative": entry}) for entry in entries]
 
 
@@ -64,10 +64,12 @@ def describe(config: EnsembleConfig) -> str:
     """'ensemble of 4 experts d64n3,d64n3,d64n3,d64n3, stream 64 (32 active), prior bigram, router global, ...'."""
     active = "" if config.active == config.stream_dim else f" ({config.active} active)"
     off = "" if config.prior_off_at is None else f" until step {config.prior_off_at}"
+    if config.prior not in ("none", "counter") and not config.prior_bias:
+        off += " (its projection without a bias, as saved before it had one)"
     return (f"ensemble of {len(config.experts)} experts {config.cooperative}: stream {config.stream_dim}{active}, "
             f"prior {config.prior}{off}, router {config.router} (epsilon {config.router_epsilon:g}), "
             f"expert grad {config.expert_grad}, seq_len {config.seq_len}")
 
 
 __all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "check_training", "describe", "memory_parts", "param_specs",
-           "parse_specs"]
+           "parse_specs", "upgrade_saved"]

@@ -1,7 +1,10 @@
 """The cooperative ensemble's settings, each declared once (core/fields.py), and its experts' shapes.
 
 `--cooperative d64n3,d64n3,...` chooses this family (registry.FAMILIES "ensemble"), one transformer expert
-per spec (model/specs.py). The other settings keep the original µGPT's names.
+per spec (model/specs.py), a width without a head count read as the original reads it (d64: four heads of 16),
+and kept with its heads spelled out (d4x16n3). The other settings keep the original µGPT's names.
+`prior_bias` is no setting: it is False only in a checkpoint saved before the prior's projection had a bias
+(`upgrade_saved` reads such a config, and its one-head experts, as they were trained).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 from microgpt.core.checks import NUMBER, SPEC_LIST, Choice, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
-from microgpt.model.specs import ModelSpec, parse_spec_list
+from microgpt.model.specs import EXPERT_GRAMMAR, ModelSpec, expert_text, one_head_text, parse_spec_list
 
 PRIORS = ("none", "counter", "bigram", "trigram", "calculator")
 ROUTERS = ("global", "context", "gated")
@@ -25,7 +28,7 @@ class EnsembleConfig:
     vocab_size: int
     cooperative: str | None = setting(
         None, "train a cooperative ensemble: one transformer expert per spec, in order (the --compare syntax, e.g. "
-        "d64n3,d64n3,d64n3,d64n3), sharing a narrow stream; chooses --family ensemble", SPEC_LIST,
+        f"d64n3,d64n3,d64n3,d64n3), sharing a narrow stream; {EXPERT_GRAMMAR}; chooses --family ensemble", SPEC_LIST,
         shown_default="none (no ensemble)", metavar="SPECS")
     stream_dim: int = setting(64, "the width B of the stream the ensemble's experts read and write", whole(1),
                               metavar="B")
@@ -48,6 +51,7 @@ class EnsembleConfig:
                                "weight: the true gradient)", Choice(lambda: EXPERT_GRADS), metavar="RULE")
     seq_len: int = setting(64, "context length in tokens (characters with the char tokenizer)", whole(1),
                            metavar="T")
+    prior_bias: bool = True  # the prior's projection has a bias (not in checkpoints saved before it)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -55,7 +59,9 @@ class EnsembleConfig:
             raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
         if self.cooperative is None:
             raise ConfigError("an ensemble needs its experts: --cooperative SPECS, e.g. d64n3,d64n3")
-        self.cooperative = ",".join(spec.text for spec in self.experts)  # as written, checked once here
+        if not isinstance(self.prior_bias, bool):
+            raise ConfigError(f"prior_bias must be true or false, got {self.prior_bias!r}")
+        self.cooperative = ",".join(expert_text(spec) for spec in self.experts)  # checked once, its heads spelled out
         if self.active_dims is not None and self.active_dims > self.stream_dim:
             raise ConfigError(f"--active-dims {self.active_dims} is wider than the stream (--stream-dim "
                               f"{self.stream_dim}); give at most {self.stream_dim}")
@@ -70,7 +76,7 @@ class EnsembleConfig:
 
     @property
     def experts(self) -> list[ModelSpec]:
-        return parse_spec_list(self.cooperative, flag="--cooperative")
+        return parse_spec_list(self.cooperative, flag="--cooperative", expert=True)
 
     @property
     def active(self) -> int:
@@ -80,3 +86,16 @@ class EnsembleConfig:
     @staticmethod
     def d_ff(spec: ModelSpec) -> int:
         return spec.d_ff or FF_PER_D_MODEL * spec.d_model
+
+
+def upgrade_saved(model: dict) -> dict:
+    """A saved config as this microgpt reads it. One saved before the prior's projection had a bias (it has no
+    prior_bias) read a width without a head count as one head of that width: its experts are written so here,
+    and its projection has no bias, so that it loads as it was trained."""
+    if "prior_bias" in model or not isinstance(model.get("cooperative"), str):
+        return model
+    try:
+        experts = ",".join(one_head_text(text) for text in model["cooperative"].split(","))
+    except ConfigError:
+        return model  # a damaged spec: the load says what is wrong with it
+    return {**model, "cooperative": experts, "prior_bias": False}

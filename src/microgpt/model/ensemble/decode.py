@@ -65,8 +65,9 @@ class EnsembleDecoder:
         n = len(new)
         ids = be.ids(np.array(new, dtype=np.int32))  # (n,)
         stream = be.zeros((n, config.stream_dim))  # (n, B)
-        if passes.prior_on():
-            prior_write, _ = passes.prior.write_rows(np.array(self.context, dtype=np.int64), start, ids)
+        if passes.prior_writes():
+            prior_write, _ = passes.prior.write_rows(np.array(self.context, dtype=np.int64), start, ids,
+                                                     on=passes.prior_on())
             stream = be.add(stream, prior_write)
             passes._narrow(stream)
         expert_logits = []

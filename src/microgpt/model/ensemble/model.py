@@ -10,9 +10,13 @@
 Backward hands expert i the mixed logits' gradient times 1/n (`equal`, the original's rule) or times w_i
 (`routed`, the true gradient), and runs the stream's gradient back through the experts in reverse order.
 `Passes` is one forward/backward bound to a set of gradient buffers, so model/shards.py can split a batch
-over the backend's streams. Per-step diagnostics (the metrics log): each expert's mean write norm, the mean
-cosine between the stream before and after it, its mean router weight, and the prior's cosine with the
-final stream.
+over the backend's streams. The experts are numbered as the docs number them: the prior is expert 0 and the
+transformer experts 1 to n (their parameters keep the names experts.0 .. experts.<n-1>, their place in
+--cooperative). Per-step diagnostics (the metrics log): each transformer expert's mean write norm
+(expert<i>_write_norm), the mean cosine between the stream before and after it (expert<i>_stream_cos) and its
+mean router weight (expert<i>_router_weight); the prior's write norm (expert0_write_norm) and its cosine with
+the final stream (expert0_final_cos). `routing(ids)` gives, per position, each transformer expert's router
+weight and the prior's share of the writes into the stream.
 """
 
 from __future__ import annotations
@@ -31,11 +35,16 @@ from microgpt.model.shards import Sharded
 
 def param_specs(config: EnsembleConfig, prefix: str = "") -> list[ParamSpec]:
     """The prior's, each expert's (experts.<i>.*) and the router's parameters, in checkpoint order."""
-    specs = prior_specs(config.prior, config.vocab_size, config.stream_dim, config.seq_len)
+    specs = prior_specs(config.prior, config.vocab_size, config.stream_dim, config.seq_len, config.prior_bias)
     for i, spec in enumerate(config.experts):
         specs += expert_specs(f"experts.{i}.", spec, config.d_ff(spec), config.vocab_size, config.stream_dim)
     specs += router_specs(config.router, len(config.experts), config.stream_dim, config.vocab_size)
     return [ParamSpec(prefix + s.name, s.shape, s.init_std, s.init_value, s.decay, s.trainable) for s in specs]
+
+
+def _row_norms(a) -> np.ndarray:
+    """Each row's Euclidean norm (rows,) on the host, from either backend."""
+    return np.asarray(((a * a).sum(axis=1) ** 0.5).tolist(), dtype=np.float64).reshape(-1)
 
 
 def _row_cosines(a, b) -> float:
@@ -68,6 +77,11 @@ class Passes:
         off_at = self.config.prior_off_at
         return self.prior is not None and (off_at is None or self.step_of() + 1 < off_at)
 
+    def prior_writes(self) -> bool:
+        """Whether the prior's row writes anything: while it is on, and after that a projection's bias (its
+        features are then zeros, as the graph's prior op gives them)."""
+        return self.prior_on() or (self.prior is not None and self.prior.bias)
+
     def forward(self, ids_host: np.ndarray):
         """(mixed logits (B*T, V), what backward needs) for host ids (B, T)."""
         be = self.be
@@ -75,8 +89,8 @@ class Passes:
         ids = be.ids(ids_host.reshape(-1))  # (B*T,)
         stream = be.zeros((batch * seq_len, self.config.stream_dim))  # (B*T, B_stream)
         prior_saved = None
-        if self.prior_on():
-            prior_write, prior_saved = self.prior.write(ids_host, ids)
+        if self.prior_writes():
+            prior_write, prior_saved = self.prior.write(ids_host, ids, on=self.prior_on())
             stream = be.add(stream, prior_write)
             self._narrow(stream)
         streams, expert_logits, expert_saved = [stream], [], []
@@ -126,16 +140,31 @@ class Passes:
         return loss, self.diagnostics(saved)
 
     def diagnostics(self, saved) -> dict[str, float]:
+        """The step's figures, the prior as expert 0 and transformer expert k as expert k + 1."""
         _, streams, _, _, weights, _, _, prior_saved = saved
         found = {}
         for k in range(len(self.experts)):
             write = streams[k + 1] - streams[k]
-            found[f"expert{k}_write_norm"] = float(((write * write).sum(axis=1) ** 0.5).mean())
-            found[f"expert{k}_stream_cos"] = _row_cosines(streams[k], streams[k + 1])
-            found[f"expert{k}_router_weight"] = float(weights[:, k].mean())
-        if prior_saved is not None:
-            found["prior_final_cos"] = _row_cosines(streams[0], streams[-1])
+            found[f"expert{k + 1}_write_norm"] = float(((write * write).sum(axis=1) ** 0.5).mean())
+            found[f"expert{k + 1}_stream_cos"] = _row_cosines(streams[k], streams[k + 1])
+            found[f"expert{k + 1}_router_weight"] = float(weights[:, k].mean())
+        if prior_saved is not None and self.prior_on():
+            found["expert0_write_norm"] = float(_row_norms(streams[0]).mean())
+            found["expert0_final_cos"] = _row_cosines(streams[0], streams[-1])
         return found
+
+    def routing(self, ids_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(weights (B, T, n), prior share (B, T)) for host ids (B, T): the router weights that mix transformer
+        experts 1..n at each position (rows sum to 1), and the prior's write's norm over the sum of every
+        write's norm there (the prior's and each expert's; 0 without a prior; once it is off, its bias's)."""
+        _, saved = self.forward(ids_host)
+        _, streams, _, _, weights, _, _, prior_saved = saved
+        batch, seq_len = ids_host.shape
+        norms = [_row_norms(streams[k + 1] - streams[k]) for k in range(len(self.experts))]  # each (B*T,)
+        prior = _row_norms(streams[0]) if prior_saved is not None else np.zeros(batch * seq_len)
+        total = prior + sum(norms)
+        share = np.divide(prior, total, out=np.zeros_like(prior), where=total > 0)
+        return (np.asarray(weights, dtype=np.float64).reshape(batch, seq_len, -1), share.reshape(batch, seq_len))
 
 
 class Ensemble:
@@ -171,6 +200,10 @@ class Ensemble:
         """Backend mixed logits (B*T, V) for host ids (B, T)."""
         mixed, _ = self.passes.own.forward(np.asarray(ids))
         return mixed
+
+    def routing(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """Host (weights (B, T, n), the prior's share (B, T)) for host ids (B, T) (Passes.routing)."""
+        return self.passes.own.routing(np.asarray(ids))
 
     def decoder(self) -> EnsembleDecoder:
         """A KV-cached decoder for one sequence (decode.py)."""

@@ -3,18 +3,21 @@
 - `counter`: a learned seq_len x B signal, row t written at position t;
 - `bigram`, `trigram`: the next-token distribution given the last one or two tokens, counted once from the
   training tokens (`learn_from`) with add-one smoothing and kept as non-trainable parameters; a learned
-  projection (vocab x B) writes it into the stream. The trigram's table has a row per (previous, current)
-  pair and a last block of rows for "no previous token" (position 0 of a window), which hold the bigram's;
-- `calculator`: where the current line so far is `X + Y =` (then a space and the digits of the answer written
-  so far), the next character of `X + Y = Z` (the space, the next digit, or the newline after the last one)
-  as a one-hot; uniform elsewhere, and on a window's first line, whose start (and so X) it cannot see; a
-  learned projection writes it.
+  projection (vocab x B, and a bias) writes it into the stream. The trigram's table has a row per (previous,
+  current) pair and a last block of rows for "no previous token" (position 0 of a window), which hold the
+  bigram's;
+- `calculator`: after an `=` that follows `X + Y ` (read back from the `=`, wherever the sum starts: no
+  newline needed before it, nor a line start inside the window), the next character of ` Z` and the newline
+  after it, while what follows the `=` so far agrees with them, as a one-hot; uniform elsewhere. A learned
+  projection (and a bias) writes it.
 
-Every feature at position t reads the tokens at positions <= t only.
+The projection starts as the original's does: He init, N(0, 2/V), and a zero bias. Every feature at position
+t reads the tokens at positions <= t only.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -24,43 +27,42 @@ from microgpt.model.params import ParameterViews, ParamSpec
 
 CALCULATOR_CHARACTERS = "0123456789+= \n"
 COUNT_CHUNK = 1 << 24  # tokens counted at a time, so that counting a dataset needs no more memory than this
-_SUM_SO_FAR = re.compile(r"(\d+) \+ (\d+) =( ?)(\d*)")  # a whole line so far, up to and including position t
+_OPERANDS = re.compile(r"(\d+) \+ (\d+) \Z")  # what comes before a sum's "=", read back from it
+OLD_PROJECTION_STD = 0.02  # the projection's init in checkpoints saved before it had a bias (prior_bias False)
 
 
-def prior_specs(kind: str, vocab: int, stream_dim: int, seq_len: int) -> list[ParamSpec]:
-    """The prior's parameters (none for "none")."""
-    projection = ParamSpec("prior.proj.w", (vocab, stream_dim), 0.02, decay=True)
+def prior_specs(kind: str, vocab: int, stream_dim: int, seq_len: int, bias: bool = True) -> list[ParamSpec]:
+    """The prior's parameters (none for "none"); `bias`: the projection has one and starts as the original's."""
+    projection = [ParamSpec("prior.proj.w", (vocab, stream_dim), math.sqrt(2.0 / vocab) if bias
+                            else OLD_PROJECTION_STD, decay=True)]
+    if bias:
+        projection.append(ParamSpec("prior.proj.b", (stream_dim,), 0.0))
     return {
         "none": [],
         "counter": [ParamSpec("prior.signal", (seq_len, stream_dim), 0.02)],
-        "bigram": [ParamSpec("prior.table", (vocab, vocab), 0.0, 1.0 / vocab, trainable=False), projection],
+        "bigram": [ParamSpec("prior.table", (vocab, vocab), 0.0, 1.0 / vocab, trainable=False), *projection],
         "trigram": [ParamSpec("prior.table", ((vocab + 1) * vocab, vocab), 0.0, 1.0 / vocab, trainable=False),
-                    projection],
-        "calculator": [projection],
+                    *projection],
+        "calculator": projection,
     }[kind]
 
 
 def calculator_features(text: str) -> list[str]:
-    """For each position t of a window's text, the character that `X + Y = Z` puts at t + 1, or "" where the
-    line so far is no sum in progress (or began before the window)."""
-    following = []
-    line_start = None  # where the current line began, once a newline inside the window has been seen
-    for t, ch in enumerate(text):
-        if ch == "\n":
-            line_start = t + 1
-            following.append("")
+    """For each position t of a window's text, the character that `X + Y = Z` puts at t + 1, or "" where no sum
+    is in progress. At each "=" the operands are read back from it (`X + Y ` just before it, X as many digits as
+    the text has there); from the "=" on, the features spell " Z" and a newline while the text written after
+    it agrees with them."""
+    following = [""] * len(text)
+    for equals in (t for t, ch in enumerate(text) if ch == "="):
+        operands = _OPERANDS.search(text, 0, equals)
+        if operands is None:
             continue
-        match = None if line_start is None else _SUM_SO_FAR.fullmatch(text[line_start : t + 1])
-        if match is None:
-            following.append("")
-            continue
-        answer, written = str(int(match.group(1)) + int(match.group(2))), match.group(4)
-        if not match.group(3):
-            following.append(" ")  # after "=" comes the space
-        elif answer.startswith(written):
-            following.append(answer[len(written)] if len(written) < len(answer) else "\n")
-        else:
-            following.append("")  # a wrong answer so far: no opinion
+        answer = f" {int(operands.group(1)) + int(operands.group(2))}\n"  # what follows the "=", in order
+        for i, ch in enumerate(answer):
+            t = equals + i  # position t predicts answer[i]; the text up to t must agree with answer[:i]
+            if t >= len(text) or (i and text[t] != answer[i - 1]):
+                break
+            following[t] = ch
     return following
 
 
@@ -70,14 +72,20 @@ class Prior:
     def __init__(self, backend, views: ParameterViews, kind: str, vocab: int, stream_dim: int, tokenizer):
         self.be, self.kind, self.vocab, self.stream_dim = backend, kind, vocab, stream_dim
         self.views = views
+        self.bias = "prior.proj.b" in views.value
         if kind == "calculator":
             self.ids_of = check_calculator_tokenizer(tokenizer)
 
-    def write(self, ids_host: np.ndarray, ids) -> tuple[object, object]:
-        """(the write (B*T, B_stream), what backward needs) for host ids (B, T) and their device copy (B*T,)."""
+    def write(self, ids_host: np.ndarray, ids, on: bool = True) -> tuple[object, object]:
+        """(the write (B*T, B_stream), what backward needs) for host ids (B, T) and their device copy (B*T,).
+        Switched off (`on` False, past --prior-off-at), the features are zeros, so a projection writes its bias
+        alone (model.py asks only a prior with a bias for it)."""
         be, value = self.be, self.views.value
         batch, seq_len = ids_host.shape
         rows = batch * seq_len
+        if not on:
+            features = be.zeros((rows, self.vocab))  # (B*T, V)
+            return self._project(features), features
         if self.kind == "counter":
             positions = be.ids(np.tile(np.arange(seq_len, dtype=np.int32), batch))  # (B*T,)
             return be.embedding_gather(value["prior.signal"], positions, rows, self.stream_dim), positions
@@ -89,13 +97,16 @@ class Prior:
             features = be.embedding_gather(value["prior.table"], pairs, rows, self.vocab)  # (B*T, V)
         else:  # calculator
             features = be.from_host(self._calculator(ids_host))  # (B*T, V)
-        return be.matmul(features, value["prior.proj.w"]), features  # (B*T, B_stream)
+        return self._project(features), features  # (B*T, B_stream)
 
-    def write_rows(self, context: np.ndarray, start: int, ids) -> tuple[object, object]:
+    def write_rows(self, context: np.ndarray, start: int, ids, on: bool = True) -> tuple[object, object]:
         """The write for the context's last tokens, positions start .. len(context) - 1 of one sequence (host
         context (start + n,) and the new tokens' device ids (n,)), as `write` computes them in a window."""
         be, value = self.be, self.views.value
         n = len(context) - start
+        if not on:
+            features = be.zeros((n, self.vocab))  # (n, V)
+            return self._project(features), features
         if self.kind == "counter":
             positions = be.ids(np.arange(start, start + n, dtype=np.int32))  # (n,)
             return be.embedding_gather(value["prior.signal"], positions, n, self.stream_dim), positions
@@ -107,7 +118,14 @@ class Prior:
             features = be.embedding_gather(value["prior.table"], pairs, n, self.vocab)  # (n, V)
         else:  # calculator
             features = be.from_host(self._calculator(context[None, :])[start:])  # (n, V)
-        return be.matmul(features, value["prior.proj.w"]), features
+        return self._project(features), features
+
+    def _project(self, features):
+        """features @ W (+ b): the write (rows, B_stream) of features (rows, V)."""
+        write = self.be.matmul(features, self.views.value["prior.proj.w"])  # (rows, B_stream)
+        if self.bias:
+            self.be.bias_add(write, self.views.value["prior.proj.b"])  # as model/layers.py's Linear adds it
+        return write
 
     def backward(self, dwrite, saved) -> None:
         """Add the trainable parameters' gradients for dwrite (B*T, B_stream)."""
@@ -116,6 +134,8 @@ class Prior:
             self.be.embedding_scatter_add(dwrite, saved, gradient["prior.signal"], dwrite.shape[0], self.stream_dim)
         else:
             self.be.matmul_into(saved, dwrite, gradient["prior.proj.w"], transpose_a=True, accumulate=True)
+            if self.bias:
+                self.be.add_(gradient["prior.proj.b"], self.be.sum_rows(dwrite))  # (1, B_stream)
 
     def _calculator(self, ids_host: np.ndarray) -> np.ndarray:
         """(B*T, V) host features: one-hot of what the sum puts next, uniform where it has no opinion."""

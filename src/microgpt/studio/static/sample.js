@@ -1,6 +1,10 @@
 // The Sample view: a completion streamed from any checkpoint as `microgpt sample` makes it, and `microgpt
-// eval` of a workspace file (bits per character) or of a prompts file (exact-match accuracy).
+// eval` of a workspace file (bits per character) or of a prompts file (exact-match accuracy). An ensemble's
+// completion is then coloured, each generated character by its dominant expert (1 to n), with every expert's
+// router weight and the prior's share (expert 0) on hover.
 "use strict";
+
+const EXPERT_COLOURS = 8; // studio.css has .expert-1 .. .expert-8; more experts reuse them in turn
 
 const Sample = {
   reading: null, // the AbortController of the completion streaming in
@@ -45,6 +49,7 @@ const Sample = {
     const out = document.getElementById("completion");
     out.textContent = "";
     out.className = "streaming";
+    document.getElementById("routing-legend").replaceChildren();
     say("sampling...", false, "sample");
     try {
       await streamEvents("/api/sample?" + query, message => {
@@ -54,11 +59,43 @@ const Sample = {
       }, reading.signal);
       if (out.className !== "done") throw new Error("the sample stream ended before the completion did; try again");
       say("sampled", false, "sample");
+      await this.colour(out, value("sample-checkpoint"), value("sample-backend"), value("prompt").length, reading);
     } catch (err) {
       if (err.name === "AbortError") return; // a newer Generate took over
       out.className = "failed";
       say(err.message, true, "sample");
     }
+  },
+
+  // Colour the completion by its routing, where the checkpoint is an ensemble (others have none: left plain).
+  async colour(out, checkpoint, backend, promptLength, reading) {
+    const shown = out.textContent;
+    const text = shown.endsWith("\n") ? shown.slice(0, -1) : shown; // the newline `sample` ends with: not generated
+    let routing;
+    try {
+      ({routing} = await api("/api/routing", {body: {checkpoint, text, backend}}));
+    } catch (err) {
+      if (this.reading === reading) say(`sampled; not coloured: ${err.message}`, true, "sample");
+      return;
+    }
+    if (!routing || this.reading !== reading || routing.tokens.join("") !== text) return;
+    let offset = 0;
+    const pieces = routing.tokens.map((token, p) => {
+      const start = offset;
+      offset += token.length;
+      if (start < promptLength) return document.createTextNode(token); // the prompt: not generated
+      const dominant = routing.dominant[p];
+      const weights = routing.weights[p].map((w, k) => `${routing.experts[k]} ${w.toFixed(3)}`);
+      if (routing.prior_kind !== "none") {
+        weights.push(`expert 0 (${routing.prior_kind}) share ${routing.prior[p].toFixed(3)}`);
+      }
+      return element("span", {class: `expert expert-${((dominant - 1) % EXPERT_COLOURS) + 1}`,
+        "data-expert": dominant, title: `${JSON.stringify(token)} -> next: ${weights.join(", ")}`}, token);
+    });
+    out.replaceChildren(...pieces, shown.slice(text.length));
+    document.getElementById("routing-legend").replaceChildren("each generated character in its dominant expert's " +
+      "colour (hover for the weights): ", ...routing.experts.map((name, k) =>
+      element("span", {class: `expert expert-${(k % EXPERT_COLOURS) + 1}`}, name)));
   },
 
   async evaluate() {
