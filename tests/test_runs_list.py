@@ -1,5 +1,5 @@
 """`microgpt runs`: every run under some folders, a row each, with its status (training now, finished,
-unfinished, damaged, a best copy left alone), as a table or JSON lines (training/run_list.py, cli/runs.py)."""
+failed, unfinished, damaged, a best copy left alone), as a table or JSON lines (training/run_list.py, cli/runs.py)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,20 @@ def test_runs_lists_each_run_with_its_figures_and_status(workdir, capsys):
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["run", "family", "shape"] and len(table) == 3
     assert "finished" in table[1] + table[2] and "4/8" in table[1] + table[2]
+
+
+def test_a_run_that_stopped_short_is_failed_with_its_line_until_it_trains_on(workdir, capsys):
+    assert main(["train", "text.txt", *TINY, "--steps", "3", "--model", "c"]) == 0
+    assert main(["train", "--resume", "c", "--lr", "1e9", "--save-every", "1", "--steps", "30", "--quiet",
+                 "--gen", "0"]) == 2
+    failed = rows(capsys)["c"]
+    assert failed["status"] == "failed" and failed["step"] == 3
+    assert "training stopped" in failed["error"] and "Try a lower --lr" in failed["error"]
+    assert main(["runs"]) == 0 and "failed" in capsys.readouterr().out
+    assert main(["train", "--resume", "c", "--steps", "6", "--quiet", "--gen", "0"]) == 0
+    again = rows(capsys)["c"]
+    assert again["status"] == "finished" and again["step"] == 6 and "error" not in again
+    assert not (workdir / "c.failed.json").exists()
 
 
 def test_a_run_whose_lock_is_held_is_training_and_a_damaged_one_is_marked(workdir, capsys):

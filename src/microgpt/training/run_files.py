@@ -49,6 +49,11 @@ class RunPaths:
         return self._beside(".loss.png")
 
     @property
+    def failure(self) -> Path | None:
+        """Why the run last stopped short (training/failure.py), while its checkpoint is the one it kept."""
+        return self._beside(".failed.json")
+
+    @property
     def lock(self) -> Path | None:
         return None if self.checkpoint is None else self.checkpoint.with_name(f".{self.checkpoint.name}.lock")
 
@@ -58,7 +63,8 @@ class RunPaths:
 
     def written_files(self) -> list[Path]:
         """The plain files the run writes (not the checkpoint directories)."""
-        return [] if self.checkpoint is None else [self.metrics, self.loss_plot, self.lock, self.results]
+        return [] if self.checkpoint is None else [self.metrics, self.loss_plot, self.failure, self.lock,
+                                                   self.results]
 
 
 def metrics_log(run: Path) -> Path:

@@ -4,9 +4,10 @@
 directories) for checkpoint directories. `run_rows` gives each one a row: its family, description and
 parameter count (from config.json), its step of its steps, best and last validation loss, tokens/s and the
 machine (from the latest line of the results.jsonl beside it), and its status: training (a process holds
-its writer lock), finished, unfinished, unknown (its training state records no readable --steps) or damaged
-(a file that cannot be read, which marks its own row and never fails the list). A run's `-best` copy is folded into the run's row (where and when it was best); a
-`-best` left alone by a run killed before its first save keeps a row of its own.
+its writer lock), finished, failed (it stopped short on an unsound step, training/failure.py), unfinished,
+unknown (its training state records no readable --steps) or damaged (a file that cannot be read, which
+marks its own row and never fails the list). A run's `-best` copy is folded into the run's row (where and
+when it was best); a `-best` left alone by a run killed before its first save keeps a row of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
 from microgpt.model.family import family, n_params
+from microgpt.training.failure import failure_of
 from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import RESULTS_LOG, RunPaths
 
@@ -111,6 +113,9 @@ def row_of(path: Path, name: Callable[[Path], str], record: dict) -> dict:
         "status": ("training" if training else "finished" if finished
                    else "unfinished" if steps is not None else "unknown"),  # unknown: no readable --steps
     }
+    failed = None if training else failure_of(RunPaths(path).failure, step)  # a resume of it failed, too
+    if failed is not None:
+        row.update(status="failed", error=failed)
     row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
     return row
 

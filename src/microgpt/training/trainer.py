@@ -53,6 +53,7 @@ from microgpt.model.checkpoint import (
 from microgpt.parallel.communicator import SingleProcess
 from microgpt.settings.training import TrainConfig
 from microgpt.training.data_parallel import micro_batch_size, train_step
+from microgpt.training.failure import clear_failure, record_failure
 from microgpt.training.optim import Optimizer
 from microgpt.training.run_files import RunPaths, open_own
 from microgpt.training.tensorboard_log import open_board
@@ -111,10 +112,13 @@ class Trainer:
         try:
             save_checkpoint(directory, self.model, self.tokenizer, self.train_state(), family_name=self.family_name)
         except UnsoundWeights as exc:
-            raise WriterStopped(f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. "
-                                  "Try a lower --lr.") from None
+            message = f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. Try a lower --lr."
+            if directory == self.paths.checkpoint and self._saved_step is not None:
+                record_failure(self.paths.failure, self.model.params.step, self._saved_step, message)
+            raise WriterStopped(message) from None
         if directory == self.paths.checkpoint:
             self._saved_step = self.model.params.step
+            clear_failure(self.paths.failure)
             if self._staged_log is not None:  # the new checkpoint is in place: its log replaces the old one
                 os.replace(self._staged_log, self.paths.metrics)
                 self._staged_log = None
@@ -198,7 +202,10 @@ class Trainer:
                 return train_step(self.model, windows, self.optimizer, self.comm, self.config.grad_accum,
                                   self._stop_signal is not None, self._save_signal is not None)
         except NonFiniteLoss as exc:
-            raise TrainingStopped(f"training stopped: {exc}; {self._kept()}. Try a lower --lr.") from None
+            message = f"training stopped: {exc}; {self._kept()}. Try a lower --lr."
+            if self.comm.is_writer and self._saved_step is not None:
+                record_failure(self.paths.failure, exc.step, self._saved_step, message)
+            raise TrainingStopped(message) from None
         except HungRanks as exc:  # no save: the checkpoint on disk stays the last whole one
             kept = self._kept() if self.comm.is_writer else "the checkpoint on disk is the last one saved"
             raise exc.adding(kept) from None
