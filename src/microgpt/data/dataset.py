@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from microgpt.core.errors import DataError
+from microgpt.core.threads import available_cores
 from microgpt.data.shards import ShardedTokens, open_shard, read_header
 from microgpt.data.tokenizer import Tokenizer, from_json
 
@@ -110,7 +112,7 @@ def _check_manifest(manifest, where: Path) -> None:
 
 
 def _split(path: Path, split: dict, verify: bool) -> ShardedTokens:
-    shards = []
+    shards, checked = [], []
     for entry in split["shards"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or "/" in entry["file"] \
                 or entry["file"].startswith("."):
@@ -123,10 +125,15 @@ def _split(path: Path, split: dict, verify: bool) -> ShardedTokens:
             raise DataError(f"shard {shard_path} holds {count:,} tokens in {shard_path.stat().st_size:,} bytes, but the "
                             f"manifest says {entry.get('tokens')} tokens in {entry.get('bytes')} bytes; prepare the "
                             "dataset again")
-        if verify and sha256_of(shard_path) != entry.get("sha256"):
-            raise DataError(f"shard {shard_path} does not match its checksum in the manifest (it changed after "
-                            "prepare); prepare the dataset again")
+        checked.append((shard_path, entry.get("sha256")))
         shards.append(open_shard(shard_path))
+    if verify:  # the shards hashed side by side (hashlib lets go of the GIL): every core reads one
+        with ThreadPoolExecutor(max_workers=available_cores()) as pool:
+            digests = list(pool.map(sha256_of, [shard_path for shard_path, _ in checked]))
+        for (shard_path, expected), digest in zip(checked, digests):
+            if digest != expected:
+                raise DataError(f"shard {shard_path} does not match its checksum in the manifest (it changed after "
+                                "prepare); prepare the dataset again")
     return ShardedTokens(shards)
 
 

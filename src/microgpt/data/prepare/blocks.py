@@ -21,7 +21,7 @@ from microgpt.core.errors import DataError
 from microgpt.data.prepare.inputs import InputFile
 from microgpt.data.prepare.streams import Opened, opened, seekable_copy
 
-BLOCK_BYTES = 4 * 1024**2  # what a worker takes at a time
+BLOCK_BYTES = 1024**2  # what a worker takes at a time: its text, code points and ids are a few times this
 MAX_BLOCK_BYTES = 64 * 1024**2  # a text without a safe place to cut in this much is cut anyway
 PRINTABLE = range(0x21, 0x7F)  # printable ASCII, not space: a byte that ends a character and is no whitespace
 
