@@ -79,3 +79,15 @@ def test_train_from_python_in_one_call(tmp_path):
     assert run.model.config.head_dims == (8, 8)
     text = run.sample(10)
     assert len(text) == 10 and set(text) <= set(run.tokenizer.vocab)
+
+
+def test_a_resume_on_another_backend_says_so(tmp_path, monkeypatch, capsys):
+    """`auto` may pick another backend than the one a run trained on; the resume says what that costs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT)
+    assert main(["train", "text.txt", *TINY, "--steps", "3", "--model", "ck", "--backend", "numpy"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "ck", "--steps", "5", "--backend", "numpy", "--gen", "0"]) == 0
+    assert "resuming on the" not in capsys.readouterr().out
+    assert main(["train", "--resume", "ck", "--steps", "7", "--backend", "cpu", "--gen", "0"]) == 0
+    assert "resuming on the cpu backend, and ck trained on numpy" in capsys.readouterr().out

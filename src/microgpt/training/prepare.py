@@ -82,7 +82,7 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
     lock = None if plan.target is None or done else claim(plan.target, model.n_params)  # last: a refused run
     # leaves nothing
     return Run(model, plan.family_name, tokenizer, corpus, batches, val_tokens if comm.is_writer else None,
-               train_config, paths, run_info(plan, corpus, train_config), plan.label,
+               train_config, paths, run_info(plan, corpus, train_config, backend.name), plan.label,
                resumed=plan.start is Start.RESUME, comm=comm, lock=lock,
                notes=[note for note in (*plan.notes, *notes) if note], done=done, held_out_by=plan.held_out_by)
 
@@ -102,7 +102,11 @@ def resumed_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tuple[
     model = plan.source.model
     corpus.check_tokenizer(plan.source.tokenizer, plan.source.path)
     check_memory(family(plan.family_name), model.config, plan.micro_batch, backend, plan.run.max_memory)
-    return model, plan.source.tokenizer, []
+    trained_on = plan.source.train_state.get("backend")
+    moved = (f"resuming on the {backend.name} backend, and {plan.source.path} trained on {trained_on}: from here "
+             f"its losses differ from an unbroken run's in the last bits (--backend {trained_on} continues exactly)"
+             if trained_on not in (None, backend.name) else None)
+    return model, plan.source.tokenizer, [moved]
 
 
 def fine_tuned_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tuple[object, Tokenizer, list[str]]:
@@ -134,11 +138,11 @@ def check_validation_possible(plan: RunSettings, config: TrainConfig) -> None:
                           "(the text is too short to hold out a tenth of it; give --val-tokens N)")
 
 
-def run_info(plan: RunSettings, corpus: Corpus, config: TrainConfig) -> dict:
-    """What train_state.json keeps besides the step and data position: the corpus, the settings, the best
-    validation loss so far, the checkpoint fine-tuned from and what --vocab-size asked for."""
+def run_info(plan: RunSettings, corpus: Corpus, config: TrainConfig, backend_name: str) -> dict:
+    """What train_state.json keeps besides the step and data position: the corpus, the settings, the backend,
+    the best validation loss so far, the checkpoint fine-tuned from and what --vocab-size asked for."""
     state = plan.source.train_state if plan.source else {}
-    info = corpus.run_info(config, state.get("best_val_loss"))
+    info = {**corpus.run_info(config, state.get("best_val_loss")), "backend": backend_name}
     if plan.start is Start.FINE_TUNE:
         info["init_from"] = str(plan.source.path.resolve())
     elif state.get("init_from"):
