@@ -354,8 +354,8 @@ def test_starting_over_a_finished_run_asks_first(client, studio, workspace):
     assert client.post("/api/runs/ens/start").status_code == 200
     assert studio.manager.runs["ens"].process.wait(120) == 0
     again = client.post("/api/runs/ens/start")
-    assert again.status_code == 409 and again.json()["confirm"] == "overwrite"
-    assert "holds a finished run (step 3)" in again.json()["error"]
+    assert again.status_code == 409 and again.json()["exists"] is True
+    assert "finished, step 3 of 3" in again.json()["error"]
     replaced = client.post("/api/runs/ens/start", json={"overwrite": True})
     assert replaced.status_code == 200
     assert studio.manager.runs["ens"].process.wait(120) == 0

@@ -2,13 +2,16 @@
 
 Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles (and plotly.min.js from
 the installed plotly package); `/api/canvas` the families' components; `/api/check` a graph's problems and
-costs; `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
+costs; `/api/graph/palette` and `/api/graph/check` the node editor's primitives and check (graph_api.py);
+`/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
 streamed as it is made (server-sent events), `/api/routing` an ensemble's routing of a text (for the colours
 of a sample) and `/api/eval` a score or a prompt file's accuracy; `/api/files` the text files one can train on
-or score. A user's mistake is a JSON {"error": one line} with status 400
-(403 for a path outside the workspace, 409 for a checkpoint another process writes).
+or score; `/api/free-name` the page's default run name, `/api/log` the tail of a run's output. A user's mistake
+is a JSON {"error": one line} with status 400 (403 for a path outside the workspace, 409 for a checkpoint
+another process writes, and for a run name that is taken: {"error", "exists": true, "suggested": a free name},
+unless the request says "overwrite": true).
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings, check_named_runs
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
+from microgpt.studio.graph_api import check_request, palette
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
-from microgpt.studio.metrics import Tail, charts_of, read_history, records_of, with_speed
+from microgpt.studio.metrics import Tail, charts_of, last_record, log_of, read_history, records_of, with_speed
+from microgpt.studio.names import NameTaken, first_free, guard_name
 from microgpt.studio.routing import MAX_ROUTED_CHARACTERS
-from microgpt.studio.runs import Replacing, RunManager, check_run_name
+from microgpt.studio.runs import RunManager, check_run_name
 from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
 from microgpt.training.run_dir import RunDirError
 
@@ -101,7 +106,9 @@ class Studio:
             Route("/api/metrics", self.metrics), Route("/api/stream", self.stream), Route("/api/csv", self.csv),
             Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
             Route("/api/routing", self.routing, methods=["POST"]),
-            Route("/api/files", self.files),
+            Route("/api/graph/palette", self.graph_palette),
+            Route("/api/graph/check", self.graph_check, methods=["POST"]),
+            Route("/api/files", self.files), Route("/api/free-name", self.free_name), Route("/api/log", self.log),
         ]
         handlers = {**{kind: self.error for kind in USER_ERRORS}, OSError: file_error, Exception: failure}
         inner = Starlette(routes=routes, exception_handlers=handlers)
@@ -112,8 +119,8 @@ class Studio:
     async def error(self, request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, WorkspaceError):
             return JSONResponse({"error": str(exc)}, status_code=403)
-        if isinstance(exc, Replacing):
-            return JSONResponse({"error": str(exc), "confirm": "overwrite"}, status_code=409)
+        if isinstance(exc, NameTaken):
+            return JSONResponse({"error": str(exc), "exists": True, "suggested": exc.suggested}, status_code=409)
         if isinstance(exc, RunDirError):
             return JSONResponse({"error": str(exc)}, status_code=409)
         if isinstance(exc, BusyError):
@@ -181,6 +188,12 @@ class Studio:
     async def check(self, request: Request) -> JSONResponse:
         return JSONResponse(check_graph(await self.body(request), self.workspace).as_json())
 
+    async def graph_palette(self, request: Request) -> JSONResponse:
+        return JSONResponse(palette())
+
+    async def graph_check(self, request: Request) -> JSONResponse:
+        return JSONResponse(check_request(await self.body(request), self.workspace).as_json())
+
     async def configs(self, request: Request) -> JSONResponse:
         if not self.workspace.config.exists():
             return JSONResponse({"runs": []})
@@ -190,14 +203,20 @@ class Studio:
         name = check_run_name(request.query_params.get("name"))
         return JSONResponse(graph_of_run(load_run(self.workspace.config, name), self.workspace))
 
+    async def free_name(self, request: Request) -> JSONResponse:
+        """The page's default run name: the first of run1, run2, ... with no run in studio.yaml and no checkpoint."""
+        return JSONResponse({"name": first_free(self.workspace)})
+
     async def save(self, request: Request) -> JSONResponse:
-        """The graph as run NAME of studio.yaml (replacing a run of that name), once it has no problem."""
+        """The graph as run NAME of studio.yaml, once it has no problem; a name that has a run or a checkpoint
+        already is refused (409, names.guard_name) unless the body says "overwrite": true."""
         body = await self.body(request)
         name = check_run_name(body.get("name"))
         checked = check_graph(body.get("graph") or {}, self.workspace)
         if checked.errors:
             return JSONResponse({"error": f"the canvas has {len(checked.errors)} problem(s); fix them first",
                                  "errors": checked.errors}, status_code=400)
+        guard_name(self.workspace, name, checked.settings, body.get("overwrite") is True)
         path = self.workspace.config
         document = {"runs": {}}
         if path.exists():
@@ -223,8 +242,38 @@ class Studio:
             row = rows.setdefault(state["checkpoint"], {"path": state["checkpoint"], "name": state["name"],
                                                        "has_metrics": True})
             row["studio"] = state
+        for path, row in list(rows.items()):  # a -best saved before its training run's first save: the run's
+            run = rows.get(row.get("best_of"))
+            if run is not None and run is not row:
+                run.update(best_checkpoint=row["best_checkpoint"], best_step=row["best_step"],
+                           best_val_loss=run.get("best_val_loss") or row.get("best_val_loss"))
+                del rows[path]
+        for row in rows.values():
+            self.whole_run_figures(row)
         return JSONResponse({"runs": list(rows.values()), "cores": self.manager.cores,
                              "threads_in_use": self.manager.threads_in_use()})
+
+    def whole_run_figures(self, row: dict) -> None:
+        """A row's seconds and tokens/s over every leg of its run (results.jsonl gives the last leg's): from its
+        metrics log's last record, whose time goes on across resumes."""
+        if row.get("damaged") or not row.get("has_metrics"):
+            return
+        try:
+            checkpoint = self.workspace.run_of(row["path"])
+            last = last_record(self.workspace.file_inside(log_of(checkpoint)))
+        except WorkspaceError:
+            return
+        if last is None or not last.get("time"):
+            return
+        row["seconds"] = round(last["time"], 1)
+        per_step = self.tokens_per_step(checkpoint)
+        if per_step:
+            row["tokens_per_sec"] = round(last["step"] * per_step / last["time"], 1)
+
+    async def log(self, request: Request) -> JSONResponse:
+        """The tail of the output of a run this studio started ({"name", "lines"}), for a failed run's row."""
+        name = check_run_name(request.query_params.get("name"))
+        return JSONResponse({"name": name, "lines": self.manager.log_tail(name)})
 
     async def run_action(self, request: Request) -> JSONResponse:
         name, action = check_run_name(request.path_params["name"]), request.path_params["action"]
@@ -296,12 +345,16 @@ class Studio:
     async def csv(self, request: Request) -> Response:
         """Every record of the selected runs, one row each, as CSV (run, step, time, then the other keys)."""
         rows, keys = [], set()
+        if not request.query_params.getlist("run"):
+            raise ConfigError("no run is selected; tick the runs to download first")
         for path in request.query_params.getlist("run"):
             log = self.workspace.run_log(path)
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
             for record in with_speed(records_of(lines), self.tokens_per_step(self.workspace.run_of(path))):
                 rows.append({"run": path, **record})
                 keys |= record.keys()
+        if not rows:
+            raise ConfigError("the selected runs have no metrics records yet; nothing to download")
         columns = ["run", "step", "time", *sorted(keys - {"step", "time"})]
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")

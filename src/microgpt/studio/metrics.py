@@ -27,6 +27,7 @@ from microgpt.training.plot import PART_METRIC, renumbered
 from microgpt.training.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
+LAST_BYTES = 16 * 1024  # the end of a log that holds its last record
 TITLES = {"loss": "loss (training, and validation as points)", "lr": "learning rate", "grad_norm": "gradient norm",
           "tokens_per_s": "tokens/s"}
 
@@ -115,6 +116,18 @@ def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_P
     columns = columns_of(records, points)
     return {"columns": columns, "charts": charts_of(columns), "offset": len(whole), "inode": identity,
             "records": len(records), "last": last}
+
+
+def last_record(log: Path) -> dict | None:
+    """The last whole record of a log, from its last few kilobytes (None when it has none)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - LAST_BYTES))
+            data = f.read()
+    except OSError:
+        return None
+    records = records_of(data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines())
+    return records[-1] if records else None
 
 
 class Tail:

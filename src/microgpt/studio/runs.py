@@ -24,16 +24,16 @@ from pathlib import Path
 from microgpt.core.errors import ConfigError
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
-from microgpt.training.run_dir import RunDirError, WriterLock, check_replaceable
+from microgpt.studio.names import guard_name
+from microgpt.studio.progress import Progress
+from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import DEFAULT_ROOT, open_own
 
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 STOPPED_BY_SIGTERM = (128 + signal.SIGTERM, -signal.SIGTERM)  # train's status after saving; killed before its handler
 ERROR_MARK = "error: "  # how the CLI starts its one line about a user error
-
-
-class Replacing(RunDirError):
-    """A new run would replace a checkpoint (finished or not); the page confirms, then asks with overwrite."""
+LOG_TAIL_LINES = 80  # the lines of a run's output the page shows under a failed run
+LOG_TAIL_BYTES = 64 * 1024
 
 
 def check_run_name(name) -> str:
@@ -52,6 +52,7 @@ class StudioRun:
     log: Path
     threads: int
     started: float
+    progress: Progress
     stopping: bool = False
 
     def state(self) -> dict:
@@ -60,7 +61,8 @@ class StudioRun:
         if code not in (None, 0) and not (self.stopping and code in STOPPED_BY_SIGTERM):
             error = last_error(self.log) or f"microgpt train exited with status {code}"
         return {"name": self.name, "pid": self.process.pid, "running": code is None, "returncode": code,
-                "stopping": self.stopping and code is None, "error": error, "started": self.started}
+                "stopping": self.stopping and code is None, "error": error, "started": self.started,
+                "progress": self.progress.read()}
 
 
 def last_error(log: Path) -> str | None:
@@ -78,23 +80,30 @@ class RunManager:
         self.workspace = workspace
         self.cores = cores or os.cpu_count() or 1
         self.runs: dict[str, StudioRun] = {}
+        self.elsewhere: dict[str, Progress] = {}  # the progress of runs other processes train, by name
 
     def checkpoint_of(self, name: str) -> tuple[Path, int]:
         """A named run's checkpoint directory and how many threads it trains with."""
+        checkpoint, settings = self.settings_of(name)
+        return checkpoint, settings.value("threads") or self.cores
+
+    def settings_of(self, name: str) -> tuple[Path, Settings]:
+        """A named run's checkpoint directory and its settings, every path in them held inside the workspace."""
         named = load_run(self.workspace.config, check_run_name(name))
         self.workspace.check_run_paths(named.values, origin=f" of run {name} in {self.workspace.config.name}")
         settings = Settings({}, named)
         model = settings.path("model")
         checkpoint = self.workspace.inside(str(model)) if model is not None else self.workspace.root / DEFAULT_ROOT / name
-        return checkpoint, settings.value("threads") or self.cores
+        return checkpoint, settings
 
     def threads_in_use(self) -> int:
         return sum(run.threads for run in self.runs.values() if run.process.poll() is None)
 
     def start(self, name: str, resume: bool = False, overwrite: bool = False) -> StudioRun:
         """Start (or with `resume`, continue) the named run of studio.yaml; a ConfigError saying why not, and a
-        Replacing error where a new run would replace a checkpoint without `overwrite` (the page asks first)."""
-        checkpoint, threads = self.checkpoint_of(name)
+        NameTaken error where a new run would replace a checkpoint without `overwrite` (the page asks first)."""
+        checkpoint, settings = self.settings_of(name)
+        threads = settings.value("threads") or self.cores
         current = self.runs.get(name)
         if current is not None and current.process.poll() is None:
             raise ConfigError(f"run {name} is training already (process {current.process.pid}); stop it first")
@@ -104,10 +113,7 @@ class RunManager:
                               f"use {busy} of the {self.cores} cores; stop one, or give it fewer threads")
         WriterLock(checkpoint).acquire().release()  # another writer: its own refusal, naming the process
         if not resume:
-            try:
-                check_replaceable(checkpoint, overwrite)
-            except RunDirError as exc:
-                raise Replacing(str(exc)) from None
+            guard_name(self.workspace, name, overwrite=overwrite)
         command = [sys.executable, "-m", "microgpt", "train", "--config", str(self.workspace.config), "--run", name]
         if resume:
             command += ["--resume", str(checkpoint)]
@@ -120,7 +126,8 @@ class RunManager:
             process = subprocess.Popen(command, cwd=self.workspace.root, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True,
                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        run = StudioRun(name, checkpoint, process, log_path, threads, time.time())
+        progress = Progress(checkpoint, settings.value("steps"), settings.value("seq_len") * settings.value("batch_size"))
+        run = StudioRun(name, checkpoint, process, log_path, threads, time.time(), progress)
         self.runs[name] = run
         return run
 
@@ -170,8 +177,29 @@ class RunManager:
             if pid is not None:
                 found.append({"name": name, "pid": pid, "running": True, "returncode": None, "stopping": False,
                               "error": None, "started": None, "elsewhere": True,
-                              "checkpoint": self.workspace.relative(checkpoint)})
+                              "checkpoint": self.workspace.relative(checkpoint),
+                              "progress": self.progress_elsewhere(name, checkpoint)})
         return found
+
+    def progress_elsewhere(self, name: str, checkpoint: Path) -> dict:
+        """The progress of a run another process trains, followed from one call to the next."""
+        progress = self.elsewhere.get(name)
+        if progress is None or progress.checkpoint != checkpoint:
+            _, settings = self.settings_of(name)
+            progress = self.elsewhere[name] = Progress(checkpoint, settings.value("steps"),
+                                                       settings.value("seq_len") * settings.value("batch_size"))
+        return progress.read()
+
+    def log_tail(self, name: str) -> list[str]:
+        """The last LOG_TAIL_LINES lines of the output of run `name`, as this studio started it."""
+        log = self.workspace.state / "logs" / f"{check_run_name(name)}.log"
+        if not log.is_file():
+            raise ConfigError(f"run {name} has no log here: this studio did not start it (its output went to "
+                              "wherever it was started)")
+        with os.fdopen(os.open(log, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
+            text = f.read().decode("utf-8", errors="replace")
+        return text.splitlines()[-LOG_TAIL_LINES:]
 
     def named_runs(self) -> list[str]:
         if not self.workspace.config.is_file():

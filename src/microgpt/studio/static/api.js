@@ -93,3 +93,51 @@ function element(tag, attributes = {}, ...children) {
   for (const child of children) made.append(child);
   return made;
 }
+
+// ---- names that are taken: nothing is replaced without a confirmation --------------------------------------
+
+// The first free run name (run1, run2, ...: no run in studio.yaml, no checkpoint): the page's default.
+async function freeRunName() {
+  return (await api("/api/free-name")).name;
+}
+
+// send(name, overwrite) makes the request that saves (or saves and starts) run `name`. Where the server
+// answers 409 {"exists": true, "suggested"}, a dialog asks: save under another name (the suggested one, the
+// default button), replace, or cancel; the request is then sent again as chosen. Resolves to {name, result,
+// replaced} (the name used; replaced: true where the user chose to replace), or null when cancelled.
+async function saveOrAsk(name, send) {
+  try {
+    return {name, result: await send(name, false), replaced: false};
+  } catch (err) {
+    if (!(err.details && err.details.exists)) throw err;
+    const choice = await askName(err.message, name, err.details.suggested);
+    if (choice === null) return null;
+    if (choice.replace) return {name, result: await send(name, true), replaced: true};
+    return saveOrAsk(choice.name, send);  // the name typed may be taken too: ask again
+  }
+}
+
+// The dialog: {name} to save under another name, {replace: true}, or null (cancelled, Escape).
+function askName(text, name, suggested) {
+  document.getElementById("name-dialog")?.remove();
+  const field = element("input", {id: "name-dialog-name", value: suggested, size: 24, "aria-label": "new run name"});
+  const saveAs = element("button", {id: "name-dialog-save-as", type: "submit", value: "save-as"}, `Save as ${suggested}`);
+  const replace = element("button", {id: "name-dialog-replace", type: "submit", value: "replace"}, `Replace ${name}`);
+  const cancel = element("button", {id: "name-dialog-cancel", type: "submit", value: "cancel"}, "Cancel");
+  const form = element("form", {method: "dialog"}, element("p", {id: "name-dialog-text"}, text),
+    element("label", {}, "save as ", field), element("div", {class: "dialog-buttons"}, saveAs, replace, cancel));
+  const dialog = element("dialog", {id: "name-dialog", "aria-labelledby": "name-dialog-text"}, form);
+  field.addEventListener("input", () => { saveAs.textContent = `Save as ${field.value.trim()}`; });
+  document.body.append(dialog);
+  return new Promise(resolve => {
+    dialog.addEventListener("close", () => {
+      const kind = dialog.returnValue;
+      dialog.remove();
+      if (kind === "replace") resolve({replace: true});
+      else if (kind === "save-as" && field.value.trim()) resolve({name: field.value.trim()});
+      else resolve(null);
+    });
+    dialog.showModal();
+    saveAs.focus();  // the default: a new name; Enter in the field submits it too
+  });
+}

@@ -32,11 +32,14 @@ const Canvas = {
     document.addEventListener("keydown", event => {
       if (!document.getElementById("compose").classList.contains("active")) return;
       if (!(event.ctrlKey || event.metaKey) || event.target.tagName === "INPUT") return;
-      if (event.key === "z" && !event.shiftKey) { event.preventDefault(); this.undo(); }
-      if ((event.key === "z" && event.shiftKey) || event.key === "y") { event.preventDefault(); this.redo(); }
+      const key = event.key.toLowerCase();  // with Shift held the key reads "Z"
+      if (key === "z" && !event.shiftKey) { event.preventDefault(); this.undo(); }
+      if ((key === "z" && event.shiftKey) || key === "y") { event.preventDefault(); this.redo(); }
     });
     this.newGraph(select.value, false);
     this.refreshRunList();
+    freeRunName().then(name => { document.getElementById("run-name").value = name; })
+      .catch(err => say(err.message, true));
   },
 
   components() {
@@ -378,27 +381,27 @@ const Canvas = {
     return document.getElementById("run-name").value.trim();
   },
 
-  async save() {
-    const saved = await api("/api/save", {body: {name: this.runName(), graph: this.forServer()}});
+  // Save (and with `andStart`, start) under the run name, asking first where the name is taken.
+  async save(andStart = false) {
+    const graph = this.forServer();
+    const chosen = await saveOrAsk(this.runName(), async (name, overwrite) => {
+      const saved = await api("/api/save", {body: {name, graph, overwrite}});
+      return andStart ? {saved, run: await api(`/api/runs/${encodeURIComponent(name)}/start`, {body: {overwrite}})}
+        : {saved};
+    });
+    if (chosen === null) { say("not saved: the name is taken (nothing replaced)", false, "canvas"); return null; }
+    document.getElementById("run-name").value = chosen.name;
+    const {saved, run} = chosen.result;
     document.getElementById("saved-yaml").textContent =
       `saved to ${saved.file}; the same run from a shell:\n  ${saved.command}\n\n${saved.yaml}`;
     say(`saved run ${saved.saved} to ${saved.file}`, false, "canvas");
     await this.refreshRunList();
-    return saved;
+    return run;
   },
 
   async start() {
-    await this.save();
-    const path = `/api/runs/${encodeURIComponent(this.runName())}/start`;
-    let run;
-    try {
-      run = await api(path, {body: {}});
-    } catch (err) {  // a checkpoint is there already: replacing it loses it, so ask first
-      if (!(err.details && err.details.confirm === "overwrite") || !window.confirm(`${err.message}\n\nReplace it?`)) {
-        throw err;
-      }
-      run = await api(path, {body: {overwrite: true}});
-    }
+    const run = await this.save(true);
+    if (!run) return null;
     say(`run ${run.name} is training (process ${run.pid}); watch it in Watch`, false, `run:${run.name}`);
     Watch.follow(run.checkpoint, true);
     return run;

@@ -1,0 +1,197 @@
+"""The studio's runs kept safe and visible, through its API (Starlette's TestClient): a name that has a run or a
+checkpoint is never replaced without "overwrite" (409 naming what is there, with a free name suggested), the
+page's default name is a free one, a training run's row carries its live progress (step of total, ETA,
+tokens/s, latest validation loss), a failed run's output is one request away, a resumed run's seconds and
+tokens/s cover every leg, a -best saved while its run trains folds into the run's row, and an empty download
+is refused with a reason."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+
+from starlette.testclient import TestClient
+
+from microgpt.model.checkpoint import is_checkpoint
+from microgpt.studio.app import Studio
+from microgpt.studio.workspace import Workspace
+from microgpt.training.run_files import RunPaths
+from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
+
+TOKEN = "test-token"
+PORT = 8765
+WAIT_S = 180  # the longest a run may take to start or save: generous, a loaded 2-core machine can take 60 s
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    return make_workspace(tmp_path)
+
+
+@pytest.fixture
+def studio(workspace):
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    yield studio
+    studio.manager.stop_all()
+
+
+@pytest.fixture
+def client(studio):
+    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
+
+
+def wait_for(condition, what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}")
+        time.sleep(0.1)
+    return found
+
+
+def row(client, path: str) -> dict:
+    return next(r for r in client.get("/api/runs").json()["runs"] if r["path"] == path)
+
+
+def trained(client, studio, name: str, steps: int = 3, graph=None) -> None:
+    assert client.post("/api/save", json={"name": name, "graph": graph or ensemble_graph(steps=steps)}).status_code == 200
+    assert client.post(f"/api/runs/{name}/start").status_code == 200
+    assert studio.manager.runs[name].process.wait(WAIT_S) == 0
+
+
+def test_a_name_carried_over_to_another_family_is_refused_until_confirmed(client, workspace):
+    assert client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()}).status_code == 200
+    assert client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()}).status_code == 200  # the same
+    answer = client.post("/api/save", json={"name": "ens", "graph": lookahead_graph()})
+    assert answer.status_code == 409
+    body = answer.json()
+    assert body["exists"] is True and body["suggested"] == "ens-2"
+    assert body["error"] == ("run ens exists (in studio.yaml (ensemble), not trained yet); replace it, or save as "
+                             "ens-2")
+    assert "ensemble" in (workspace / "studio.yaml").read_text(encoding="utf-8")
+    assert "lookahead" not in (workspace / "studio.yaml").read_text(encoding="utf-8")
+    assert client.post("/api/save", json={"name": "ens-2", "graph": lookahead_graph()}).status_code == 200
+    assert client.post("/api/save", json={"name": "ens", "graph": lookahead_graph()}).json()["suggested"] == "ens-3"
+    replaced = client.post("/api/save", json={"name": "ens", "graph": lookahead_graph(), "overwrite": True})
+    assert replaced.status_code == 200
+    assert client.get("/api/config", params={"name": "ens"}).json()["family"] == "lookahead"
+
+
+def test_train_on_a_finished_runs_name_keeps_its_checkpoint_until_confirmed(client, studio, workspace):
+    trained(client, studio, "ens")
+    checkpoint = workspace / "checkpoints" / "ens"
+    weights_before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
+    again = client.post("/api/runs/ens/start")
+    assert again.status_code == 409
+    assert again.json() == {"error": "run ens exists (in studio.yaml (ensemble), with a checkpoint checkpoints/ens "
+                                     "(ensemble, finished, step 3 of 3)); replace it, or save as ens-2",
+                            "exists": True, "suggested": "ens-2"}
+    assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == weights_before
+    other = client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=4)})
+    assert other.status_code == 409 and "finished, step 3 of 3" in other.json()["error"]
+    assert client.post("/api/runs/ens/start", json={"overwrite": True}).status_code == 200
+    assert studio.manager.runs["ens"].process.wait(WAIT_S) == 0
+
+
+def test_a_checkpoint_without_a_yaml_entry_is_a_taken_name(client, studio, workspace):
+    trained(client, studio, "ens")
+    (workspace / "checkpoints" / "ens").rename(workspace / "checkpoints" / "cli-run")  # trained from a shell
+    answer = client.post("/api/save", json={"name": "cli-run", "graph": ensemble_graph()})
+    assert answer.status_code == 409 and "with a checkpoint checkpoints/cli-run" in answer.json()["error"]
+    assert answer.json()["suggested"] == "cli-run-2"
+
+
+def test_the_default_run_name_is_a_free_one(client, studio, workspace):
+    assert client.get("/api/free-name").json() == {"name": "run1"}
+    client.post("/api/save", json={"name": "run1", "graph": ensemble_graph()})
+    assert client.get("/api/free-name").json() == {"name": "run2"}
+    trained(client, studio, "run2")
+    (workspace / "studio.yaml").unlink()  # the checkpoint alone still counts
+    assert client.get("/api/free-name").json() == {"name": "run1"}
+    client.post("/api/save", json={"name": "run1", "graph": ensemble_graph()})
+    assert client.get("/api/free-name").json() == {"name": "run3"}
+
+
+@pytest.mark.slow
+def test_a_training_runs_state_carries_its_live_progress(client, studio, workspace):
+    graph = ensemble_graph(steps=100000)
+    graph["nodes"][-1]["values"].update(eval_every="5", val_tokens="64")
+    client.post("/api/save", json={"name": "ens", "graph": graph})
+    client.post("/api/runs/ens/start")
+
+    def progress():
+        state = row(client, "checkpoints/ens")["studio"]
+        found = state["progress"]
+        return found if found["val_loss"] is not None and found["tokens_per_s"] and found["step"] >= 10 else None
+
+    found = wait_for(progress, "the run's progress with a validation loss and a speed")
+    assert found["steps"] == 100000 and found["eta_s"] > 0 and found["time"] > 0
+    assert found["tokens_per_s"] > 0 and 0 < found["val_loss"] < 10
+    later = wait_for(lambda: (p := row(client, "checkpoints/ens")["studio"]["progress"])["step"] > found["step"] and p,
+                     "the progress to move on")
+    assert later["eta_s"] < found["eta_s"] * 1.5
+
+
+def test_a_failed_runs_error_and_the_tail_of_its_log(client, studio, workspace):
+    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()})
+    (workspace / "tiny.txt").write_text("", encoding="utf-8")  # nothing to train on: train says so and exits 1
+    client.post("/api/runs/ens/start")
+    studio.manager.runs["ens"].process.wait(WAIT_S)
+    state = row(client, "checkpoints/ens")["studio"]
+    assert not state["running"] and state["returncode"] not in (0, None) and state["error"]
+    lines = client.get("/api/log", params={"name": "ens"}).json()["lines"]
+    assert state["error"] in lines
+    missing = client.get("/api/log", params={"name": "elsewhere"})
+    assert missing.status_code == 400 and "this studio did not start it" in missing.json()["error"]
+    assert client.get("/api/log", params={"name": "../x"}).status_code == 400
+
+
+@pytest.mark.slow
+def test_a_resumed_runs_seconds_and_tokens_per_second_cover_every_leg(client, studio, workspace):
+    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)})
+    checkpoint = workspace / "checkpoints" / "ens"
+    log = RunPaths(checkpoint).metrics
+
+    def lines() -> int:
+        return len(log.read_text().splitlines()) if log.is_file() else 0
+
+    for action in ("start", "resume"):
+        client.post(f"/api/runs/ens/{action}")
+        before = lines()
+        wait_for(lambda: lines() >= before + 30, "30 more steps")  # noqa: B023 (waited for within the loop)
+        client.post("/api/runs/ens/stop")
+        studio.manager.runs["ens"].process.wait(WAIT_S)
+    legs = [json.loads(line) for line in RunPaths(checkpoint).results.read_text().splitlines()]
+    assert len(legs) == 2
+    records = [json.loads(line) for line in RunPaths(checkpoint).metrics.read_text().splitlines()]
+    found = row(client, "checkpoints/ens")
+    assert found["seconds"] == round(records[-1]["time"], 1) > legs[-1]["seconds"]
+    assert found["tokens_per_sec"] == round(records[-1]["step"] * 16 * 4 / records[-1]["time"], 1)
+
+
+@pytest.mark.slow
+def test_a_best_copy_saved_while_its_run_trains_folds_into_its_row(client, studio, workspace):
+    graph = ensemble_graph(steps=100000)
+    graph["nodes"][-1]["values"].update(eval_every="3", val_tokens="64")
+    client.post("/api/save", json={"name": "ens", "graph": graph})
+    client.post("/api/runs/ens/start")
+    best = RunPaths(workspace / "checkpoints" / "ens").best
+    wait_for(lambda: is_checkpoint(best), "the run's first -best copy")
+    runs = client.get("/api/runs").json()["runs"]
+    assert not is_checkpoint(workspace / "checkpoints" / "ens")  # not saved yet: only its best copy is
+    assert [r["path"] for r in runs] == ["checkpoints/ens"]
+    assert runs[0]["best_checkpoint"] == "checkpoints/ens-best" and runs[0]["studio"]["running"]
+
+
+def test_downloading_an_empty_selection_says_so(client, workspace):
+    answer = client.get("/api/csv")
+    assert answer.status_code == 400 and answer.json()["error"] == ("no run is selected; tick the runs to download "
+                                                                    "first")
+    (workspace / "checkpoints" / "quiet").mkdir(parents=True)
+    answer = client.get("/api/csv", params={"run": "checkpoints/quiet"})
+    assert answer.status_code == 400 and "no metrics records yet" in answer.json()["error"]
