@@ -3,11 +3,12 @@
 // run writes it; past 2 x POINTS a run's columns are halved (pairs averaged), so that 10 runs of 100k steps
 // stay a few thousand points each. Which chart draws each figure is the server's word (metrics.charts_of),
 // sent with the history and with each record. Smoothing (an exponential moving average) and log scales are
-// drawn here.
+// drawn here. Each run is drawn in its own colour (colours.js), the figures of one run on one chart in
+// distinct dashes; the charts are SVG (`scatter`: a browser has a few WebGL contexts, fewer than the charts),
+// redrawn with a new datarevision whenever a record arrives, and share a crosshair (crosshair.js).
 "use strict";
 
-const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
-  "#bcbd22"];
+const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
 
 const Watch = {
   POINTS: 2000,
@@ -17,6 +18,7 @@ const Watch = {
   states: [],
   table: [],
   drawTimer: null,
+  revision: 0,    // bumped with every change of the data: Plotly redraws a chart when its datarevision moves
 
   init() {
     for (const id of ["smoothing", "log-y", "x-axis"]) {
@@ -25,6 +27,7 @@ const Watch = {
     }
     this.openStream();
     this.refreshRuns();
+    Crosshair.init(document.getElementById("charts"));
   },
 
   async follow(path, on = true) {
@@ -35,8 +38,10 @@ const Watch = {
       this.followed = this.followed.filter(p => p !== path);
       delete this.runs[path];
     }
+    this.revision += 1;
+    PageState.save();
     this.openStream();
-    this.drawRunList();
+    RunList.draw();
     this.scheduleDraw();
   },
 
@@ -47,13 +52,16 @@ const Watch = {
       this.followed.push(path);
       await this.loadHistory(path);
     }
+    this.revision += 1;
+    PageState.save();
     this.openStream();
-    this.drawRunList();
+    RunList.draw();
     this.scheduleDraw();
   },
 
   async loadHistory(path) {
     const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${this.POINTS}`);
+    this.revision += 1;
     this.runs[path] = {columns: history.columns, charts: history.charts, offset: history.offset, inode: history.inode,
       perStep: history.tokens_per_step, last: history.last};
   },
@@ -75,6 +83,7 @@ const Watch = {
       for (const row of update.rows) this.append(run, row);
       run.offset = update.offset;
       run.inode = update.inode;
+      this.revision += 1;
     }
     const shape = s => JSON.stringify([s.name, s.running, s.returncode, s.stopping, s.pid]);
     const before = new Set(this.states.map(shape));
@@ -92,6 +101,8 @@ const Watch = {
     }
     if (changed) {
       await this.refreshRuns();
+    } else {
+      RunList.showProgress(message.states);
     }
     if (Object.keys(message.records).length || message.replaced.length) this.scheduleDraw();
   },
@@ -177,7 +188,6 @@ const Watch = {
       return;
     }
     area.querySelectorAll(".empty").forEach(p => p.remove());
-    const several = this.followed.length > 1;
     for (const [group, series] of groups) {
       let div = document.getElementById("chart-" + group);
       if (!div) {
@@ -186,59 +196,37 @@ const Watch = {
       }
       const traces = series.map(({path, key, label}) => {
         const run = this.runs[path];
-        const colour = COLOURS[(this.followed.indexOf(path) * (several ? 1 : 0) +
-          (several ? 0 : series.findIndex(s => s.key === key))) % COLOURS.length];
+        const own = series.filter(s => s.path === path);  // this run's figures on this chart: a dash each
         const ys = run.columns[key];
         const sparse = key === "val_loss";
-        const name = (several ? path.split("/").pop() + ": " : "") + label;
+        const name = path.split("/").pop() + ": " + label;
         return {x: run.columns[xKey] || run.columns.step, y: sparse || key === "lr" ? ys : this.smooth(ys, weight),
-          name, type: "scattergl", mode: sparse ? "lines+markers" : "lines", connectgaps: sparse,
-          line: {color: colour, width: 1.5, dash: sparse ? "dot" : several && key !== series[0].key ? "dash" : "solid"},
-          marker: {size: 5}};
+          name, type: "scatter", mode: sparse ? "lines+markers" : "lines", connectgaps: sparse,
+          line: {color: RunColours.of(path), width: 1.5, dash: DASHES[own.findIndex(s => s.key === key) % DASHES.length]},
+          marker: {size: 5}, meta: path};
       });
       const layout = {title: {text: this.titles[group], font: {size: 13}, x: 0.01, xanchor: "left"},
         margin: {l: 55, r: 10, t: 30, b: 35}, height: 240, showlegend: true, legend: {font: {size: 10}},
         xaxis: {title: {text: xKey === "time" ? "seconds" : "step"}, zeroline: false}, yaxis: {type: logY ? "log" : "linear"},
-        uirevision: group + xKey + logY};
+        hovermode: "x", uirevision: group + xKey + logY, datarevision: this.revision,
+        shapes: Crosshair.shapes()};
       Plotly.react(div, traces, layout, {displaylogo: false, responsive: true, displayModeBar: "hover"});
+      Crosshair.watch(div);
     }
   },
 
-  // ---- the run list ---------------------------------------------------------------------------
+  // ---- the runs ---------------------------------------------------------------------------------
 
   async refreshRuns() {
     try {
       const answer = await api("/api/runs");
       this.table = answer.runs;
-      this.drawRunList();
+      RunColours.list(answer.runs.map(row => row.path));
+      RunList.draw();
       Compare.show(answer);
       Sample.showCheckpoints(answer.runs);
     } catch (err) {
       say(err.message, true);
-    }
-  },
-
-  drawRunList() {
-    const list = document.getElementById("run-list");
-    list.replaceChildren(element("h3", {}, "Runs"));
-    for (const row of this.table) {
-      const studio = row.studio;
-      const status = runStatus(row);
-      const box = element("input", {type: "checkbox", "data-run": row.path});
-      box.checked = this.followed.includes(row.path);
-      box.addEventListener("change", () => this.follow(row.path, box.checked).catch(err => say(err.message, true)));
-      const actions = element("span", {class: "actions"});
-      const name = row.path.split("/").pop();
-      if (studio && studio.running) {
-        actions.append(element("button", {class: "stop", "data-run": row.path,
-          onclick: () => this.act(name, "stop")}, "Stop"));
-      } else if (!row.finished && row.step !== null && row.step !== undefined && !row.best_of) {
-        actions.append(element("button", {class: "resume", "data-run": row.path,
-          onclick: () => this.act(name, "resume")}, "Resume"));
-      }
-      list.append(element("div", {class: "run-row", "data-run": row.path}, element("label", {}, box, " " + row.path),
-        element("span", {class: "status " + status}, status + (row.step != null ? ` · step ${row.step}` : "")),
-        actions));
     }
   },
 
@@ -255,20 +243,3 @@ const Watch = {
     }
   },
 };
-
-function stateWord(state) {
-  if (state.running) return state.stopping ? "stopping (it saves first)" : "training";
-  return state.returncode === 0 ? "finished" : "stopped (saved)";
-}
-
-function runStatus(row) {
-  const studio = row.studio;
-  if (row.damaged) return "damaged";
-  if (row.best_of) return `best copy of ${row.best_of}`;
-  if (studio && studio.elsewhere) return `training (process ${studio.pid}, not started here)`;
-  if (studio && studio.running) return studio.stopping ? "stopping" : "training";
-  if (studio && studio.error) return "failed";
-  if (row.finished) return "finished";
-  if (studio) return "stopped";
-  return row.step !== null && row.step !== undefined ? "unfinished" : "";
-}

@@ -1,6 +1,8 @@
 // The Compare view: every run of the workspace in one table (its checkpoints, their results.jsonl lines and
 // the studio's own runs; a run's -best copy is its "best val" and "best at" cells), sortable by any column
-// and filtered by text; the selection overlays in Watch and downloads as CSV of every metrics record.
+// and filtered by text; the selection overlays in Watch and downloads as CSV of every metrics record (an empty
+// selection, or one without records, is said so, and nothing is downloaded). Each column has one number
+// format (FORMATS), and each run its colour's swatch.
 "use strict";
 
 const COLUMNS = [
@@ -8,6 +10,13 @@ const COLUMNS = [
   ["final_loss", "final loss"], ["val_loss", "val loss"], ["best_val_loss", "best val"],
   ["best_step", "best at"], ["tokens_per_sec", "tokens/s"], ["seconds", "seconds"], ["status", "status"], ["model", "model"],
 ];
+
+const WHOLE = value => Math.round(value).toLocaleString("en-US");
+const FORMATS = {  // one format per column: "13,313" beside "19,350", never "1.935e+4"
+  parameters: WHOLE, step: WHOLE, steps: WHOLE, best_step: WHOLE, tokens_per_sec: WHOLE,
+  final_loss: value => value.toFixed(4), val_loss: value => value.toFixed(4), best_val_loss: value => value.toFixed(4),
+  seconds: value => value.toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1}),
+};
 
 const Compare = {
   rows: [],
@@ -27,6 +36,29 @@ const Compare = {
       head.append(element("th", {"data-key": key, onclick: () => this.sortBy(key)}, title));
     }
     document.querySelector("#runs-table thead").append(head);
+    document.getElementById("csv").addEventListener("click", event => {
+      event.preventDefault();
+      this.download();
+    });
+  },
+
+  // The selection's records as a CSV file, or one line saying why there is none.
+  async download() {
+    if (!this.selected.size) { say("no run is selected; tick the runs to download first", true, "compare"); return; }
+    const link = document.getElementById("csv");
+    try {
+      const response = await fetch(link.href);
+      if (!response.ok) throw await refusal("/api/csv", response);
+      const url = URL.createObjectURL(await response.blob());
+      const save = element("a", {href: url, download: "metrics.csv"});
+      document.body.append(save);
+      save.click();
+      save.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 1000);
+      say(`downloaded the records of ${this.selected.size} run(s) as metrics.csv`, false, "compare");
+    } catch (err) {
+      say(err.message, true, "compare");
+    }
   },
 
   show(answer) {
@@ -62,7 +94,9 @@ const Compare = {
         unsay("compare");
         this.updateCsv();
       });
-      const cells = COLUMNS.map(([column]) => element("td", {class: column}, format(row[column])));
+      const cells = COLUMNS.map(([column]) => element("td", {class: column}, format(row[column], column)));
+      cells[0].prepend(RunColours.swatch(row.path));
+      if (row.error) cells[COLUMNS.findIndex(([column]) => column === "status")].title = row.error;
       if (row.best_checkpoint) {
         for (const cell of cells.filter(c => c.className.startsWith("best_"))) {
           cell.title = `the best validation checkpoint: ${row.best_checkpoint}`;
@@ -84,10 +118,8 @@ const Compare = {
   },
 };
 
-function format(value) {
+function format(value, column) {
   if (value === null || value === undefined) return "";
-  if (typeof value === "number") {
-    return Number.isInteger(value) ? value.toLocaleString() : value.toPrecision(4);
-  }
+  if (typeof value === "number") return (FORMATS[column] || WHOLE)(value);
   return String(value);
 }

@@ -12,6 +12,7 @@ const Sample = {
   init() {
     document.getElementById("generate").addEventListener("click", () => this.generate());
     document.getElementById("evaluate").addEventListener("click", () => this.evaluate());
+    document.getElementById("sample-checkpoint").addEventListener("change", () => this.showSwatch());
     this.refreshFiles();
   },
 
@@ -20,7 +21,7 @@ const Sample = {
     const chosen = select.value;
     const options = [];
     for (const row of runs.filter(r => r.step !== null && r.step !== undefined)) {
-      if (!row.best_of) options.push(element("option", {value: row.path}, row.path));
+      if (!row.best_of) options.push(element("option", {value: row.path}, `${row.path} (step ${row.step})`));
       if (row.best_checkpoint) {
         options.push(element("option", {value: row.best_checkpoint},
           `${row.best_checkpoint} (best validation, step ${row.best_step})`));
@@ -28,6 +29,15 @@ const Sample = {
     }
     select.replaceChildren(...options);
     if (options.some(option => option.value === chosen)) select.value = chosen;
+    this.showSwatch();
+  },
+
+  // The chosen checkpoint's run colour, beside it (a -best copy is its run's).
+  showSwatch() {
+    const chosen = document.getElementById("sample-checkpoint").value;
+    const swatch = document.getElementById("sample-swatch");
+    swatch.style.background = chosen ? RunColours.of(chosen) : "transparent";
+    swatch.dataset.run = chosen ? RunColours.runOf(chosen) : "";
   },
 
   async refreshFiles() {
@@ -102,15 +112,18 @@ const Sample = {
     const kind = document.querySelector('input[name="eval-kind"]:checked').value;
     const file = document.getElementById("eval-file").value;
     const out = document.getElementById("eval-result");
-    out.textContent = "evaluating...";
+    const select = document.getElementById("sample-checkpoint");
+    const checkpoint = select.value;
+    const named = select.selectedOptions.length ? select.selectedOptions[0].textContent : checkpoint;
+    out.textContent = `evaluating ${named} on ${file}...`;
     try {
-      const result = await api("/api/eval", {body: {checkpoint: document.getElementById("sample-checkpoint").value,
+      const result = await api("/api/eval", {body: {checkpoint,
         backend: document.getElementById("sample-backend").value, [kind === "prompts" ? "prompts" : "file"]: file}});
-      out.textContent = kind === "prompts"
+      out.textContent = `${named}, ${kind === "prompts" ? "answering" : "scoring"} ${file}:\n` + (kind === "prompts"
         ? `${result.correct} of ${result.total} correct (accuracy ${result.accuracy.toFixed(3)})\n` +
           result.results.map(r => `${r.correct ? "right" : "wrong"}  ${JSON.stringify(r.prompt)} -> ${JSON.stringify(r.completion)}`).join("\n")
         : `${result.positions.toLocaleString()} tokens scored\nNLL ${result.nll.toFixed(4)} nats per token\n` +
-          `perplexity ${result.perplexity}\nbits per character ${result.bits_per_char === null ? "-" : result.bits_per_char.toFixed(4)}`;
+          `perplexity ${result.perplexity}\nbits per character ${result.bits_per_char === null ? "-" : result.bits_per_char.toFixed(4)}`);
       out.className = "done";
     } catch (err) {
       out.textContent = err.message;

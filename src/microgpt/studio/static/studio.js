@@ -1,16 +1,61 @@
-// The page's start: the tabs between the views, and each view started once /api/canvas has answered.
+// The page's start: the tabs between the views (ARIA tabs: arrow keys, Home and End move between them), the
+// page's state kept in the URL's hash and in localStorage (the view, the runs followed in Watch), so that a
+// reload or a second tab opens as the page was, and each view started once /api/canvas has answered.
 "use strict";
 
+const VIEWS = ["compose", "watch", "compare", "sample"];
+
+const PageState = {
+  STORE: "microgpt-studio-page",
+  view: "compose",
+
+  // {view, runs}: the URL's hash first (#view=watch&runs=a,b), else what this origin's last page kept.
+  read() {
+    const hash = new URLSearchParams(location.hash.slice(1));
+    let kept = {};
+    try { kept = JSON.parse(localStorage.getItem(this.STORE) || "{}") || {}; } catch (err) { kept = {}; }
+    const view = hash.get("view") || kept.view;
+    const runs = hash.has("runs") ? hash.get("runs").split(",").filter(Boolean) : kept.runs;
+    return {view: VIEWS.includes(view) ? view : "compose", runs: Array.isArray(runs) ? runs : []};
+  },
+
+  save() {
+    const runs = Watch.followed;
+    const hash = new URLSearchParams({view: this.view});
+    if (runs.length) hash.set("runs", runs.join(","));
+    history.replaceState(null, "", "#" + hash.toString().replaceAll("%2C", ",").replaceAll("%2F", "/"));
+    try { localStorage.setItem(this.STORE, JSON.stringify({view: this.view, runs})); } catch (err) { /* off */ }
+  },
+};
+
 function showView(name) {
+  PageState.view = name;
   document.querySelectorAll(".view").forEach(v => v.classList.toggle("active", v.id === name));
-  document.querySelectorAll(".tab").forEach(t => t.classList.toggle("active", t.dataset.view === name));
-  if (name === "compose") Canvas.drawEdges();
+  document.querySelectorAll(".tab").forEach(t => {
+    const chosen = t.dataset.view === name;
+    t.classList.toggle("active", chosen);
+    t.setAttribute("aria-selected", String(chosen));
+    t.tabIndex = chosen ? 0 : -1;
+  });
+  PageState.save();
+  if (name === "compose" && typeof Canvas !== "undefined" && Canvas.drawEdges) Canvas.drawEdges();
   if (name === "watch") Watch.draw();
   if (name === "compare" || name === "sample") Watch.refreshRuns();
   if (name === "sample") Sample.refreshFiles();
 }
 
 document.querySelectorAll(".tab").forEach(tab => tab.addEventListener("click", () => showView(tab.dataset.view)));
+document.querySelector("nav[role=tablist]").addEventListener("keydown", event => {
+  const tabs = [...document.querySelectorAll(".tab")];
+  const at = tabs.indexOf(document.activeElement);
+  if (at < 0) return;
+  const to = {ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: tabs.length - 1}[event.key];
+  if (to === undefined) return;
+  event.preventDefault();
+  const tab = tabs[(to + tabs.length) % tabs.length];
+  tab.focus();
+  showView(tab.dataset.view);
+});
 
 (async () => {
   try {
@@ -18,6 +63,9 @@ document.querySelectorAll(".tab").forEach(tab => tab.addEventListener("click", (
     Watch.init();
     Compare.init();
     Sample.init();
+    const state = PageState.read();
+    showView(state.view);
+    if (state.runs.length) await Watch.followOnly(state.runs).catch(err => say(err.message, true));
     document.body.dataset.ready = "yes";
   } catch (err) {
     say(err.message, true);

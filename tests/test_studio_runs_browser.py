@@ -1,0 +1,400 @@
+"""The studio's runs, safe and visible, in headless Chromium (Selenium, Debian's chromium + chromium-driver)
+against a real `microgpt studio`: the tabs as ARIA tabs; a taken name asked about in a dialog whose default is
+a free name (a finished run's checkpoint kept), and a free default run name; the learning-rate chart following
+a training run; a dozen charts drawn without WebGL, one colour per run in every view, one dash per figure,
+and a crosshair shared by the charts; Compare's one number format per column; a failed run's error in its row
+and its log a click away; a reload (and a second tab) while a run trains finding the same view; Evaluate
+naming its checkpoint; an empty download said so; nothing but the canvas scrolling sideways at 800x600
+(Ctrl+Shift+Z is tested with the editor, in test_studio_editor_browser.py). The tests run in order on one studio and one browser. With STUDIO_SCREENSHOTS=DIR the
+Watch, Compare and overlay views are saved there (docs/studio-watch.png, -compare, -overlay)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("selenium", reason="the studio extra is not installed (selenium): pip install -e '.[studio]'")
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+                                 reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
+                                 "chromium-driver; .ci/run installs them as root)")]
+
+import httpx
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from studio_workspace import ensemble_graph, make_workspace
+
+WAIT_S = 180  # the longest any one step may take: generous, since a loaded 2-core machine can take 60 s
+SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
+SYNTH_FIGURES = [f"expert{k}_{figure}" for k in (1, 2) for figure in ("router_weight", "stream_cos", "write_norm")] + [
+    "head1_loss", "head2_loss", "grad_norm", "lr", "loss", "val_loss", "aux_a", "aux_b", "aux_c", "aux_d", "aux_e"]
+
+
+def synth_log(path: Path, steps: int = 300) -> None:
+    """A metrics log in the format train writes, with a dozen charts' worth of figures."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for step in range(1, steps + 1):
+            record = {"step": step, "time": step * 0.05, "loss": 3 / step ** 0.3, "lr": 1e-3 * (1 - step / steps / 2)}
+            record.update({key: 0.5 + 0.1 * ((step * (i + 1)) % 7) for i, key in enumerate(SYNTH_FIGURES)
+                           if key not in record and key != "val_loss"})
+            if step % 50 == 0:
+                record["val_loss"] = 3.1 / step ** 0.3
+            f.write(json.dumps(record) + "\n")
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
+    shutil.copy(workspace / "tiny.txt", workspace / "fragile.txt")  # emptied once a run of it is saved
+    synth_log(workspace / "synth" / "run.metrics.jsonl")
+    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
+                                "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    found = re.search(r"http://\S+", line)
+    if found is None:
+        process.kill()
+        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
+    url = found.group(0)
+    http = httpx.Client(base_url=url.split("/?")[0], headers={"X-Studio-Token": url.split("token=")[1]},
+                        timeout=WAIT_S)
+    assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=3)}).status_code == 200
+    assert http.post("/api/runs/ens/start").status_code == 200
+    assert http.post("/api/save", json={"name": "run1", "graph": ensemble_graph()}).status_code == 200
+    wait_until(lambda: studio_state(http, "ens").get("returncode") == 0, "run ens to finish")
+    yield url, workspace, http
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 0, err
+
+
+def studio_state(http, name: str) -> dict:
+    for row in http.get("/api/runs").json()["runs"]:
+        if row.get("studio", {}).get("name") == name:
+            return row["studio"]
+    return {}
+
+
+def wait_until(condition, what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}")
+        time.sleep(0.2)
+    return found
+
+
+def start_browser(url: str, size: str = "1400,1000"):
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     f"--window-size={size}"):
+        options.add_argument(argument)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.get(url)
+    wait(driver, ready)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(studio):
+    driver = start_browser(studio[0])
+    yield driver
+    driver.quit()
+
+
+def ready(driver) -> bool:
+    return driver.execute_script("return document.body.dataset.ready") == "yes"
+
+
+def wait(driver, condition, timeout: float = WAIT_S):
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+
+
+def shot(driver, name: str) -> None:
+    """A screenshot for docs/studio.md, in 256 colours to stay small."""
+    if not SHOTS:
+        return
+    from PIL import Image
+
+    path = Path(SHOTS) / f"studio-{name}.png"
+    driver.save_screenshot(str(path))
+    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
+def tab(driver, view: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'.tab[data-view="{view}"]').click()
+
+
+def message(driver) -> str:
+    return driver.find_element(By.ID, "message").text
+
+
+def js(driver, script: str, *args):
+    return driver.execute_script(script, *args)
+
+
+def follow_only(driver, *runs: str) -> None:
+    js(driver, "Watch.followOnly(arguments[0])", list(runs))
+    wait(driver, lambda d: js(d, "return Watch.followed.join(',')") == ",".join(runs))
+
+
+def chart_range(driver, chart: str) -> float:
+    """The right end of a chart's x axis as Plotly last drew it (autoranged to the data it was given)."""
+    return js(driver, f"const c = document.getElementById('chart-{chart}');"
+                      "return c && c._fullLayout && c._fullLayout.xaxis ? c._fullLayout.xaxis.range[1] : -1;")
+
+
+def test_the_tabs_are_aria_tabs_moved_between_with_the_arrow_keys(browser):
+    assert browser.find_element(By.CSS_SELECTOR, "nav").get_attribute("role") == "tablist"
+    tabs = browser.find_elements(By.CSS_SELECTOR, ".tab")
+    assert [t.get_attribute("role") for t in tabs] == ["tab"] * 4
+    for t in tabs:
+        panel = browser.find_element(By.ID, t.get_attribute("aria-controls"))
+        assert panel.get_attribute("role") == "tabpanel" and panel.get_attribute("aria-labelledby") == t.get_attribute("id")
+    tab(browser, "compose")
+    browser.find_element(By.ID, "tab-compose").send_keys(Keys.ARROW_RIGHT)
+    assert browser.find_element(By.ID, "tab-watch").get_attribute("aria-selected") == "true"
+    assert browser.find_element(By.ID, "tab-compose").get_attribute("aria-selected") == "false"
+    assert js(browser, "return document.activeElement.id") == "tab-watch"
+    assert browser.find_element(By.ID, "watch").is_displayed()
+    assert "view=watch" in js(browser, "return location.hash")
+    browser.find_element(By.ID, "tab-watch").send_keys(Keys.END)
+    assert browser.find_element(By.ID, "tab-sample").get_attribute("aria-selected") == "true"
+    browser.find_element(By.ID, "tab-sample").send_keys(Keys.ARROW_RIGHT)  # wraps round
+    assert browser.find_element(By.ID, "tab-compose").get_attribute("aria-selected") == "true"
+
+
+def test_the_default_run_name_is_a_free_one(browser):
+    """run1 is in studio.yaml (the fixture saved it) and ens has a checkpoint: the page offers run2."""
+    wait(browser, lambda d: d.find_element(By.ID, "run-name").get_attribute("value") == "run2")
+
+
+def test_a_failed_runs_error_shows_in_its_row_with_its_log_a_click_away(browser, studio):
+    http = studio[2]
+    graph = ensemble_graph(steps=3)
+    graph["nodes"][0]["values"]["file"] = "fragile.txt"
+    assert http.post("/api/save", json={"name": "broken", "graph": graph}).status_code == 200
+    (studio[1] / "fragile.txt").write_text("", encoding="utf-8")  # nothing to train on: train says so, exits 1
+    assert http.post("/api/runs/broken/start").status_code == 200
+    tab(browser, "watch")
+    row = '.run-row[data-run="checkpoints/broken"]'
+    wait(browser, lambda d: js(d, f"const e = document.querySelector('{row} .run-error-line'); return e && e.textContent"))
+    error = js(browser, f"return document.querySelector('{row} .run-error-line').textContent")
+    assert error == studio_state(http, "broken")["error"]
+    assert js(browser, f"return document.querySelector('{row} .status').textContent") == "failed"
+    assert not js(browser, f"return document.querySelector('{row} .log-tail').textContent")
+    js(browser, f"document.querySelector('{row} button.show-log').click()")
+    wait(browser, lambda d: error in js(d, f"return document.querySelector('{row} .log-tail').textContent"))
+    assert js(browser, f"return document.querySelector('{row} .log-tail').hidden") is False
+
+
+def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, studio):
+    """Train on the finished run's name: a dialog names what is there; Enter saves and trains as ens-2, and
+    the checkpoint of ens is untouched."""
+    workspace, http = studio[1], studio[2]
+    checkpoint = workspace / "checkpoints" / "ens"
+    before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
+    js(browser, """window.asked = undefined;
+        const graph = arguments[0];
+        saveOrAsk("ens", async (name, overwrite) => {
+          await api("/api/save", {body: {name, graph, overwrite}});
+          return api(`/api/runs/${name}/start`, {body: {overwrite}});
+        }).then(answer => { window.asked = answer; }, err => { window.asked = {error: err.message}; });""",
+       ensemble_graph(steps=3))
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "dialog#name-dialog[open]"))
+    text = browser.find_element(By.ID, "name-dialog-text").text
+    assert text == ("run ens exists (in studio.yaml (ensemble), with a checkpoint checkpoints/ens (ensemble, "
+                    "finished, step 3 of 3)); replace it, or save as ens-2")
+    assert browser.find_element(By.ID, "name-dialog-name").get_attribute("value") == "ens-2"
+    assert js(browser, "return document.activeElement.id") == "name-dialog-save-as"  # the default: a new name
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait(browser, lambda d: js(d, "return window.asked !== undefined"))
+    answer = js(browser, "return window.asked")
+    assert answer["name"] == "ens-2" and answer["replaced"] is False, answer
+    assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == before
+    wait_until(lambda: studio_state(http, "ens-2").get("returncode") == 0, "run ens-2 to finish")
+    js(browser, """window.asked = undefined;
+        saveOrAsk("ens", (name, overwrite) => api(`/api/runs/${name}/start`, {body: {overwrite}}))
+          .then(answer => { window.asked = answer; });""")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "dialog#name-dialog[open]"))
+    browser.find_element(By.ID, "name-dialog-cancel").click()
+    wait(browser, lambda d: js(d, "return window.asked !== undefined"))
+    assert js(browser, "return window.asked") is None
+    assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == before
+
+
+def test_the_learning_rate_chart_follows_a_training_run(browser, studio):
+    http = studio[2]
+    graph = ensemble_graph(steps=100000)
+    graph["nodes"][-1]["values"].update(eval_every="10", val_tokens="64", warmup="1000")
+    assert http.post("/api/save", json={"name": "long", "graph": graph}).status_code == 200
+    assert http.post("/api/runs/long/start").status_code == 200
+    tab(browser, "watch")
+    follow_only(browser, "checkpoints/long")
+    wait(browser, lambda d: chart_range(d, "lr") > 5)
+    first = chart_range(browser, "lr")
+    wait(browser, lambda d: chart_range(d, "lr") > first + 20)  # its x axis goes on with the steps
+    assert chart_range(browser, "loss") > first + 20
+
+
+def test_a_training_runs_row_shows_its_live_progress(browser):
+    row = '.run-row[data-run="checkpoints/long"] .progress'
+    pattern = re.compile(r"step [\d,]+ of 100,000 · ETA \d+(h \d\dm|m \d\ds|s) · [\d,]+ tokens/s · val \d+\.\d{4}")
+    wait(browser, lambda d: pattern.fullmatch(js(d, f"return document.querySelector('{row}').textContent")))
+    first = js(browser, f"return document.querySelector('{row}').textContent")
+    wait(browser, lambda d: js(d, f"return document.querySelector('{row}').textContent") != first)  # live
+    assert not browser.find_elements(By.CSS_SELECTOR, '.run-row[data-run="checkpoints/long-best"]')  # folded in
+    time.sleep(1)
+    shot(browser, "watch")
+
+
+def test_reload_while_a_run_trains_and_find_the_same_view(browser, studio):
+    tab(browser, "watch")
+    follow_only(browser, "checkpoints/long", "checkpoints/ens")
+    colour = js(browser, "return RunColours.of('checkpoints/long')")
+    browser.refresh()
+    wait(browser, ready)
+    assert browser.find_element(By.ID, "tab-watch").get_attribute("aria-selected") == "true"
+    assert browser.find_element(By.ID, "watch").is_displayed()
+    assert js(browser, "return Watch.followed") == ["checkpoints/long", "checkpoints/ens"]
+    wait(browser, lambda d: js(d, "const b = document.querySelector('#run-list input[data-run=\"checkpoints/long\"]');"
+                                  "return b && b.checked"))
+    before = chart_range(browser, "loss")
+    wait(browser, lambda d: chart_range(d, "loss") > before)  # still live after the reload
+    assert js(browser, "return RunColours.of('checkpoints/long')") == colour
+    first = browser.current_window_handle
+    browser.switch_to.new_window("tab")  # a second tab opened on the printed URL
+    browser.get(studio[0])
+    try:
+        wait(browser, ready)
+        assert browser.find_element(By.ID, "tab-watch").get_attribute("aria-selected") == "true"
+        assert js(browser, "return Watch.followed") == ["checkpoints/long", "checkpoints/ens"]
+        assert js(browser, "return RunColours.of('checkpoints/long')") == colour
+    finally:
+        browser.close()
+        browser.switch_to.window(first)
+
+
+def test_a_dozen_charts_draw_without_webgl_each_run_in_one_colour(browser):
+    follow_only(browser, "synth/run", "checkpoints/long")
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#charts .chart")) >= 12 and js(
+        d, "return document.getElementById('chart-loss').data.some(t => t.meta === 'checkpoints/long')"))
+    charts = js(browser, """return [...document.querySelectorAll('#charts .chart')].map(c => ({id: c.id,
+        types: c.data.map(t => t.type), drawn: c.querySelectorAll('.scatterlayer .trace path.js-line').length,
+        gl: c.querySelectorAll('canvas').length,
+        synth: c.data.filter(t => t.meta === 'synth/run').map(t => [t.line.color, t.line.dash])}));""")
+    assert len(charts) >= 12
+    for chart in charts:
+        assert set(chart["types"]) == {"scatter"} and chart["gl"] == 0, chart
+        assert chart["drawn"] >= 1, f"{chart['id']} is blank"
+        colours = {colour for colour, _ in chart["synth"]}
+        assert colours <= {js(browser, "return RunColours.of('synth/run')")}, chart  # tokens/s: not synth's
+        dashes = [dash for _, dash in chart["synth"]]
+        assert len(set(dashes)) == len(dashes), f"{chart['id']}: one run's figures share a dash"
+    swatch = js(browser, "return document.querySelector('#run-list .run-row[data-run=\"checkpoints/long\"] .swatch')"
+                         ".style.background")
+    long_colour = js(browser, "return document.getElementById('chart-loss').data.find(t => t.meta === "
+                              "'checkpoints/long').line.color")
+    assert swatch == js(browser, "const s = document.createElement('span'); s.style.background = arguments[0];"
+                                 "return s.style.background", long_colour)
+
+
+def test_a_crosshair_is_shared_across_the_charts(browser):
+    target = browser.find_element(By.CSS_SELECTOR, "#chart-router_weight .nsewdrag")
+    ActionChains(browser).move_to_element_with_offset(target, 10, 5).perform()
+
+    def lines(d):
+        return js(d, "return [...document.querySelectorAll('#charts .chart')].map(c => "
+                     "(c.layout.shapes || []).map(s => s.x0).join())")
+
+    wait(browser, lambda d: len(set(lines(d))) == 1 and lines(d)[0] != "")
+    ActionChains(browser).move_to_element(browser.find_element(By.ID, "run-list")).perform()
+    wait(browser, lambda d: set(lines(d)) == {""})
+
+
+def test_compare_gives_each_column_one_number_format(browser, studio):
+    tab(browser, "compare")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#runs-table tr[data-run="checkpoints/ens-2"]'))
+    cells = js(browser, """const out = {};
+        for (const td of document.querySelectorAll('#runs-table tbody td')) {
+          if (!td.className || !td.textContent) continue;
+          (out[td.className] = out[td.className] || []).push(td.textContent); }
+        return out;""")
+    for column in ("parameters", "step", "steps", "tokens_per_sec"):
+        assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", v) for v in cells[column]), (column, cells[column])
+    for column in ("final_loss", "val_loss"):
+        assert all(re.fullmatch(r"\d+\.\d{4}", v) for v in cells.get(column, [])), (column, cells[column])
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*\.\d", v) for v in cells["seconds"]), cells["seconds"]
+    row = next(r for r in studio[2].get("/api/runs").json()["runs"] if r["path"] == "checkpoints/ens")
+    shown = js(browser, "return document.querySelector('#runs-table tr[data-run=\"checkpoints/ens\"] td.seconds')"
+                        ".textContent")
+    assert shown == f"{row['seconds']:,.1f}"
+    assert browser.find_elements(By.CSS_SELECTOR, '#runs-table tr[data-run="checkpoints/ens"] td.path .swatch')
+
+
+def test_downloading_an_empty_selection_says_so(browser):
+    js(browser, "Compare.selected.clear(); Compare.draw();")
+    js(browser, """window.csvFetches = 0; const realFetch = window.fetch;
+        window.fetch = (url, ...rest) => { if (String(url).includes('/api/csv')) window.csvFetches += 1;
+                                          return realFetch(url, ...rest); };""")
+    browser.find_element(By.ID, "csv").click()
+    wait(browser, lambda d: message(d) == "no run is selected; tick the runs to download first")
+    assert js(browser, "return window.csvFetches") == 0
+
+
+def test_overlay_two_runs_in_their_colours(browser):
+    for run in ("checkpoints/ens", "checkpoints/ens-2"):
+        js(browser, f"document.querySelector('#runs-table input[data-run=\"{run}\"]').click()")
+    shot(browser, "compare")
+    browser.find_element(By.ID, "overlay").click()
+    wait(browser, lambda d: {"ens: loss", "ens-2: loss"} <= set(js(
+        d, "const c = document.getElementById('chart-loss'); return c && c.data ? c.data.map(t => t.name) : [];")))
+    colours = js(browser, "return document.getElementById('chart-loss').data.map(t => t.line.color)")
+    assert len(set(colours)) == 2
+    time.sleep(1)
+    shot(browser, "overlay")
+
+
+def test_evaluate_names_the_checkpoint_it_scores(browser):
+    tab(browser, "sample")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#sample-checkpoint option[value="checkpoints/ens"]'))
+    Select(browser.find_element(By.ID, "sample-checkpoint")).select_by_value("checkpoints/ens")
+    assert browser.find_element(By.ID, "sample-swatch").get_attribute("data-run") == "checkpoints/ens"
+    Select(browser.find_element(By.ID, "sample-backend")).select_by_value("numpy")
+    Select(browser.find_element(By.ID, "eval-file")).select_by_value("tiny.txt")
+    browser.find_element(By.CSS_SELECTOR, 'input[name="eval-kind"][value="file"]').click()
+    browser.find_element(By.ID, "evaluate").click()
+    wait(browser, lambda d: "tokens scored" in d.find_element(By.ID, "eval-result").text)
+    assert browser.find_element(By.ID, "eval-result").text.startswith("checkpoints/ens (step 3), scoring tiny.txt:")
+
+
+def test_nothing_but_the_canvas_scrolls_sideways_at_800_by_600(studio):
+    driver = start_browser(studio[0].split("#")[0] + "#view=watch&runs=synth/run,checkpoints/long", "800,600")
+    try:
+        driver.set_window_rect(width=800, height=600)
+        for view in ("watch", "compare", "sample"):
+            tab(driver, view)
+            time.sleep(0.5)
+            wide = js(driver, "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert wide[0] <= wide[1], f"{view} scrolls sideways: {wide[0]} px in {wide[1]}"
+    finally:
+        driver.quit()
