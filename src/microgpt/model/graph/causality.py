@@ -5,7 +5,8 @@ token after t changes, and the logits every other loss reads at t must not chang
 target (the token at t + offset) changes. The check perturbs one input position at a time and compares, on
 a float64 copy of the model with noisy weights (so that no weight starting at zero, a router's say, hides a
 path), the outputs before and after. A graph that leaks is refused with the first node, in forward order
-among the leaking output's sources, whose output at t moved: where the future first enters.
+among the leaking output's sources, whose output at t moved: where the future first enters (a GraphError
+whose path is that node's).
 
 In float64 a sound graph's outputs do not move at all (a masked key's probability is exactly 0, and rows
 are computed independently), so the tolerance only absorbs rounding no sound path produces.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.model.graph.compile import GraphError
 from microgpt.model.graph.model import Passes, Run, Shared
 from microgpt.model.graph.program import Program
 from microgpt.model.params import Parameters, ParameterViews
@@ -28,7 +29,7 @@ WEIGHT_NOISE = 0.3  # added to every weight of the copy checked
 
 
 def check_causality(program: Program, seq_len: int, tokenizer, seed: int = 0) -> str:
-    """A line saying what was checked, or ConfigError naming where the future first enters. The verdict is
+    """A line saying what was checked, or a GraphError naming where the future first enters. The verdict is
     kept on the program, so a model built again from it (a validation copy, a reload) is not checked again."""
     if program.verdict is None:
         program.verdict = _check(program, seq_len, tokenizer, seed)
@@ -43,19 +44,24 @@ def _check(program: Program, seq_len: int, tokenizer, seed: int) -> str:
     params = Parameters(be, program.specs)
     params.initialize(seed)
     rng = np.random.default_rng(seed)
-    params.from_host({name: value + rng.normal(0.0, WEIGHT_NOISE, value.shape)
-                      for name, value in params.to_host().items()})
+    params.data += rng.normal(0.0, WEIGHT_NOISE, params.data.shape)  # every weight at once, in the store's order
     passes = Passes(program, be, ParameterViews(params.value, params.gradient),
                     Shared(RopeTables(be, seq_len), tokenizer, lambda: 0))
     heads = [(program.logits, None)] + [(program.nodes[i].inputs["logits"][0], i) for i in program.losses[1:]]
     ids = rng.integers(0, vocab, size=(CHECK_SEQUENCES, length))  # (B, T)
     if vocab < 2:
         return "sound: nothing to check with a vocabulary of one token"
-    before = _values(passes, program, ids)
+    variants = [ids]  # the window, then the window with the token at each position changed
     for position in range(length):
         changed = ids.copy()
         changed[:, position] = (ids[:, position] + rng.integers(1, vocab, size=CHECK_SEQUENCES)) % vocab
-        after = _values(passes, program, changed)
+        variants.append(changed)
+    # one forward of every variant side by side (a sequence's rows never read another sequence's), not one each
+    outputs = _values(passes, program, np.concatenate(variants))
+    split = {vid: value.reshape(len(variants), -1, *value.shape[1:]) for vid, value in outputs.items()}
+    before = {vid: value[0] for vid, value in split.items()}
+    for position in range(length):
+        after = {vid: value[1 + position] for vid, value in split.items()}
         for vid, loss in heads:
             if loss is None:
                 rows = list(range(position))  # every position before the changed one
@@ -64,7 +70,8 @@ def _check(program: Program, seq_len: int, tokenizer, seed: int) -> str:
                 rows = [position - offset] if position - offset >= 0 else []
             moved = [t for t in rows if _moved(before[vid], after[vid], t, length)]
             if moved:
-                raise ConfigError(_refusal(program, before, after, vid, loss, moved[0], position, length))
+                message, entry = _refusal(program, before, after, vid, loss, moved[0], position, length)
+                raise GraphError(message, entry)
     others = len(heads) - 1
     also = f", and {others} other loss head{'s' if others != 1 else ''} never read{'s' if others == 1 else ''} " \
            f"its target" if others else ""
@@ -85,7 +92,8 @@ def _moved(before: np.ndarray, after: np.ndarray, t: int, length: int) -> bool:
 
 
 def _refusal(program: Program, before: dict, after: dict, vid: int, loss: int | None, t: int, position: int,
-             length: int) -> str:
+             length: int) -> tuple[str, tuple]:
+    """(the refusal's line, the path of the node where the future first enters)."""
     sources = set(program.needed([vid]))
     entry = next(program.nodes[i] for i in sorted(sources)
                  if any(_moved(before[v], after[v], t, length) for v in program.nodes[i].outputs.values()))
@@ -98,4 +106,4 @@ def _refusal(program: Program, before: dict, after: dict, vid: int, loss: int | 
         seen = (f"the logits that the loss {program.nodes[loss].where} reads at position {t} change with its "
                 f"target, the token at position {position} (offset {offset})")
         rule = "a loss head must not see the token it predicts"
-    return f"the graph sees the future: {seen}; it first enters at {entry.where} ({what}); {rule}"
+    return f"the graph sees the future: {seen}; it first enters at {entry.where} ({what}); {rule}", entry.path

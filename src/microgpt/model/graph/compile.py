@@ -10,12 +10,16 @@
 5. rewrite known subgraphs to the backend's fused ops (rewrite.py);
 6. find what each pass needs: the nodes up to the logits, up to the main loss, and all of them.
 
-The flattened order is the forward's; the backward runs it in reverse (model.py).
+The flattened order is the forward's; the backward runs it in reverse (model.py). Every problem is a
+`GraphError`, a ConfigError that also says where it is (the node path, the port), and a `Trace` given to
+`compile_graph` keeps what was bound before the compiler finished or stopped (an editor's shapes on wires).
 """
 
 from __future__ import annotations
 
 import difflib
+import heapq
+from dataclasses import dataclass, field
 
 from microgpt.core.errors import ConfigError
 from microgpt.model.graph.document import GRAPH_OUTPUTS, check_document
@@ -31,9 +35,32 @@ MAX_NESTING = 32  # groups inside groups
 MAX_REPEAT = 1000  # copies of one group
 
 
+class GraphError(ConfigError):
+    """A problem of a document, with where it is: the node path (() for the graph itself), the input or output
+    port where it has one, and the edge ({"body", "from", "to"}) where an edge is the problem."""
+
+    def __init__(self, message: str, path: tuple = (), port: str | None = None, edge: dict | None = None):
+        super().__init__(message)
+        self.path, self.port, self.edge = tuple(path), port, edge
+
+
+@dataclass
+class Trace:
+    """What the compiler bound, kept as it binds (so also what it bound before a problem stopped it):
+    `wires`: (body, edge's from, edge's to) -> the type of the value on that edge in each instance of the body
+    (body "" is the top level, else the group's name); `nodes`: each node path flattened -> "BODY/NODE"."""
+
+    wires: dict[tuple[str, str, str], list[ValueType]] = field(default_factory=dict)
+    nodes: dict[tuple, str] = field(default_factory=dict)
+
+    def bind(self, body: str, source: str, target: str, kind: ValueType) -> None:
+        self.wires.setdefault((body, source, target), []).append(kind)
+
+
 class _Compiler:
-    def __init__(self, document: dict, vocab: int, seq_len: int):
+    def __init__(self, document: dict, vocab: int, seq_len: int, trace: Trace | None = None):
         self.document = document
+        self.trace = trace or Trace()
         self.groups = document.get("groups", {})
         self.nodes: list[Node] = []
         self.order_keys: list[tuple] = []  # each node's place in the document, for the parameters' order
@@ -57,72 +84,95 @@ class _Compiler:
     # ---- flattening -----------------------------------------------------------------------------
 
     def expand(self, body: dict, scope: dict, path: tuple, inputs: dict[str, int], outputs: dict[str, str],
-               key: tuple, depth: int, body_name: str) -> dict[str, int]:
-        """Expand one body whose input ports carry the given values; returns its output ports' values."""
+               key: tuple, depth: int, body_name: str, group: str = "") -> dict[str, int]:
+        """Expand one body (the top level, or the group `group`) whose input ports carry the given values; returns
+        its output ports' values."""
         if depth > MAX_NESTING:
-            raise ConfigError(f"{'/'.join(path)}: groups nest deeper than {MAX_NESTING}; flatten some of them")
+            raise GraphError(f"{'/'.join(path)}: groups nest deeper than {MAX_NESTING}; flatten some of them", path)
         nodes = {node["id"]: node for node in body.get("nodes", [])}
         where = "/".join(path) if path else "graph"
         incoming: dict[str, list[tuple[str, str]]] = {}  # target node id ("" for the body's outputs) -> (port, source)
         for edge in body.get("edges", []):
+            at = {"body": group, "from": edge["from"], "to": edge["to"]}
             target_node, target_port = _end(edge["to"])
             if target_node is None:
                 if target_port not in outputs:
-                    raise ConfigError(f"{where}: an edge goes to {edge['to']!r}, which is neither a node's port nor one "
-                                      f"of the outputs ({', '.join(outputs) or 'none'}) of {body_name}")
+                    raise GraphError(f"{where}: an edge goes to {edge['to']!r}, which is neither a node's port nor one "
+                                      f"of the outputs ({', '.join(outputs) or 'none'}) of {body_name}", path, edge=at)
             elif target_node not in nodes:
-                raise ConfigError(f"{where}: an edge goes to {edge['to']!r}, and there is no node {target_node!r}")
+                raise GraphError(f"{where}: an edge goes to {edge['to']!r}, and there is no node {target_node!r}",
+                                 path, edge=at)
             source_node, source_port = _end(edge["from"])
             if source_node is None and source_port not in inputs:
-                raise ConfigError(f"{where}: an edge comes from {edge['from']!r}, which is neither a node's port nor "
-                                  f"one of the inputs ({', '.join(inputs) or 'none'}) of {body_name}")
+                raise GraphError(f"{where}: an edge comes from {edge['from']!r}, which is neither a node's port nor "
+                                 f"one of the inputs ({', '.join(inputs) or 'none'}) of {body_name}", path, edge=at)
             if source_node is not None and source_node not in nodes:
-                raise ConfigError(f"{where}: an edge comes from {edge['from']!r}, and there is no node {source_node!r}")
+                raise GraphError(f"{where}: an edge comes from {edge['from']!r}, and there is no node "
+                                 f"{source_node!r}", path, edge=at)
             incoming.setdefault(target_node or "", []).append((target_port, edge["from"]))
         produced: dict[str, int] = {f"{name}": vid for name, vid in inputs.items()}
-        for position, node_id in self.order(nodes, incoming, where):
+        for position, node_id in self.order(nodes, incoming, where, path):
             spec = nodes[node_id]
             node_path = (*path, node_id)
+            self.trace.nodes[node_path] = f"{group}/{node_id}"
             given: dict[str, list[int]] = {}
             for port, source in incoming.get(node_id, []):
                 if source not in produced:
-                    raise ConfigError(f"{'/'.join(node_path)}.{port}: its edge comes from {source!r}, which that node "
-                                      "does not have as an output")
+                    raise GraphError(f"{'/'.join(node_path)}.{port}: its edge comes from {source!r}, which that node "
+                                     "does not have as an output", node_path, port,
+                                     {"body": group, "from": source, "to": f"{node_id}.{port}"})
+                self.trace.bind(group, source, f"{node_id}.{port}", self.values[produced[source]])
                 given.setdefault(port, []).append(produced[source])
-            if "op" in spec:
-                produced.update({f"{node_id}.{port}": vid for port, vid in
-                                 self.primitive(spec, scope, node_path, given, (*key, position)).items()})
-            else:
-                produced.update({f"{node_id}.{port}": vid for port, vid in
-                                 self.instance(spec, scope, node_path, given, (*key, position), depth).items()})
+            try:
+                if "op" in spec:
+                    made = self.primitive(spec, scope, node_path, given, (*key, position))
+                else:
+                    made = self.instance(spec, scope, node_path, given, (*key, position), depth)
+            except GraphError:
+                raise
+            except ConfigError as exc:  # a size or a param that does not evaluate: the node it belongs to
+                raise GraphError(str(exc), node_path) from None
+            produced.update({f"{node_id}.{port}": vid for port, vid in made.items()})
         result = {}
         for port, source in incoming.get("", []):
             if port in result:
-                raise ConfigError(f"{where}: two edges go to the output {port!r}; an output has one source")
+                raise GraphError(f"{where}: two edges go to the output {port!r}; an output has one source", path,
+                                 port)
             if source not in produced:
-                raise ConfigError(f"{where}: the output {port!r} comes from {source!r}, which that node does not "
-                                  "have as an output")
+                raise GraphError(f"{where}: the output {port!r} comes from {source!r}, which that node does not "
+                                 "have as an output", path, port, {"body": group, "from": source, "to": port})
+            self.trace.bind(group, source, port, self.values[produced[source]])
             result[port] = produced[source]
         missing = [port for port in outputs if port not in result]
         if missing:
-            raise ConfigError(f"{where}: nothing is wired to the output {missing[0]!r} of {body_name}; add an edge "
-                              f"to {missing[0]!r}")
+            raise GraphError(f"{where}: nothing is wired to the output {missing[0]!r} of {body_name}; add an edge "
+                             f"to {missing[0]!r}", path, missing[0])
         return result
 
-    def order(self, nodes: dict, incoming: dict, where: str) -> list[tuple[int, str]]:
+    def order(self, nodes: dict, incoming: dict, where: str, path: tuple) -> list[tuple[int, str]]:
         """(document position, id) of each node, sources first, else in document order; a cycle is refused."""
-        position = {node_id: i for i, node_id in enumerate(nodes)}
+        ids = list(nodes)
         needs = {node_id: {_end(source)[0] for _, source in incoming.get(node_id, [])} - {None} for node_id in nodes}
+        readers: dict[str, list[int]] = {}
+        waiting = {}  # node -> how many of the nodes it needs are not placed yet
+        for i, node_id in enumerate(ids):
+            waiting[node_id] = len(needs[node_id])
+            for source in needs[node_id]:
+                readers.setdefault(source, []).append(i)
+        ready = [i for i, node_id in enumerate(ids) if not waiting[node_id]]  # a heap: the first in the document
         done: list[tuple[int, str]] = []
-        placed: set[str] = set()
-        while len(done) < len(nodes):
-            ready = [n for n in nodes if n not in placed and needs[n] <= placed]
-            if not ready:
-                loop = _cycle(needs, placed, next(n for n in nodes if n not in placed))
-                raise ConfigError(f"{where}: the nodes {' -> '.join(loop)} form a cycle (each waits for the output "
-                                  "of the one before it); a graph runs forward, so break the loop")
-            done.append((position[ready[0]], ready[0]))
-            placed.add(ready[0])
+        while ready:
+            i = heapq.heappop(ready)
+            done.append((i, ids[i]))
+            for reader in readers.get(ids[i], []):
+                waiting[ids[reader]] -= 1
+                if not waiting[ids[reader]]:
+                    heapq.heappush(ready, reader)
+        if len(done) < len(ids):
+            placed = {node_id for _, node_id in done}
+            loop = _cycle(needs, placed, next(n for n in ids if n not in placed))
+            raise GraphError(f"{where}: the nodes {' -> '.join(loop)} form a cycle (each waits for the output "
+                             "of the one before it); a graph runs forward, so break the loop", (*path, loop[0]))
         return done
 
     def primitive(self, spec: dict, scope: dict, path: tuple, given: dict[str, list[int]], key: tuple) -> dict[str, int]:
@@ -148,20 +198,22 @@ class _Compiler:
         node = Node(path, op, params, dims=self.run_dims)
         for port in given:
             if port not in op.inputs:
-                raise ConfigError(f"{where}: op {op.name} has no input {port!r} (its inputs: {', '.join(op.inputs)})")
+                raise GraphError(f"{where}: op {op.name} has no input {port!r} (its inputs: {', '.join(op.inputs)})",
+                                 path, port)
         for port, declared in op.inputs.items():
             vids = given.get(port, [])
             if not vids:
-                raise ConfigError(f"{where}.{port}: nothing is wired to this input; add an edge to {where}.{port}")
+                raise GraphError(f"{where}.{port}: nothing is wired to this input; add an edge to {where}.{port}",
+                                 path, port)
             if len(vids) > 1 and not declared.many:
-                raise ConfigError(f"{where}.{port}: {len(vids)} edges go to this input, which takes one; sum them "
-                                  "with an add node first")
+                raise GraphError(f"{where}.{port}: {len(vids)} edges go to this input, which takes one; sum them "
+                                 "with an add node first", path, port)
             node.inputs[port] = vids
             node.in_types[port] = [self.values[v] for v in vids]
         try:
             node.types = op.infer(node)
         except ShapeError as exc:
-            raise ConfigError(f"{where}.{exc.port}: {exc}") from None
+            raise GraphError(f"{where}.{exc.port}: {exc}", path, exc.port) from None
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         node.outputs = {port: self.new_value(node.types[port]) for port in op.output_ports(node)}
@@ -185,8 +237,8 @@ class _Compiler:
         inputs, outputs = group.get("inputs", {}), group.get("outputs", {})
         for port in given:
             if port not in inputs:
-                raise ConfigError(f"{where}: group {name} has no input {port!r} (its inputs: "
-                                  f"{', '.join(inputs) or 'none'})")
+                raise GraphError(f"{where}: group {name} has no input {port!r} (its inputs: "
+                                 f"{', '.join(inputs) or 'none'})", path, port)
         repeat = evaluate(spec.get("repeat", 1), scope, f"{where}.repeat")
         if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 <= repeat <= MAX_REPEAT:
             raise ConfigError(f"{where}: repeat must be a whole number from 0 to {MAX_REPEAT}, got {repeat!r}")
@@ -197,19 +249,19 @@ class _Compiler:
         for port in inputs:
             vids = given.get(port, [])
             if len(vids) != 1:
-                raise ConfigError(f"{where}.{port}: {'nothing is' if not vids else f'{len(vids)} edges are'} wired to "
-                                  "this input of the group, which takes one edge")
+                raise GraphError(f"{where}.{port}: {'nothing is' if not vids else f'{len(vids)} edges are'} wired to "
+                                 "this input of the group, which takes one edge", path, port)
             values[port] = vids[0]
         self.defining = (*(self.defining or ()), name)
         try:
             for copy in range(repeat):
                 copy_path = (*path, str(copy)) if "repeat" in spec else path
-                self.check_ports(inputs, values, inner, "/".join(copy_path))
+                self.check_ports(inputs, values, inner, copy_path)
                 self.instances.append(Instance(copy_path, name, {p: str(self.values[v]) for p, v in values.items()},
                                                depth))
                 values = self.expand(group, inner, copy_path, values, outputs, (*key, copy), depth + 1,
-                                     f"group {name}")
-                self.check_ports(outputs, values, inner, "/".join(copy_path))
+                                     f"group {name}", name)
+                self.check_ports(outputs, values, inner, copy_path)
         finally:
             self.defining = self.defining[:-1] or None
         return values
@@ -235,8 +287,9 @@ class _Compiler:
                                   f"not bound there; give {key!r} in this node's params or the document's dims")
         return inner
 
-    def check_ports(self, declared: dict[str, str], values: dict[str, int], scope: dict, where: str) -> None:
-        """ShapeError-worded ConfigError where a group port's declared type disagrees with its value."""
+    def check_ports(self, declared: dict[str, str], values: dict[str, int], scope: dict, path: tuple) -> None:
+        """ShapeError-worded GraphError where a group port's declared type disagrees with its value."""
+        where = "/".join(path)
         for port, text in declared.items():
             kind, named = _port_type(text, f"{where}.{port}")
             width = None if named is None else evaluate(named, scope, f"{where}.{port}")
@@ -245,7 +298,8 @@ class _Compiler:
                 wanted = kind if width is None else (
                     f"[T, {named}]=[T, {width}]" if named != str(width) else f"[T, {width}]")
                 shown = got.kind if width is None or got.kind != kind else f"[T, {got.width}]"
-                raise ConfigError(f"{where}.{port}: expects {wanted}, got {shown if got.kind == kind else got}")
+                raise GraphError(f"{where}.{port}: expects {wanted}, got {shown if got.kind == kind else got}", path,
+                                 port)
 
     # ---- the rest -----------------------------------------------------------------------------
 
@@ -255,8 +309,8 @@ class _Compiler:
         for i in ordered:
             for spec in self.nodes[i].op.param_specs(self.nodes[i]):
                 if spec.name in names:
-                    raise ConfigError(f"{self.nodes[i].where}: its parameter {spec.name!r} has the name of another "
-                                      "node's; rename one of them")
+                    raise GraphError(f"{self.nodes[i].where}: its parameter {spec.name!r} has the name of another "
+                                     "node's; rename one of them", self.nodes[i].path)
                 names.add(spec.name)
                 specs.append(spec)
         return specs
@@ -291,26 +345,26 @@ def _port_type(text, where: str) -> tuple[str, str | None]:
     raise ConfigError(f"{where}: {text!r} is not a port type; write stream[WIDTH], weights[N], logits or token_ids")
 
 
-def compile_graph(document: dict, vocab: int, seq_len: int) -> Program:
-    """The program of a document for a run's vocabulary and context length; ConfigError naming the first
-    problem (its node path and port, where it has one)."""
+def compile_graph(document: dict, vocab: int, seq_len: int, trace: Trace | None = None) -> Program:
+    """The program of a document for a run's vocabulary and context length; a GraphError naming the first
+    problem (its node path and port, where it has one). `trace` keeps what was bound (see Trace)."""
     check_document(document)
-    compiler = _Compiler(document, vocab, seq_len)
+    compiler = _Compiler(document, vocab, seq_len, trace)
     scope = compiler.dims()
     tokens = compiler.new_value(ValueType("token_ids"))
     outputs = compiler.expand(document, scope, (), {"tokens": tokens}, GRAPH_OUTPUTS, (), 0, "the graph")
     logits = outputs["logits"]
     if compiler.values[logits].kind != "logits":
-        raise ConfigError(f"the graph's output logits must come from a logits node, got {compiler.values[logits]}")
+        raise GraphError(f"the graph's output logits must come from a logits node, got {compiler.values[logits]}")
     specs = compiler.specs()
     nodes = fuse(compiler.nodes)
     mains = [i for i, n in enumerate(nodes) if n.op.name == "cross_entropy" and n.inputs["logits"] == [logits]
              and n.params["offset"] == 1]
     if not mains:
-        raise ConfigError("the graph has no loss on its logits: add a cross_entropy node whose logits input is "
+        raise GraphError("the graph has no loss on its logits: add a cross_entropy node whose logits input is "
                           "what goes to the graph's logits output")
     if len(mains) > 1:
-        raise ConfigError(f"the graph has {len(mains)} next-token losses on its logits ("
-                          f"{', '.join(nodes[i].where for i in mains)}); keep one")
+        raise GraphError(f"the graph has {len(mains)} next-token losses on its logits ("
+                         f"{', '.join(nodes[i].where for i in mains)}); keep one", nodes[mains[1]].path)
     return Program(nodes, compiler.values, tokens, logits, mains[0], specs, scope, compiler.instances)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from functools import lru_cache
 
 from microgpt.core.errors import ConfigError
 
@@ -27,12 +28,20 @@ def evaluate(value, scope: dict, where: str):
     if len(value) > MAX_EXPRESSION:
         raise ConfigError(f"{where}: {value[:40]!r}... is {len(value)} characters long; a size is a short "
                           "expression such as 4*d")
-    try:
-        tree = ast.parse(value.strip(), mode="eval")
-    except SyntaxError:
+    tree = _parsed(value.strip())
+    if tree is None:
         raise ConfigError(f"{where}: {value!r} is not a size; write a whole number, a dimension's name or an "
-                          "expression such as 4*d or d // 2") from None
+                          "expression such as 4*d or d // 2")
     return _value(tree.body, scope, where, value)
+
+
+@lru_cache(maxsize=4096)  # a document repeats its few sizes at every node; an editor checks it after each edit
+def _parsed(text: str) -> ast.Expression | None:
+    """The expression's tree (only read, never changed), or None where it is not Python syntax."""
+    try:
+        return ast.parse(text, mode="eval")
+    except SyntaxError:
+        return None
 
 
 def _value(node, scope: dict, where: str, text: str):

@@ -58,13 +58,10 @@ def _private(program: Program, node, rows: int, batch: int, backend) -> tuple[in
     return rows * out, 2 * rows * out  # an op that does not say: its output again, and twice that at a time
 
 
-def program_parts(program: Program, batch: int, backend) -> dict[str, int]:
-    """{"activations": bytes kept from forward to backward, "workspace": the most that backward holds on top
-    of what is still kept at any moment}, walking the backward as model.py runs it: a node's own saved state
-    and the values only it still saves go when its backward is done; a gradient lives from the reader that
-    makes it to the producer that takes it."""
-    rows = batch * program.dims["T"]
-    savers: dict[int, int] = {}  # value -> the first node in forward order that saves it (the last backward)
+def _kept(program: Program, rows: int, batch: int, backend) -> tuple[dict[int, int], list[int], list[int]]:
+    """(value -> the first node in forward order that saves it, so the last backward to hold it; what each node
+    keeps of its own; each node's largest temporary), in elements."""
+    savers: dict[int, int] = {}
     private, temporary = [], []
     for i, node in enumerate(program.nodes):
         if node.op.name not in SAVES_NOTHING:
@@ -74,8 +71,31 @@ def program_parts(program: Program, batch: int, backend) -> dict[str, int]:
         own, temp = _private(program, node, rows, batch, backend)
         private.append(own)
         temporary.append(temp)
+    return savers, private, temporary
+
+
+def node_activations(program: Program, batch: int, backend) -> list[int]:
+    """Bytes each node of the program keeps from forward to backward: its own saved state, and the outputs it
+    makes that a reader saves (counted once, at their producer). They add up to program_parts' activations."""
+    rows = batch * program.dims["T"]
+    savers, private, _ = _kept(program, rows, batch, backend)
+    element = np.dtype(backend.dtype).itemsize
+    return [(own + sum(rows * _width(program, vid) for vid in node.outputs.values() if vid in savers)) * element
+            for own, node in zip(private, program.nodes)]
+
+
+def program_parts(program: Program, batch: int, backend) -> dict[str, int]:
+    """{"activations": bytes kept from forward to backward, "workspace": the most that backward holds on top
+    of what is still kept at any moment}, walking the backward as model.py runs it: a node's own saved state
+    and the values only it still saves go when its backward is done; a gradient lives from the reader that
+    makes it to the producer that takes it."""
+    rows = batch * program.dims["T"]
+    savers, private, temporary = _kept(program, rows, batch, backend)
     kept = sum(private) + sum(rows * _width(program, vid) for vid in savers)
     workspace = rows * program.dims["vocab"]  # the end of forward: a loss's logits, beside its kept gradient
+    freed = [0] * len(program.nodes)  # elements of the saved values whose last holder is each node
+    for vid, first in savers.items():
+        freed[first] += rows * _width(program, vid)
     live, pending = kept, {}  # pending: value -> elements of the gradients waiting for it
     for i in reversed(range(len(program.nodes))):
         node = program.nodes[i]
@@ -83,7 +103,7 @@ def program_parts(program: Program, batch: int, backend) -> dict[str, int]:
         workspace = max(workspace, live - kept + waiting + temporary[i])
         for vid in node.outputs.values():
             pending.pop(vid, None)
-        live -= private[i] + sum(rows * _width(program, vid) for vid, first in savers.items() if first == i)
+        live -= private[i] + freed[i]
         for vid in node.input_ids():
             if vid != program.tokens:
                 pending[vid] = pending.get(vid, 0) + rows * _width(program, vid)

@@ -1,0 +1,259 @@
+"""The node editor's server side: the palette it draws nodes from, and the check of what it draws.
+
+- `palette()` (GET /api/graph/palette): every primitive a document may name (its ports with the kinds they
+  take, its params with their defaults) and every library group (its params, ports, nodes and edges, so the
+  editor can open one), and the port kinds.
+- `check_request(body, workspace)` (POST /api/graph/check): a graph document and its run settings (or, in
+  family mode, a family and its shape settings, whose from-family document is checked) read by the library's
+  own rules, every problem on the node, port or setting it names, the type and shape on every wire the
+  compiler bound (also those bound before it stopped), each node's parameters, memory and share of a step's
+  operations (graph_costs.py), the step's memory and expected tokens/s, and the causality verdict of a graph
+  that compiles: {"ok": true or false, "message"}, or {"ok": null} while it is still running past the check's
+  budget (a big graph), when the next check of the same document has it. graph_run.py reads the settings.
+
+An error is {"path": the node path as the compiler flattens it (["blocks", "0", "attn"], [] for the graph or
+a setting), "at": the "BODY/NODE" keys of the nodes on that path, "port": a port or null, "message"}, with
+"setting": KEY for a run setting's problem and "edge": {"body", "from", "to"} where an edge is the problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from threadpoolctl import threadpool_limits
+
+from microgpt.backends import backend_class
+from microgpt.core.checks import format_bytes, shown
+from microgpt.core.errors import ConfigError
+from microgpt.model.family import family
+from microgpt.model.graph.causality import check_causality
+from microgpt.model.graph.compile import GraphError, Trace, compile_graph
+from microgpt.model.graph.document import parse_document
+from microgpt.model.graph.from_family import WRITERS, document_for
+from microgpt.model.graph.library import library_groups, with_library
+from microgpt.model.graph.ops import OPS
+from microgpt.model.graph.ops.base import KINDS, REQUIRED, Op, ValueType
+from microgpt.model.graph.program import Program
+from microgpt.model.memory import estimate_training_bytes
+from microgpt.studio.graph_costs import node_costs
+from microgpt.studio.graph_run import RunSettings, run_settings
+from microgpt.studio.speed import expected_tokens_per_second
+
+FLOAT_KINDS = ["stream", "logits"]  # what a port of kind "float" takes (relu, add, ...)
+# The kind of each primitive's outputs ("float": the kind its input has); tests hold it to every op's infer.
+OUTPUT_KINDS = {"embedding": "stream", "linear": "stream", "logits": "logits", "stream_read": "stream",
+                "stream_write": "stream", "layer_norm": "stream", "relu": "float", "gelu": "float", "add": "float",
+                "mul": "float", "scale": "float", "concat": "stream", "split": "stream", "narrow": "stream",
+                "rope": "stream", "attention": "stream", "prefix_mean": "stream", "zeros": "stream",
+                "prior": "stream", "router": "weights", "mix": "logits"}
+CHECK_BACKEND = "numpy"  # memory as `microgpt train --backend numpy` estimates it (float32), as the canvas does
+CAUSALITY_CACHE = 64  # verdicts kept (by document and run dims): an undo, or a check again after a move, is free
+# An edit's check answers within 150 ms (issue 29): the causality verdict is waited for until CHECK_BUDGET_S into
+# the check, leaving the rest for the answer's JSON and its way back; a verdict that takes longer (hundreds of
+# nodes: it runs the graph's forward) comes with the next check of the same document.
+CHECK_BUDGET_S = 0.1
+
+
+def _port(name: str, kind: str, many: bool | None = None) -> dict:
+    entry = {"name": name, "type": kind, "kinds": FLOAT_KINDS if kind == "float" else [kind]}
+    return entry if many is None else {**entry, "many": many}
+
+
+def _op_entry(op: Op) -> dict:
+    entry = {"name": op.name, "doc": op.doc,
+             "inputs": [_port(name, port.kind, port.many) for name, port in op.inputs.items()],
+             "outputs": [_port(name, OUTPUT_KINDS[op.name]) for name in op.outputs],
+             "params": [{"name": name, "default": None if default is REQUIRED else default,
+                         "required": default is REQUIRED} for name, default in op.params.items()]}
+    if type(op).output_ports is not Op.output_ports:  # split: out0, out1, ... one per entry of its widths
+        entry["outputs"] = [_port("out0", "stream"), _port("out1", "stream")]
+        entry["outputs_from"] = "widths"
+    return entry
+
+
+def _port_kind(text: str) -> str:
+    return text.partition("[")[0]
+
+
+def palette() -> dict:
+    """Every primitive and library group as the editor offers them (see the module doc)."""
+    groups = [{"name": name, "description": group.get("description", ""), "params": group.get("params", {}),
+               "inputs": [{"name": port, "type": kind, "kinds": [_port_kind(kind)]}
+                          for port, kind in group.get("inputs", {}).items()],
+               "outputs": [{"name": port, "type": kind, "kinds": [_port_kind(kind)]}
+                           for port, kind in group.get("outputs", {}).items()],
+               "nodes": group.get("nodes", []), "edges": group.get("edges", []), "source": "library"}
+              for name, group in library_groups().items()]
+    return {"ops": [_op_entry(op) for op in OPS.values()], "groups": groups, "types": list(KINDS)}
+
+
+def type_text(kind: ValueType) -> tuple[str, str]:
+    """(a value's type as a document writes it, its shape): ("stream[64]", "[T, 64]"), ("logits", "[T, 65]")."""
+    if kind.kind == "token_ids":
+        return "token_ids", "[T]"
+    return (kind.kind if kind.kind == "logits" else f"{kind.kind}[{kind.width}]"), f"[T, {kind.width}]"
+
+
+@dataclass
+class GraphCheck:
+    """What the editor shows after an edit (see the module doc)."""
+
+    errors: list[dict] = field(default_factory=list)
+    wires: list[dict] = field(default_factory=list)
+    nodes: dict = field(default_factory=dict)
+    parameters: int | None = None
+    memory_bytes: int | None = None
+    tokens_per_second: float | None = None
+    speed_basis: str | None = None
+    causality: dict | None = None
+    description: str | None = None
+    settings: dict = field(default_factory=dict)  # the run's settings as YAML values, for a save
+    document: dict | None = None  # the document checked (the from-family one in family mode)
+
+    def add(self, message: str, path=(), port=None, trace: Trace | None = None, **where) -> None:
+        path = tuple(path)
+        at = [trace.nodes[path[:cut]] for cut in range(1, len(path) + 1)
+              if trace is not None and path[:cut] in trace.nodes]
+        self.errors.append({"path": list(path), "at": at, "port": port, "message": message, **where})
+
+    def as_json(self) -> dict:
+        return {"ok": not self.errors, "errors": self.errors, "wires": self.wires, "nodes": self.nodes,
+                "parameters": self.parameters, "memory_bytes": self.memory_bytes,
+                "memory": None if self.memory_bytes is None else format_bytes(self.memory_bytes),
+                "tokens_per_second": self.tokens_per_second, "speed_basis": self.speed_basis,
+                "causality": self.causality, "description": self.description}
+
+
+@dataclass
+class _Compiled:
+    """What the graph family reads of its config (its program and context), for a program compiled here."""
+
+    program: Program
+    seq_len: int
+
+
+_verdicts: OrderedDict = OrderedDict()  # (document, vocab, T, tokenizer) -> the future of its verdict
+_verdicts_lock = threading.Lock()
+_checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
+
+
+def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[str | None, GraphError | None]:
+    with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
+        try:
+            return check_causality(program, seq_len, tokenizer), None
+        except GraphError as exc:
+            return None, exc
+
+
+def causality_of(program: Program, document: dict, run: RunSettings) -> Future:
+    """The future of the causality verdict ((line, None), or (None, the GraphError where the future enters)),
+    started now or kept from a check of the same document and run (so a check again finds it done)."""
+    key = (json.dumps(document, sort_keys=True), run.vocab, run.seq_len, run.tokenizer_key)
+    with _verdicts_lock:
+        future = _verdicts.get(key)
+        if future is None or future.cancelled():
+            for waiting in _verdicts.values():  # an earlier edit's check not started yet: no one waits for it now
+                waiting.cancel()
+            future = _verdicts[key] = _checker.submit(_verdict, program, run.seq_len, run.tokenizer())
+            if len(_verdicts) > CAUSALITY_CACHE:
+                _verdicts.popitem(last=False)
+        _verdicts.move_to_end(key)
+    return future
+
+
+def add_verdict(checked: GraphCheck, verdict: Future, trace: Trace, wait_s: float) -> None:
+    """The verdict, waited for up to `wait_s`, as `causality` (and an error where the graph leaks)."""
+    with contextlib.suppress(futures.TimeoutError):  # the builtin TimeoutError from Python 3.11 on
+        verdict.result(timeout=wait_s)
+    if not verdict.done():
+        checked.causality = {"ok": None, "message": "the causality check is running; check again for its verdict"}
+        return
+    line, leak = verdict.result()
+    checked.causality = {"ok": leak is None, "message": line if leak is None else str(leak)}
+    if leak is not None:
+        checked.add(str(leak), leak.path, None, trace)
+
+
+def add_costs(checked: GraphCheck, program: Program, trace: Trace, run: RunSettings, model, workspace) -> None:
+    """Each node's costs, and the step's parameters, memory (against --max-memory) and expected tokens/s;
+    `model` is (family, config) of what trains: the graph, or in family mode the family."""
+    backend = backend_class(CHECK_BACKEND)()
+    graph, config = family("graph"), _Compiled(program, run.seq_len)
+    checked.nodes = node_costs(program, trace, run.micro_batch, backend)
+    checked.parameters = sum(spec.size for spec in program.specs)
+    checked.description = graph.describe(config)
+    if run.settings is None:
+        return
+    kind, model_config = model or (graph, config)
+    checked.memory_bytes = estimate_training_bytes(kind, model_config, run.micro_batch, backend)
+    cap = run.settings.value("max_memory")
+    if checked.memory_bytes > cap:
+        checked.add(f"a training step needs about {format_bytes(checked.memory_bytes)} but --max-memory is "
+                    f"{format_bytes(cap)}; use a smaller --batch-size, --seq-len or model", setting="batch_size")
+    checked.tokens_per_second, checked.speed_basis = expected_tokens_per_second(max(checked.parameters, 1),
+                                                                                workspace)
+    checked.settings = run.values
+
+
+def document_of(body: dict, run: RunSettings, checked: GraphCheck) -> dict | None:
+    """The document to check: the body's, or in family mode the family's from-family document."""
+    name = body.get("family")
+    if name is None:
+        document = body.get("document")
+        if not isinstance(document, dict):
+            checked.add(f"the document must be a graph document (an object with microgpt_graph, nodes and edges), "
+                        f"not {type(document).__name__}")
+            return None
+        try:  # its limits and structure, as a file's
+            return parse_document(json.dumps(document), "the document")
+        except ConfigError as exc:
+            checked.add(str(exc))
+            return None
+    if run.config is None:  # the settings' problems are said already
+        return None
+    return document_for(name, run.config)
+
+
+def check_request(body: dict, workspace) -> GraphCheck:
+    """Every problem of a document and its run settings, and what it costs (see the module doc)."""
+    started = time.perf_counter()
+    checked = GraphCheck()
+    settings = body.get("settings", {})
+    if not isinstance(settings, dict):
+        checked.add(f"settings must be an object of setting: value, not {type(settings).__name__}")
+        return checked
+    if body.get("family") is not None and body["family"] not in WRITERS:
+        checked.add(f"family {shown(body['family'])} has no from-family graph; the families are "
+                    f"{', '.join(WRITERS)} (a graph is checked from its document)", setting="family")
+        return checked
+    run = run_settings(settings, body.get("family"), workspace, checked)
+    document = document_of(body, run, checked)
+    if document is None:
+        return checked
+    checked.document = document
+    trace = Trace()
+    program = None
+    try:
+        program = compile_graph(with_library(document), run.vocab, run.seq_len, trace)
+    except GraphError as exc:
+        checked.add(str(exc), exc.path, exc.port, trace, **({"edge": exc.edge} if exc.edge else {}))
+    except ConfigError as exc:
+        checked.add(str(exc))
+    for (body_name, source, target), kinds in trace.wires.items():
+        types = list(dict.fromkeys(type_text(kind) for kind in kinds))
+        checked.wires.append({"body": body_name, "from": source, "to": target, "type": types[0][0],
+                              "shape": " or ".join(shape for _, shape in types)})
+    if program is None:
+        return checked
+    verdict = causality_of(program, document, run)  # it runs while the costs are counted
+    add_costs(checked, program, trace, run, None if run.config is None else (family(body["family"]), run.config),
+              workspace)
+    add_verdict(checked, verdict, trace, max(0.0, CHECK_BUDGET_S - (time.perf_counter() - started)))
+    return checked

@@ -1,0 +1,258 @@
+"""The node editor's server side through Starlette's TestClient: the palette held to the primitives and the
+library, the check of a graph document with its run settings (errors on the node, port, edge or setting they
+name; shapes on the wires the compiler bound, also before a problem; each node's parameters, memory and
+share; the causality verdict), family mode; and the hostile requests, each one line and nothing written."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+
+from starlette.testclient import TestClient
+
+from microgpt.backends import backend_class
+from microgpt.model.family import family, n_params
+from microgpt.model.graph.compile import compile_graph
+from microgpt.model.graph.from_family import document_for
+from microgpt.model.graph.library import library_groups, with_library
+from microgpt.model.graph.ops import OPS
+from microgpt.model.memory import estimate_training_bytes
+from microgpt.settings.sources import Settings
+from microgpt.studio import graph_api
+from microgpt.studio.app import Studio
+from microgpt.studio.workspace import Workspace
+from studio_workspace import make_workspace
+
+TOKEN = "test-token"
+PORT = 8765
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "graphs"
+SETTINGS = {"file": "tiny.txt", "seq_len": 16, "batch_size": 4}
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "W"
+    root.mkdir()
+    return make_workspace(root)
+
+
+@pytest.fixture
+def client(workspace):
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    yield TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
+                     raise_server_exceptions=False)
+    studio.manager.stop_all()
+
+
+def small_gpt(d: int = 16) -> dict:
+    """gpt's graph, 2 blocks of d columns."""
+    return {"microgpt_graph": 1, "dims": {"d": d, "d_ff": 2 * d, "heads": 2},
+            "nodes": [{"id": "tok_emb", "op": "embedding"},
+                      {"id": "blocks", "group": "transformer_block", "repeat": 2},
+                      {"id": "final_norm", "op": "layer_norm"}, {"id": "head", "op": "logits"},
+                      {"id": "loss", "op": "cross_entropy"}],
+            "edges": [{"from": "tokens", "to": "tok_emb.ids"}, {"from": "tok_emb.out", "to": "blocks.x"},
+                      {"from": "blocks.x", "to": "final_norm.x"}, {"from": "final_norm.out", "to": "head.x"},
+                      {"from": "head.out", "to": "loss.logits"}, {"from": "head.out", "to": "logits"}]}
+
+
+def check(client, document=None, settings=None, **extra) -> dict:
+    answer = client.post("/api/graph/check", json={"document": document, "settings": settings or SETTINGS,
+                                                   **extra})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def settled(client, document, settings=None) -> dict:
+    """A check whose causality verdict is in (a graph here is small: it comes with the first answer or soon)."""
+    for _ in range(200):
+        result = check(client, document, settings)
+        if result["causality"] is None or result["causality"]["ok"] is not None:
+            return result
+    pytest.fail("the causality verdict never came")
+
+
+# ---- the palette ---------------------------------------------------------------------------------------
+
+def test_the_palette_lists_every_primitive_and_library_group_with_its_ports(client):
+    palette = client.get("/api/graph/palette").json()
+    assert [op["name"] for op in palette["ops"]] == list(OPS)
+    assert {group["name"] for group in palette["groups"]} == set(library_groups())
+    assert palette["types"] == ["token_ids", "stream", "logits", "weights"]
+    add = next(op for op in palette["ops"] if op["name"] == "add")
+    assert add["inputs"] == [{"name": "in", "type": "float", "kinds": ["stream", "logits"], "many": True}]
+    linear = next(op for op in palette["ops"] if op["name"] == "linear")
+    assert {"name": "out", "default": None, "required": True} in linear["params"]
+    assert {"name": "bias", "default": True, "required": False} in linear["params"]
+    assert next(op for op in palette["ops"] if op["name"] == "cross_entropy")["outputs"] == []
+    block = next(group for group in palette["groups"] if group["name"] == "transformer_block")
+    assert block["inputs"] == [{"name": "x", "type": "stream[d]", "kinds": ["stream"]}] and block["nodes"]
+
+
+def documents() -> list[dict]:
+    """Documents using every primitive between them: the examples and each family's graph."""
+    found = [json.loads(path.read_text(encoding="utf-8")) for path in sorted(EXAMPLES.glob("*.json"))]
+    for name, values in (("gpt", {}), ("ensemble", {"cooperative": "d8x8n1,d8x8n1", "prior": "bigram"}),
+                         ("lookahead", {"lookahead": 2, "lookahead_mode": "gap"})):
+        settings = Settings({"family": name, **values})
+        found.append(document_for(name, settings.model_config(65)))
+    return found
+
+
+def test_the_palettes_output_kinds_are_what_the_compiler_infers():
+    """OUTPUT_KINDS is written by hand beside the ops: every op has an entry, and every node compiled from the
+    examples and the families' graphs has outputs of that kind ("float": its input's)."""
+    assert set(graph_api.OUTPUT_KINDS) == {name for name, op in OPS.items() if op.outputs}
+    seen = set()
+    for document in documents():
+        program = compile_graph(with_library(document), 65, 16)
+        for node in program.nodes:
+            name = {"linear_relu": "linear", "rope_attention": "attention"}.get(node.op.name, node.op.name)
+            for kind in node.types.values():
+                expected = graph_api.OUTPUT_KINDS[name]
+                if expected == "float":
+                    expected = node.in_types[next(iter(node.op.inputs))][0].kind
+                assert kind.kind == expected, (name, kind)
+            seen.add(name)
+    assert seen >= {"embedding", "linear", "logits", "add", "router", "mix", "prior", "zeros", "attention"}
+
+
+# ---- the check -------------------------------------------------------------------------------------------
+
+def test_a_sound_document_is_ok_with_shapes_costs_and_the_causality_verdict(client, workspace):
+    document = json.loads((EXAMPLES / "parallel_block.json").read_text(encoding="utf-8"))
+    result = settled(client, document)
+    assert result["ok"] and result["errors"] == []
+    assert result["causality"]["ok"] is True and result["causality"]["message"].startswith("sound")
+    wires = {(w["body"], w["from"], w["to"]): w for w in result["wires"]}
+    assert wires[("", "tok_emb.out", "blocks.x")]["type"] == "stream[64]"
+    assert wires[("", "tok_emb.out", "blocks.x")]["shape"] == "[T, 64]"
+    assert wires[("", "head.out", "logits")]["type"] == "logits"
+    assert wires[("parallel_block", "ln.out", "attn.x")]["shape"] == "[T, 64]"
+    top = {key: value for key, value in result["nodes"].items() if key.startswith("/")}
+    assert set(top) == {f"/{node['id']}" for node in document["nodes"]}
+    assert sum(value["parameters"] for value in top.values()) == result["parameters"]
+    assert sum(value["share"] for value in top.values()) == pytest.approx(1.0)
+    assert result["nodes"]["parallel_block/attn"]["instances"] == 4
+    assert top["/blocks"]["share"] > 0.9  # where the matrix products are
+    config = family("graph").Config(vocab_size=len(set((workspace / "tiny.txt").read_text())), graph=document,
+                                    seq_len=16)
+    assert result["parameters"] == sum(spec.size for spec in config.program.specs)
+    assert result["memory_bytes"] == estimate_training_bytes(family("graph"), config, 4, backend_class("numpy")())
+    assert result["tokens_per_second"] > 0 and result["description"].startswith("graph of")
+
+
+def test_a_shape_error_names_its_node_and_port_and_the_wires_bound_before_it_keep_their_shapes(client):
+    document = small_gpt()
+    document["nodes"].insert(2, {"id": "narrow", "op": "linear", "params": {"out": 8}})
+    document["edges"][2] = {"from": "blocks.x", "to": "narrow.x"}
+    document["edges"].append({"from": "narrow.out", "to": "final_norm.x"})
+    document["nodes"][3] = {"id": "final_norm", "op": "layer_norm"}
+    document["edges"][3] = {"from": "final_norm.out", "to": "head.x"}
+    document["nodes"].append({"id": "mix_in", "op": "add"})  # add of stream[16] and stream[8]
+    document["edges"] += [{"from": "narrow.out", "to": "mix_in.in"}, {"from": "blocks.x", "to": "mix_in.in"}]
+    result = check(client, document)
+    assert not result["ok"]
+    (error,) = result["errors"]
+    assert error["path"] == ["mix_in"] and error["port"] == "in" and error["at"] == ["/mix_in"]
+    assert "expects" in error["message"] or "same" in error["message"]
+    wires = {(w["from"], w["to"]): w["shape"] for w in result["wires"]}
+    assert wires[("blocks.x", "narrow.x")] == "[T, 16]" and wires[("narrow.out", "mix_in.in")] == "[T, 8]"
+    assert result["causality"] is None and result["nodes"] == {}
+
+
+def test_an_error_inside_a_group_names_the_path_through_its_instances(client):
+    document = small_gpt()
+    document["groups"] = {"transformer_block": copy.deepcopy(library_groups()["transformer_block"])}
+    block = document["groups"]["transformer_block"]
+    block["nodes"] = [node for node in block["nodes"] if node["id"] != "ln1"]  # its edges now dangle
+    block["edges"] = [edge for edge in block["edges"] if edge["from"] != "x" or not edge["to"].startswith("ln1")]
+    result = check(client, document)
+    (error,) = result["errors"]
+    assert error["path"][:2] == ["blocks", "0"] and error["at"][0] == "/blocks"
+    assert "ln1" in error["message"]
+    assert error.get("edge", {}).get("body") == "transformer_block"
+
+
+def test_a_cycle_an_unknown_op_and_a_missing_input_each_name_their_node(client):
+    cycle = small_gpt()
+    cycle["nodes"].append({"id": "a", "op": "relu"})
+    cycle["nodes"].append({"id": "b", "op": "relu"})
+    cycle["edges"] += [{"from": "a.out", "to": "b.x"}, {"from": "b.out", "to": "a.x"}]
+    (error,) = check(client, cycle)["errors"]
+    assert "cycle" in error["message"] and error["path"][0] in ("a", "b")
+    unknown = small_gpt()
+    unknown["nodes"][2] = {"id": "final_norm", "op": "layer_nrm"}
+    (error,) = check(client, unknown)["errors"]
+    assert error["path"] == ["final_norm"] and "did you mean 'layer_norm'" in error["message"]
+    missing = small_gpt()
+    missing["edges"] = [edge for edge in missing["edges"] if edge["to"] != "final_norm.x"]
+    (error,) = check(client, missing)["errors"]
+    assert error["path"] == ["final_norm"] and error["port"] == "x"
+
+
+def test_a_graph_that_sees_the_future_is_refused_at_the_node_where_it_enters(client):
+    document = small_gpt()
+    document["groups"] = {"attention": copy.deepcopy(library_groups()["attention"])}
+    for node in document["groups"]["attention"]["nodes"]:
+        if node.get("op") == "attention":
+            node.setdefault("params", {})["mask"] = "full"
+    result = settled(client, document)
+    assert result["causality"]["ok"] is False and "sees the future" in result["causality"]["message"]
+    (error,) = result["errors"]
+    assert error["path"][:3] == ["blocks", "0", "attn"] and error["at"][:2] == ["/blocks", "transformer_block/attn"]
+
+
+def test_settings_problems_are_errors_on_their_setting(client):
+    result = check(client, small_gpt(), {"file": "tiny.txt", "seq_len": "sixteen", "batch_size": 0})
+    problems = {error["setting"]: error for error in result["errors"]}
+    assert set(problems) == {"seq_len", "batch_size"}
+    assert all(error["path"] == [] and error["port"] is None for error in result["errors"])
+    assert "--seq-len" in problems["seq_len"]["message"]
+    assert result["wires"], "the document is still compiled (for the default context) and its shapes shown"
+    (error,) = check(client, small_gpt(), {"file": "missing.txt"})["errors"]
+    assert error["setting"] == "file"
+    (error,) = check(client, small_gpt(), {**SETTINGS, "d_model": 32})["errors"]
+    assert error["setting"] == "d_model" and "graph family has no d_model" in error["message"]
+    (error,) = check(client, small_gpt(), {**SETTINGS, "graph": "x.json"})["errors"]
+    assert error["setting"] == "graph"
+    (error,) = check(client, small_gpt(), {**SETTINGS, "max_memory": "64KiB"})["errors"]
+    assert error["setting"] == "batch_size" and "--max-memory" in error["message"]
+
+
+def test_the_vocabulary_and_context_come_from_the_settings(client, workspace):
+    result = check(client, small_gpt(), {"file": "tiny.txt", "seq_len": 8})
+    wires = {(w["from"], w["to"]): w["shape"] for w in result["wires"]}
+    assert wires[("head.out", "logits")] == f"[T, {len(set((workspace / 'tiny.txt').read_text()))}]"
+    bpe = check(client, small_gpt(), {"file": "tiny.txt", "tokenizer": "bpe", "vocab_size": 300})
+    assert {(w["from"], w["to"]): w["shape"] for w in bpe["wires"]}[("head.out", "logits")] == "[T, 300]"
+
+
+def test_family_mode_checks_the_familys_settings_and_its_graph(client, workspace):
+    settings = {**SETTINGS, "cooperative": "d8x8n1,d8x8n1", "stream_dim": 16}
+    result = check(client, None, settings, family="ensemble")
+    assert result["ok"], result["errors"]
+    assert {"/expert1", "/expert2", "/stream1", "/router", "/mix"} <= set(result["nodes"])
+    vocab = len(set((workspace / "tiny.txt").read_text()))
+    config = Settings({"family": "ensemble", **settings}).model_config(vocab)
+    assert result["parameters"] == n_params(family("ensemble"), config)
+    assert result["memory_bytes"] == estimate_training_bytes(family("ensemble"), config, 4, backend_class("numpy")())
+    bad = check(client, None, {**SETTINGS, "cooperative": "d8x8n1", "stream_dim": "wide"}, family="ensemble")
+    assert [error["setting"] for error in bad["errors"]] == ["stream_dim"]
+    wrong = check(client, None, {**settings, "lookahead": 2}, family="ensemble")
+    assert [error["setting"] for error in wrong["errors"]] == ["lookahead"]
+    (error,) = check(client, None, SETTINGS, family="graph")["errors"]
+    assert error["setting"] == "family"
+
+
+def test_the_check_needs_the_token(workspace):
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
+    assert bare.get("/api/graph/palette").status_code == 401
+    assert bare.post("/api/graph/check", json={"document": small_gpt()}).status_code == 401
