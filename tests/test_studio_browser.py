@@ -1,6 +1,7 @@
 """The studio end to end in headless Chromium (Selenium and Debian's chromium + chromium-driver), against a
-real `microgpt studio` on a tiny workspace: compose a two-expert ensemble and see an error appear on its node
-and clear (and undo and redo the edit); save it to studio.yaml, train it, and see its curve grow; stop it, load
+real `microgpt studio` on a tiny workspace: compose a two-expert ensemble from its family's settings in the
+editor's inspector, see an error appear in the list of problems and clear, and the family drawn (and undo and
+redo the edit); the node editor itself is tests/test_studio_editor_browser.py's; save it to studio.yaml, train it, and see its curve grow; stop it, load
 its checkpoint, resume it and stop it again; see a refused sample's reason (from one request) and sample from
 it and evaluate it; overlay two runs, the header's message following the second run to its end, and download
 them as CSV. The tests run
@@ -72,7 +73,8 @@ def browser(studio):
     options.binary_location = CHROMIUM
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
     driver.get(studio[0])
-    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready") == "yes")
+    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready === 'yes' "
+                                            "&& document.body.dataset.editor === 'ready'"))
     yield driver
     driver.quit()
 
@@ -92,19 +94,20 @@ def shot(driver, name: str) -> None:
     Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
 
 
-def node(driver, kind: str, index: int = 0):
-    return driver.find_elements(By.CSS_SELECTOR, f'.node[data-kind="{kind}"]')[index]
+def setting(driver, key: str):
+    """The inspector's field of a run setting (the data's, the training's, the family's shape)."""
+    return driver.find_element(By.CSS_SELECTOR, f'#inspector [data-setting="{key}"]')
 
 
-def type_into(driver, kind: str, key: str, text: str, index: int = 0) -> None:
-    field = node(driver, kind, index).find_element(By.CSS_SELECTOR, f'[data-key="{key}"]')
+def type_into(driver, key: str, text: str) -> None:
+    field = setting(driver, key)
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(Keys.DELETE)
     field.send_keys(text)
 
 
-def choose(driver, kind: str, key: str, value: str) -> None:
-    Select(node(driver, kind).find_element(By.CSS_SELECTOR, f'[data-key="{key}"]')).select_by_value(value)
+def choose(driver, key: str, value: str) -> None:
+    Select(setting(driver, key)).select_by_value(value)
 
 
 def tab(driver, view: str) -> None:
@@ -140,36 +143,36 @@ def click(driver, selector: str) -> None:
 
 def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser):
     Select(browser.find_element(By.ID, "family")).select_by_value("ensemble")
-    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '.node[data-kind="expert"]')) == 2)
-    type_into(browser, "data", "file", "tiny.txt")
-    type_into(browser, "data", "seq_len", "16")
-    type_into(browser, "expert", "cooperative", "d2x8n1", index=0)
-    type_into(browser, "stream", "stream_dim", "16")
+    wait(browser, lambda d: setting(d, "cooperative").get_attribute("value") == "d4x16n2,d4x16n2")
+    type_into(browser, "file", "tiny.txt")
+    type_into(browser, "seq_len", "16")
+    type_into(browser, "cooperative", "d2x8n1,d4x16n2")
+    type_into(browser, "stream_dim", "16")
     for key, value in (("steps", "100000"), ("batch_size", "4"), ("eval_every", "10"), ("val_tokens", "200"),
                        ("gen", "0")):
-        type_into(browser, "training", key, value)
-    choose(browser, "training", "backend", "numpy")
+        type_into(browser, key, value)
+    choose(browser, "backend", "numpy")
     wait(browser, lambda d: "parameters" in d.find_element(By.ID, "estimates").text)
-    second = node(browser, "expert", 1)
-    type_into(browser, "expert", "cooperative", "d2x8", index=1)
-    wait(browser, lambda d: "has-error" in second.get_attribute("class"))
-    assert "model spec 'd2x8' is not valid" in second.find_element(By.CSS_SELECTOR, ".node-errors").text
-    others = f'.node.has-error:not([data-id="{second.get_attribute("data-id")}"])'
-    assert not browser.find_elements(By.CSS_SELECTOR, others)
-    shot(browser, "compose")
-    second.find_element(By.CSS_SELECTOR, '[data-key="cooperative"]').send_keys("n1")
-    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".node.has-error")
+    type_into(browser, "cooperative", "d2x8n1,d2x8")
+    wait(browser, lambda d: "model spec 'd2x8' is not valid" in d.find_element(By.ID, "graph-errors").text)
+    assert "parameters" not in browser.find_element(By.ID, "estimates").text
+    shot(browser, "compose-family")
+    setting(browser, "cooperative").send_keys("n1")
+    wait(browser, lambda d: not d.find_element(By.ID, "graph-errors").text
          and "parameters" in d.find_element(By.ID, "estimates").text)
-    assert "ensemble of 2 experts d2x8n1,d2x8n1" in browser.find_element(By.ID, "estimates").text
+    # the ensemble drawn as it is: two experts on the stream, their logits into the mix
+    wait(browser, lambda d: {"expert1", "expert2", "mix", "router"} <= set(d.execute_script(
+        "return [...document.querySelectorAll('#editor-nodes .node')].map(n => n.dataset.id)")))
+    assert "the cooperative ensemble family" in browser.find_element(By.ID, "mode-line").text
 
-    def expert_spec(d):
-        return node(d, "expert", 1).find_element(By.CSS_SELECTOR, '[data-key="cooperative"]').get_attribute("value")
+    def expert_specs(d):
+        return setting(d, "cooperative").get_attribute("value")
 
     browser.find_element(By.ID, "undo").click()
-    assert expert_spec(browser) == "d4x16n2"  # the whole edit of that field is one step
+    assert expert_specs(browser) == "d2x8n1,d4x16n2"  # the whole edit of that field is one step
     browser.find_element(By.ID, "redo").click()
-    assert expert_spec(browser) == "d2x8n1"
-    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, ".node.has-error"))
+    assert expert_specs(browser) == "d2x8n1,d2x8n1"
+    wait(browser, lambda d: not d.find_element(By.ID, "graph-errors").text)
 
 
 def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):
@@ -260,7 +263,7 @@ def test_overlay_two_runs_and_download_them(browser, studio):
     run_name = browser.find_element(By.ID, "run-name")
     run_name.send_keys(Keys.CONTROL, "a")
     run_name.send_keys("ens2")
-    type_into(browser, "training", "steps", "40")
+    type_into(browser, "steps", "40")
     time.sleep(0.5)  # let the check of the edit land before the save
     browser.find_element(By.ID, "start").click()
     tab(browser, "watch")

@@ -1,0 +1,195 @@
+// The Compose editor's checks: every edit is sent to the server 50 ms after the last one (the latest answer
+// wins), and what comes back is drawn on the canvas: each wire's shape, each error on the node and port it
+// names (the message on hover and focus) and in the list of problems, each group's parameters, memory and
+// share of the step, the estimates and the causality verdict. A family's draft is checked as its family and
+// shape settings (the server draws the same from-family graph), a setting's problem on its inspector field.
+"use strict";
+
+const CHECK_DELAY_MS = 50;
+
+const EditorCheck = {
+  timer: null,
+  serial: 0,
+  graph: null,        // the last answer of /api/graph/check for the draft as it is
+  editedAt: null,     // performance.now() of the first edit not yet shown
+  latencies: [],      // edit to errors shown, ms (read by the benchmark)
+  wires: new Map(),   // "body|from|to" -> {type, shape}
+
+  schedule() {
+    unsay("canvas");
+    if (this.editedAt === null) this.editedAt = performance.now();
+    document.getElementById("estimates").classList.add("stale");
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.run(), CHECK_DELAY_MS);
+  },
+
+  async run() {
+    const serial = ++this.serial;
+    const draft = EditorModel.draft;
+    try {
+      const body = draft.mode === "family" ? {family: draft.family, settings: givenSettings(draft.settings)}
+        : {document: draft.document, settings: runSettings(draft)};
+      const graph = await api("/api/graph/check", {body});
+      if (serial !== this.serial) return;
+      this.graph = graph;
+      this.wires = new Map((graph.wires || []).map(w => [`${w.body}|${w.from}|${w.to}`, w]));
+      this.decorate();
+      this.showEstimates();
+      if (this.editedAt !== null) this.latencies.push(performance.now() - this.editedAt);
+      this.editedAt = null;
+      document.body.dataset.checked = String(serial);
+    } catch (err) {
+      if (serial === this.serial) say(err.message, true, "canvas");
+    }
+  },
+
+  wireType(bodyName, edge) {
+    const wire = this.wires.get(`${bodyName}|${edge.from}|${edge.to}`);
+    return wire ? wire.type : null;
+  },
+
+  errors() {
+    return (this.graph && this.graph.errors) || [];
+  },
+
+  decorate() {
+    const bodyName = EditorView.bodyName();
+    document.querySelectorAll("#editor-canvas .has-error").forEach(el => {
+      el.classList.remove("has-error");
+      delete el.dataset.error;
+    });
+    for (const wire of document.querySelectorAll("#editor-wires .wire")) {
+      const known = this.wires.get(`${bodyName}|${wire.dataset.from}|${wire.dataset.to}`);
+      wire.querySelector(".wire-shape").textContent = known ? known.shape || "" : "";
+      wire.querySelector("title").textContent = known ? `${known.type}: ${known.shape}` : "";
+      wire.setAttribute("aria-label", `wire from ${wire.dataset.from} to ${wire.dataset.to}${known ? ` ${known.shape}` : ""}`);
+    }
+    const errors = this.errors();
+    for (const error of errors) this.mark(error, bodyName);
+    this.badges(bodyName);
+    this.list(errors);
+    Inspector.showErrors(errors);
+  },
+
+  // An error on each node of the open body its path goes through, and on the port it names.
+  mark(error, bodyName) {
+    const steps = error.at ? error.at.map(key => splitKey(key)) : pathSteps(error.path || []);
+    steps.forEach((step, i) => {
+      if (step.body !== bodyName) return;
+      const node = document.querySelector(`#editor-nodes .node[data-id="${cssEscape(step.node)}"]`);
+      if (!node) return;
+      addError(node, error.message);
+      if (i === steps.length - 1 && error.port) {
+        const port = node.querySelector(`.port.in[data-ref="${cssEscape(portRef(step.node, error.port))}"]`)
+          || node.querySelector(`.port[data-ref="${cssEscape(portRef(step.node, error.port))}"]`);
+        if (port) addError(port, error.message);
+      }
+    });
+    if (!steps.length && error.port && bodyName === "") {
+      const wall = document.querySelector(`#editor-nodes .port[data-ref="${cssEscape(error.port)}"]`);
+      if (wall) addError(wall, error.message);
+    }
+  },
+
+  badges(bodyName) {
+    const nodes = (this.graph && this.graph.nodes) || {};
+    for (const badge of document.querySelectorAll("#editor-nodes .badge")) {
+      const id = badge.closest(".node").dataset.id;
+      const stats = nodes[`${bodyName}/${id}`];
+      badge.textContent = stats ? `${compact(stats.parameters)} params · ${bytes(stats.memory_bytes)} · ${Math.round(100 * (stats.share || 0))}%` : "";
+    }
+  },
+
+  list(errors) {
+    const panel = document.getElementById("graph-errors");
+    panel.replaceChildren(...errors.map(error => {
+      const where = [...(error.path || []), error.port].filter(Boolean).join("/") || (error.setting ? `setting ${error.setting}` : "the graph");
+      return element("li", {class: "graph-error", tabindex: 0, onclick: () => reveal(error)},
+        element("span", {class: "where"}, where), " ", error.message);
+    }));
+  },
+
+  showEstimates() {
+    const checked = this.graph;
+    const estimates = document.getElementById("estimates");
+    const causality = this.graph.causality;
+    const verdict = causality ? element("span", {id: "causality", class: causality.ok ? "sound" : "leaks"},
+      causality.ok ? `causal: ${causality.message || "no position sees the future"}` : `not causal: ${causality.message}`) : "";
+    const ok = checked && checked.parameters !== null && checked.parameters !== undefined && !this.errors().length;
+    if (!ok) {
+      estimates.replaceChildren(verdict);
+      estimates.className = "stale";
+      return;
+    }
+    const speed = checked.tokens_per_second ? Math.round(checked.tokens_per_second).toLocaleString() : "?";
+    estimates.replaceChildren(
+      element("span", {id: "parameters"}, `${checked.parameters.toLocaleString()} parameters`),
+      element("span", {id: "memory"}, `memory ≈ ${checked.memory} per training step`),
+      element("span", {id: "speed", title: `estimated from ${checked.speed_basis}`}, `≈ ${speed} tokens/s here`),
+      verdict, element("span", {class: "description"}, checked.description || ""));
+    estimates.className = "";
+  },
+};
+
+// "BODY/NODE" (a key of the layout and of the check's answers) as {body, node}.
+function splitKey(key) {
+  const cut = key.lastIndexOf("/");
+  return {body: key.slice(0, cut), node: key.slice(cut + 1)};
+}
+
+// The (body, node) pairs an error path passes through: a repeated group's copy number is skipped.
+function pathSteps(path) {
+  const steps = [];
+  let bodyName = "";
+  for (let i = 0; i < path.length; i++) {
+    const id = String(path[i]);
+    steps.push({body: bodyName, node: id});
+    const node = EditorModel.body(bodyName).nodes.find(n => n.id === id);
+    if (!node || node.group === undefined) break;
+    if (node.repeat !== undefined && /^\d+$/.test(String(path[i + 1]))) i++;
+    bodyName = node.group;
+  }
+  return steps;
+}
+
+function addError(el, message) {
+  el.classList.add("has-error");
+  el.dataset.error = el.dataset.error ? `${el.dataset.error}\n${message}` : message;
+  const title = el.querySelector(":scope > title");
+  if (title) title.textContent = el.dataset.error;
+}
+
+// Go to where an error is: its body opened and its node focused; a setting's field focused.
+function reveal(error) {
+  if (error.setting) return document.querySelector(`#inspector [data-setting="${cssEscape(error.setting)}"]`)?.focus();
+  const steps = error.at ? error.at.map(key => splitKey(key)) : pathSteps(error.path || []);
+  if (!steps.length) return;
+  const last = steps[steps.length - 1];
+  const path = steps.slice(1).map((step, i) => EditorModel.body(steps[i].body).nodes.find(n => n.id === steps[i].node).group);
+  Groups.go(path);
+  Selection.set([last.node]);
+  document.querySelector(`#editor-nodes .node[data-id="${cssEscape(last.node)}"]`)?.focus();
+}
+
+function givenSettings(settings) {
+  return Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== "" && v !== null && v !== undefined));
+}
+
+// The run settings of a draft: the data's and the training's (a family's shape settings are its document).
+function runSettings(draft) {
+  const keys = new Set([...Family.keysOf("data"), ...Family.keysOf("training")]);
+  return Object.fromEntries(Object.entries(givenSettings(draft.settings)).filter(([key]) => keys.has(key)));
+}
+
+function compact(n) {
+  if (n === null || n === undefined) return "?";
+  return n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(n);
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return "?";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}

@@ -1,0 +1,118 @@
+// The Compose editor's inspector, on the right: the family's shape settings (in family mode) or the line that
+// says the draft is a free graph, and its dims; the selected node's params (and a group's repeat); the run's data and
+// training settings, described as /api/canvas describes them. Every field's typing is one undoable step, and
+// a problem the check finds with a setting or the node shows under its field.
+"use strict";
+
+const Inspector = {
+  draw() {
+    const draft = EditorModel.draft;
+    const family = document.getElementById("inspector-family");
+    this.showMode();
+    family.replaceChildren(...(draft.mode === "family" ? Family.keysOf("shape", draft.family).map(key => settingField(key)) : []));
+    const dims = Object.entries(draft.document.dims || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+    document.getElementById("inspector-dims").replaceChildren(textField("dims", "dims", dims, "d=64, heads=4",
+      text => Edits.setDims(text), {"data-dims": "yes", title: "the document's sizes by name: name=size, ..."}));
+    document.getElementById("inspector-data").replaceChildren(...Family.keysOf("data").map(key => settingField(key)));
+    document.getElementById("inspector-training").replaceChildren(...Family.keysOf("training").map(key => settingField(key)));
+    this.drawNode();
+  },
+
+  // The line on what the draft is, and the family's settings only while it is a family's.
+  showMode() {
+    const draft = EditorModel.draft;
+    const line = document.getElementById("mode-line");
+    line.textContent = draft.mode === "graph" && draft.edited ? EDITED_LINE : draft.mode === "graph"
+      ? "a graph document: it trains as drawn" : `the ${Family.spec.families[draft.family].label} family: its shape settings`;
+    line.className = draft.mode === "graph" && draft.edited ? "edited" : "";
+    document.getElementById("inspector-family-section").hidden = draft.mode !== "family";
+    document.getElementById("inspector-dims-section").hidden = draft.mode === "family";
+  },
+
+  drawNode() {
+    const box = document.getElementById("inspector-node");
+    const ids = [...EditorView.selection];
+    const node = ids.length === 1 ? EditorModel.node(EditorView.bodyName(), ids[0]) : null;
+    if (!node) {
+      box.replaceChildren(element("div", {class: "note"}, ids.length ? `${ids.length} nodes selected` : "select a node to see its params"));
+      return;
+    }
+    const rows = [element("div", {class: "node-heading"}, `${node.id}: ${node.op !== undefined ? `op ${node.op}` : `group ${node.group}`}`)];
+    const doc = node.op !== undefined ? (Ports.ops[node.op] || {}).doc : (Ports.group(EditorModel.draft.document, node.group) || {}).description;
+    if (doc) rows.push(element("div", {class: "note"}, doc));
+    for (const param of paramsOf(node)) {
+      const value = (node.params || {})[param.name];
+      rows.push(textField(`param-${param.name}`, param.name, value === undefined ? "" : JSON.stringify(value).replace(/^"(.*)"$/, "$1"),
+        param.default === null || param.default === undefined ? "required" : String(param.default),
+        text => Edits.setParam(node.id, param.name, text), {"data-param": param.name}));
+    }
+    if (node.group !== undefined) {
+      rows.push(textField("repeat", "repeat", node.repeat === undefined ? "" : String(node.repeat), "1",
+        text => Edits.setRepeat(node.id, text), {"data-param": "repeat"}));
+    }
+    rows.push(element("div", {class: "node-errors"}));
+    box.replaceChildren(...rows);
+    this.showErrors(EditorCheck.errors());
+  },
+
+  showErrors(errors) {
+    document.querySelectorAll("#inspector .field-error").forEach(e => e.remove());
+    document.querySelectorAll("#inspector .has-error").forEach(e => e.classList.remove("has-error"));
+    for (const error of errors) {
+      const field = error.setting && document.querySelector(`#inspector [data-setting="${cssEscape(error.setting)}"]`);
+      if (field) {
+        field.closest(".field").classList.add("has-error");
+        field.closest(".field").after(element("div", {class: "field-error"}, error.message));
+      }
+    }
+    const ids = [...EditorView.selection];
+    const box = document.querySelector("#inspector-node .node-errors");
+    if (box && ids.length === 1) {
+      const key = `${EditorView.bodyName()}/${ids[0]}`;
+      const mine = errors.filter(e => (e.at || []).includes(key) || (!e.at && pathSteps(e.path || []).some(s => `${s.body}/${s.node}` === key)));
+      box.replaceChildren(...mine.map(e => element("div", {class: "field-error"}, e.message)));
+    }
+  },
+};
+
+// The params a node may take: an op's (with defaults), or its group's.
+function paramsOf(node) {
+  if (node.op !== undefined) return ((Ports.ops[node.op] || {}).params || []);
+  const group = Ports.group(EditorModel.draft.document, node.group) || {};
+  return Object.entries(group.params || {}).map(([name, value]) => ({name, default: value}));
+}
+
+function settingField(key) {
+  const setting = Family.spec.settings[key];
+  const value = EditorModel.draft.settings[key];
+  let input;
+  if (setting.input === "switch") {
+    input = element("select", {}, element("option", {value: ""}, `default (${setting.default})`),
+      element("option", {value: "true"}, "on"), element("option", {value: "false"}, "off"));
+    input.value = value === true ? "true" : value === false ? "false" : "";
+  } else if (setting.input === "choice") {
+    input = element("select", {}, element("option", {value: ""}, `default (${setting.default})`),
+      ...setting.options.map(option => element("option", {value: option}, option)));
+    input.value = value || "";
+  } else {
+    input = element("input", {placeholder: setting.default, size: 10});
+    input.value = value === undefined || value === null ? "" : value;
+  }
+  input.setAttribute("data-setting", key);
+  input.setAttribute("id", `setting-${key}`);
+  const read = () => setting.input === "switch" ? (input.value === "" ? null : input.value === "true") : input.value;
+  const edited = () => Edits.setSetting(key, read());
+  input.addEventListener("input", edited);
+  input.addEventListener("change", () => { edited(); EditorModel.endMerge(); });
+  input.addEventListener("blur", () => EditorModel.endMerge());
+  return element("label", {class: "field", title: `${setting.flag}: ${setting.help}`, for: `setting-${key}`},
+    element("span", {}, key), input);
+}
+
+function textField(id, label, value, placeholder, onEdit, attributes = {}) {
+  const input = element("input", {id: `inspect-${id}`, placeholder, size: 10, ...attributes});
+  input.value = value;
+  input.addEventListener("input", () => onEdit(input.value));
+  input.addEventListener("blur", () => EditorModel.endMerge());
+  return element("label", {class: "field", for: `inspect-${id}`}, element("span", {}, label), input);
+}

@@ -1,0 +1,107 @@
+// The Compose editor's draft outside the page: kept in localStorage on every change (so a reload finds it),
+// saved to studio.yaml (a family's run as today; a graph's run with its document in graphs/NAME.json and its
+// layout in studio/layout/NAME.json, written by the server), trained, and loaded back from a run.
+"use strict";
+
+const DRAFT_KEY = "microgpt-studio-draft";
+
+const DraftStore = {
+  timer: null,
+
+  store() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.storeNow(), 200);
+  },
+
+  storeNow() {
+    try {
+      localStorage.setItem(DRAFT_KEY, JSON.stringify({version: 1, draft: EditorModel.draft,
+        runName: document.getElementById("run-name").value, path: EditorView.path}));
+    } catch (err) { // storage full or turned off: the draft lives as long as the page
+    }
+  },
+
+  restore() {
+    try {
+      const kept = JSON.parse(localStorage.getItem(DRAFT_KEY) || "null");
+      if (!kept || kept.version !== 1 || !kept.draft || !kept.draft.document) return null;
+      return kept;
+    } catch (err) {
+      return null;
+    }
+  },
+};
+
+const RunIO = {
+  runName() {
+    return document.getElementById("run-name").value.trim();
+  },
+
+  // The layout as the server keeps it, with the view it is looked at from.
+  layout() {
+    return {...EditorModel.draft.layout, version: 1, viewport: {...EditorView.transform}};
+  },
+
+  body(name, overwrite) {
+    const draft = EditorModel.draft;
+    if (draft.mode === "family") return {name, graph: Family.chain(draft), layout: this.layout(), overwrite};
+    return {name, document: draft.document, layout: this.layout(), settings: runSettings(draft), overwrite};
+  },
+
+  // Save (and with `andStart`, start), asking first where the name is taken (saveOrAsk, api.js).
+  async save(andStart = false) {
+    DraftStore.storeNow();
+    const chosen = await saveOrAsk(this.runName(), async (name, overwrite) => {
+      const saved = await api("/api/save", {body: this.body(name, overwrite)});
+      return andStart ? {saved, run: await api(`/api/runs/${encodeURIComponent(name)}/start`, {body: {overwrite}})}
+        : {saved};
+    });
+    if (chosen === null) { say("not saved: the name is taken (nothing replaced)", false, "canvas"); return null; }
+    document.getElementById("run-name").value = chosen.name;
+    DraftStore.store();
+    const {saved, run} = chosen.result;
+    document.getElementById("saved-yaml").textContent =
+      `saved to ${saved.file}; the same run from a shell:\n  ${saved.command}\n\n${saved.yaml}`;
+    say(`saved run ${saved.saved} to ${saved.file}`, false, "canvas");
+    await this.refreshRunList();
+    return run || saved;
+  },
+
+  async start() {
+    const run = await this.save(true);
+    if (!run) return null;
+    say(`run ${run.name} is training (process ${run.pid}); watch it in Watch`, false, `run:${run.name}`);
+    Watch.follow(run.checkpoint, true);
+    return run;
+  },
+
+  // A run of studio.yaml as the draft: a graph run's document and layout, or a family run's settings.
+  async load(name) {
+    const run = await api(`/api/config?name=${encodeURIComponent(name)}`);
+    let draft;
+    if (run.document) {
+      draft = {mode: "graph", family: "graph", edited: false, settings: run.settings || Family.settingsOfChain(run),
+        extra: run.extra || {}, document: run.document, layout: run.layout || {version: 1, positions: {}, collapsed: []}};
+    } else {
+      draft = {...Family.fresh(run.family), settings: Family.settingsOfChain(run), extra: run.extra || {}};
+      if (run.layout) draft.layout = run.layout;
+    }
+    document.getElementById("run-name").value = run.name || name;
+    EditorView.path = [];
+    EditorModel.edit(`load ${name}`, d => Object.assign(d, draft), {structural: false});
+    if (draft.mode === "family") Family.regenerate();
+    if (draft.layout.viewport) { EditorView.transform = {...draft.layout.viewport}; EditorView.apply(); } else EditorView.fit();
+    say(`loaded run ${name} from studio.yaml`, false, "canvas");
+  },
+
+  async refreshRunList() {
+    const select = document.getElementById("load-run");
+    try {
+      const {runs} = await api("/api/configs");
+      select.replaceChildren(element("option", {value: ""}, "(a run of studio.yaml)"),
+        ...runs.map(name => element("option", {value: name}, name)));
+    } catch (err) {
+      say(err.message, true);
+    }
+  },
+};

@@ -1,0 +1,117 @@
+// The Compose editor's palette: the primitives and library groups of /api/graph/palette (and the document's
+// own groups), searchable; drag one onto the canvas, or click it to add it in the middle of the view. The
+// add menu offers the same at the pointer (double-click or right-click the canvas), with its own search box.
+"use strict";
+
+const Palette = {
+  items() {
+    const own = Object.entries(EditorModel.draft.document.groups || {})
+      .filter(([name]) => !(name in Ports.library))
+      .map(([name, group]) => ({kind: "group", name, doc: group.description || "a group of this document"}));
+    return [...Ports.palette.ops.map(op => ({kind: "op", name: op.name, doc: op.doc, params: op.params})),
+      ...Ports.palette.groups.map(group => ({kind: "group", name: group.name, doc: group.description})), ...own];
+  },
+
+  matching(query) {
+    const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+    return this.items().filter(item => words.every(w => `${item.name} ${item.kind} ${item.doc || ""}`.toLowerCase().includes(w)));
+  },
+
+  init() {
+    document.getElementById("palette-search").addEventListener("input", () => this.draw());
+  },
+
+  draw() {
+    const list = document.getElementById("palette-list");
+    const query = document.getElementById("palette-search").value;
+    list.replaceChildren(...this.matching(query).map(item => {
+      const entry = element("li", {class: `palette-item ${item.kind}`, "data-kind": item.kind, "data-name": item.name,
+        title: item.doc || "", tabindex: 0, role: "button", "aria-label": `add ${item.kind} ${item.name}`},
+      element("span", {class: "item-kind"}, item.kind === "op" ? "op" : "group"), item.name);
+      entry.addEventListener("pointerdown", event => this.drag(event, item));
+      entry.addEventListener("keydown", event => {
+        if (event.key === "Enter") addAndShow(item, EditorView.centre());
+      });
+      return entry;
+    }));
+  },
+
+  // A drag from the palette: dropped on the canvas it adds the node there; a click adds it in view.
+  drag(event, item) {
+    if (event.button !== 0) return;
+    event.preventDefault();
+    const ghost = document.getElementById("palette-ghost");
+    const start = {x: event.clientX, y: event.clientY};
+    let moved = false;
+    const move = e => {
+      if (Math.abs(e.clientX - start.x) + Math.abs(e.clientY - start.y) > 3) moved = true;
+      ghost.textContent = item.name;
+      ghost.style.left = `${e.clientX + 6}px`;
+      ghost.style.top = `${e.clientY + 6}px`;
+      ghost.hidden = !moved;
+    };
+    const up = e => {
+      document.removeEventListener("pointermove", move);
+      document.removeEventListener("pointerup", up);
+      ghost.hidden = true;
+      if (!moved) return addAndShow(item, EditorView.centre());
+      const over = document.elementFromPoint(e.clientX, e.clientY);
+      if (over && over.closest("#editor-canvas")) addAndShow(item, EditorView.toWorld(e.clientX, e.clientY));
+    };
+    document.addEventListener("pointermove", move);
+    document.addEventListener("pointerup", up);
+  },
+};
+
+function addAndShow(item, at) {
+  const id = Edits.addNode(item, {x: at.x - NODE_W / 2, y: at.y - HEADER});
+  if (id) {
+    Selection.set([id]);
+    say(`added ${item.kind} ${item.name} as ${id}`, false, "canvas");
+  }
+}
+
+const AddMenu = {
+  at: null, // where the node goes, in the canvas's coordinates
+
+  open(clientX, clientY) {
+    const menu = document.getElementById("add-menu");
+    const area = document.getElementById("editor-area").getBoundingClientRect();
+    this.at = EditorView.toWorld(clientX, clientY);
+    menu.style.left = `${clientX - area.left}px`;
+    menu.style.top = `${clientY - area.top}px`;
+    menu.hidden = false;
+    const search = document.getElementById("add-search");
+    search.value = "";
+    this.draw();
+    search.focus();
+  },
+
+  close() {
+    document.getElementById("add-menu").hidden = true;
+  },
+
+  init() {
+    const search = document.getElementById("add-search");
+    search.addEventListener("input", () => this.draw());
+    search.addEventListener("keydown", event => {
+      if (event.key === "Escape") this.close();
+      if (event.key === "Enter") {
+        const first = Palette.matching(search.value)[0];
+        if (first) this.choose(first);
+      }
+    });
+  },
+
+  draw() {
+    const list = document.getElementById("add-list");
+    list.replaceChildren(...Palette.matching(document.getElementById("add-search").value).slice(0, 40).map(item =>
+      element("li", {class: `add-item ${item.kind}`, "data-name": item.name, title: item.doc || "",
+        onclick: () => this.choose(item)}, element("span", {class: "item-kind"}, item.kind), item.name)));
+  },
+
+  choose(item) {
+    this.close();
+    addAndShow(item, {x: this.at.x + NODE_W / 2, y: this.at.y + HEADER});
+  },
+};

@@ -1,0 +1,193 @@
+// The Compose editor under the pointer: drag a port to another to wire them, click and shift-click nodes to
+// select, drag them to move the selection, drag empty canvas (or the middle button, or space-drag) to pan,
+// shift- or Ctrl-drag it for a selection box, wheel to zoom at the pointer, double-click or right-click for
+// the add menu.
+"use strict";
+
+const Pointer = {
+  spaceHeld: false,
+
+  init(svg) {
+    svg.addEventListener("pointerdown", event => this.down(event));
+    svg.addEventListener("wheel", event => {
+      event.preventDefault();
+      EditorView.zoomAt(Math.exp(-event.deltaY * 0.0015), event.clientX, event.clientY);
+    }, {passive: false});
+    svg.addEventListener("dblclick", event => {
+      if (!event.target.closest(".node, .wire")) AddMenu.open(event.clientX, event.clientY);
+    });
+    svg.addEventListener("contextmenu", event => {
+      event.preventDefault();
+      AddMenu.open(event.clientX, event.clientY);
+    });
+    svg.addEventListener("click", event => this.clickButton(event));
+    svg.addEventListener("pointermove", event => this.hover(event));
+    document.addEventListener("keydown", event => {
+      if (event.key === " " && !isTyping(event.target) && composeActive()) { this.spaceHeld = true; event.preventDefault(); }
+    });
+    document.addEventListener("keyup", event => { if (event.key === " ") this.spaceHeld = false; });
+  },
+
+  down(event) {
+    AddMenu.close();
+    if (isTyping(document.activeElement)) document.activeElement.blur(); // the keys are the canvas's again
+    const port = event.target.closest(".port");
+    const button = event.target.closest(".node-button");
+    const nodeBox = event.target.closest(".node:not(.wall)");
+    const wire = event.target.closest(".wire");
+    if (event.button === 1 || (event.button === 0 && this.spaceHeld)) return this.drag(event, this.pan());
+    if (event.button !== 0) return;
+    if (port) return this.drag(event, this.wire(port));
+    if (button) return;
+    if (nodeBox) {
+      nodeBox.focus({preventScroll: true});
+      return this.drag(event, this.move(nodeBox.dataset.id, event.shiftKey));
+    }
+    if (wire) { event.preventDefault(); wire.focus(); return; }
+    if (event.shiftKey || event.ctrlKey || event.metaKey) return this.drag(event, this.box(event));
+    return this.drag(event, this.pan(true));
+  },
+
+  // Follow the pointer until it is released: `handler` has move(event, dx, dy) and up(event, moved).
+  drag(event, handler) {
+    event.preventDefault();
+    const start = {x: event.clientX, y: event.clientY};
+    let moved = false;
+    const move = e => {
+      if (Math.abs(e.clientX - start.x) + Math.abs(e.clientY - start.y) > 2) moved = true;
+      handler.move(e, e.clientX - start.x, e.clientY - start.y);
+    };
+    const up = e => {
+      document.removeEventListener("pointermove", move);
+      document.removeEventListener("pointerup", up);
+      handler.up(e, moved);
+    };
+    document.addEventListener("pointermove", move);
+    document.addEventListener("pointerup", up);
+  },
+
+  pan(clearsSelection = false) {
+    const from = {...EditorView.transform};
+    return {
+      move: (e, dx, dy) => {
+        EditorView.transform.x = from.x + dx;
+        EditorView.transform.y = from.y + dy;
+        EditorView.apply();
+      },
+      up: (e, moved) => { if (!moved && clearsSelection) Selection.set([]); },
+    };
+  },
+
+  wire(port) {
+    Wiring.begin(port);
+    const start = EditorRender.portPoint(port.dataset.ref, port.dataset.side);
+    const line = document.getElementById("editor-drag-wire");
+    return {
+      move: e => {
+        const at = EditorView.toWorld(e.clientX, e.clientY);
+        line.setAttribute("d", Wiring.start.side === "out" ? curve(start, at) : curve(at, start));
+        const over = document.elementFromPoint(e.clientX, e.clientY)?.closest(".port");
+        if (over && over !== port) {
+          const refused = Wiring.refusal(over);
+          showHint(refused || `connect to ${over.dataset.ref} (${over.dataset.type || "any"})`, e.clientX, e.clientY, Boolean(refused));
+        } else hideHint();
+      },
+      up: e => {
+        const over = document.elementFromPoint(e.clientX, e.clientY)?.closest(".port");
+        if (!over || over === port) return Wiring.cancel();
+        const refused = Wiring.finish(over);
+        if (refused) say(`cannot wire: ${refused}`, true, "canvas");
+      },
+    };
+  },
+
+  move(id, shift) {
+    if (shift) Selection.toggle(id);
+    else if (!EditorView.selection.has(id)) Selection.set([id]);
+    const ids = [...EditorView.selection];
+    const bodyName = EditorView.bodyName();
+    const from = Object.fromEntries(ids.map(n => [n, [...(EditorModel.position(bodyName, n) || [0, 0])]]));
+    const k = () => EditorView.transform.k;
+    return {
+      move: (e, dx, dy) => {
+        for (const n of ids) {
+          EditorModel.draft.layout.positions[`${bodyName}/${n}`] = [from[n][0] + dx / k(), from[n][1] + dy / k()];
+        }
+        EditorRender.moved(ids);
+      },
+      up: (e, moved) => {
+        if (!moved) return;
+        const to = Object.fromEntries(ids.map(n => [n, EditorModel.position(bodyName, n).map(Math.round)]));
+        for (const n of ids) EditorModel.draft.layout.positions[`${bodyName}/${n}`] = from[n];
+        Edits.moveTo(to);
+      },
+    };
+  },
+
+  // A rubber band: the nodes it touches are added to the selection.
+  box(event) {
+    const origin = EditorView.toWorld(event.clientX, event.clientY);
+    const band = document.getElementById("editor-band");
+    const keep = [...EditorView.selection];
+    let rect = null;
+    return {
+      move: e => {
+        const at = EditorView.toWorld(e.clientX, e.clientY);
+        rect = {x: Math.min(origin.x, at.x), y: Math.min(origin.y, at.y), width: Math.abs(at.x - origin.x),
+          height: Math.abs(at.y - origin.y)};
+        for (const [key, value] of Object.entries(rect)) band.setAttribute(key, value);
+        band.style.display = "";
+      },
+      up: () => {
+        band.style.display = "none";
+        if (!rect) return;
+        const hit = [...EditorRender.geometry.entries()].filter(([id, s]) => !id.startsWith("@")
+          && s.x < rect.x + rect.width && s.x + s.width > rect.x && s.y < rect.y + rect.height && s.y + s.height > rect.y)
+          .map(([id]) => id);
+        Selection.set([...keep, ...hit]);
+      },
+    };
+  },
+
+  clickButton(event) {
+    const button = event.target.closest(".node-button");
+    if (!button) return;
+    const id = button.closest(".node").dataset.id;
+    if (button.classList.contains("collapse")) Edits.toggleCollapsed(id);
+    if (button.classList.contains("open")) Groups.open(id);
+  },
+
+  hover(event) {
+    if (Wiring.start) return;
+    const error = event.target.closest("[data-error]");
+    if (error) showHint(error.dataset.error, event.clientX, event.clientY, true);
+    else hideHint();
+  },
+};
+
+// The selected nodes of the open body, shown as such and in the inspector.
+const Selection = {
+  set(ids) {
+    EditorView.selection = new Set(ids);
+    this.show();
+  },
+
+  toggle(id) {
+    if (EditorView.selection.has(id)) EditorView.selection.delete(id); else EditorView.selection.add(id);
+    this.show();
+  },
+
+  show() {
+    document.querySelectorAll("#editor-nodes .node").forEach(g => g.classList.toggle("selected",
+      EditorView.selection.has(g.dataset.id)));
+    Inspector.drawNode();
+  },
+};
+
+function isTyping(target) {
+  return target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT");
+}
+
+function composeActive() {
+  return document.getElementById("compose").classList.contains("active");
+}

@@ -1,0 +1,203 @@
+// The Compose editor's drawing of the open body in SVG: each node with its inputs on the left and outputs on
+// the right, its label and a summary of its params; the body's own ports on two walls at the left and right;
+// the wires as curves. Every node, port and wire is focusable and named for a screen reader. What the check
+// found (shapes, errors, sizes) is drawn on top by EditorCheck.decorate.
+"use strict";
+
+const NODE_W = 190, HEADER = 24, ROW = 18, LINE = 14, PAD = 6;
+
+const EditorRender = {
+  geometry: new Map(), // node id ("@in", "@out" for the walls) -> {x, y, width, height, inputs, outputs}
+  wiresOf: new Map(),  // node id -> the wire elements that touch it
+
+  render() {
+    const bodyName = EditorView.bodyName();
+    const body = EditorModel.body(bodyName);
+    const documentNow = EditorModel.draft.document;
+    const nodesLayer = document.getElementById("editor-nodes");
+    const wiresLayer = document.getElementById("editor-wires");
+    this.geometry = new Map();
+    this.wiresOf = new Map();
+    const drawn = [];
+    for (const node of body.nodes) {
+      const shape = this.shapeOf(documentNow, bodyName, node);
+      this.geometry.set(node.id, shape);
+      drawn.push(this.drawNode(bodyName, node, shape));
+    }
+    for (const wall of this.walls(documentNow, bodyName)) {
+      this.geometry.set(wall.id, wall);
+      drawn.push(this.drawWall(wall));
+    }
+    nodesLayer.replaceChildren(...drawn);
+    wiresLayer.replaceChildren(...body.edges.map(edge => this.drawWire(edge)).filter(Boolean));
+    Minimap.draw([...this.geometry.values()]);
+    EditorBreadcrumbs.draw();
+  },
+
+  shapeOf(documentNow, bodyName, node) {
+    const ports = Ports.of(documentNow, node);
+    const at = EditorModel.position(bodyName, node.id) || [0, 0];
+    const collapsed = node.group !== undefined && EditorModel.isCollapsed(bodyName, node.id);
+    const summary = collapsed ? [] : summaryLines(documentNow, node);
+    const rows = Math.max(1, ports.inputs.length, ports.outputs.length);
+    const height = HEADER + rows * ROW + summary.length * LINE + PAD + (node.group !== undefined ? 2 * LINE : 0);
+    return {x: at[0], y: at[1], width: NODE_W, height, inputs: ports.inputs, outputs: ports.outputs, summary, collapsed};
+  },
+
+  // The body's ports as two walls that frame its nodes.
+  walls(documentNow, bodyName) {
+    const {inputs, outputs} = Ports.walls(documentNow, bodyName);
+    const shapes = [...this.geometry.values()];
+    const minX = shapes.length ? Math.min(...shapes.map(s => s.x)) : 0;
+    const maxX = shapes.length ? Math.max(...shapes.map(s => s.x + s.width)) : 400;
+    const minY = shapes.length ? Math.min(...shapes.map(s => s.y)) : 0;
+    const wall = (id, x, ins, outs) => ({id, x, y: minY, width: 110, inputs: ins, outputs: outs, summary: [],
+      height: HEADER + Math.max(1, ins.length, outs.length) * ROW + PAD});
+    return [wall("@in", minX - 200, [], inputs), wall("@out", maxX + 90, outputs, [])];
+  },
+
+  drawNode(bodyName, node, shape) {
+    const kind = node.op !== undefined ? node.op : node.group;
+    const isGroup = node.group !== undefined;
+    const label = `${isGroup ? "group" : "op"} ${kind}`;
+    const g = svgElement("g", {class: "node" + (isGroup ? " group-node" : "") + (EditorView.selection.has(node.id) ? " selected" : ""),
+      "data-id": node.id, [isGroup ? "data-group" : "data-op"]: kind, tabindex: 0, role: "group",
+      "aria-label": `node ${node.id}: ${label}${node.repeat !== undefined ? `, repeated ${node.repeat}` : ""}`,
+      transform: `translate(${shape.x},${shape.y})`});
+    g.append(svgElement("rect", {class: "node-box", width: shape.width, height: shape.height, rx: 5}),
+      svgElement("rect", {class: "node-head", width: shape.width, height: HEADER, rx: 5}),
+      svgElement("text", {class: "node-title", x: 8, y: 16}, node.id),
+      svgElement("text", {class: "node-kind", x: shape.width - 8, y: 16, "text-anchor": "end"},
+        clip(kind + (node.repeat !== undefined ? ` ×${node.repeat}` : ""), Math.max(6, 28 - node.id.length))));
+    if (isGroup) {
+      g.append(nodeButton("collapse", shape.collapsed ? "▸" : "▾", 4, shape.height - LINE - 2,
+        shape.collapsed ? `expand ${node.id}` : `collapse ${node.id}`),
+      nodeButton("open", "open ⤢", shape.width - 52, shape.height - LINE - 2, `open group ${node.group} (${node.id})`),
+      svgElement("text", {class: "badge", x: 8, y: shape.height - LINE - 6}));
+    }
+    this.drawPorts(g, node.id, shape);
+    shape.summary.forEach((line, i) => g.append(svgElement("text", {class: "summary", x: 8,
+      y: HEADER + Math.max(1, shape.inputs.length, shape.outputs.length) * ROW + i * LINE + 10}, line)));
+    g.append(svgElement("title", {}, ""));
+    return g;
+  },
+
+  drawWall(wall) {
+    const g = svgElement("g", {class: "node wall", "data-id": wall.id, transform: `translate(${wall.x},${wall.y})`,
+      role: "group", "aria-label": wall.id === "@in" ? "the body's inputs" : "the body's outputs"});
+    g.append(svgElement("rect", {class: "node-box", width: wall.width, height: wall.height, rx: 3}),
+      svgElement("text", {class: "node-title", x: 8, y: 16}, wall.id === "@in" ? "inputs" : "outputs"));
+    this.drawPorts(g, wall.id, wall);
+    return g;
+  },
+
+  drawPorts(g, nodeId, shape) {
+    const wall = nodeId.startsWith("@");
+    shape.inputs.forEach((port, i) => g.append(portElement(nodeId, wall, port, "in", 0, HEADER + i * ROW + ROW / 2)));
+    shape.outputs.forEach((port, i) => g.append(portElement(nodeId, wall, port, "out", shape.width, HEADER + i * ROW + ROW / 2)));
+  },
+
+  // Where a port is on the canvas: side "out" or "in" of node `id` (or the walls for a ref without a node).
+  portPoint(ref, side) {
+    const {node, port} = splitRef(ref);
+    const id = node === null ? (side === "out" ? "@in" : "@out") : node;
+    const shape = this.geometry.get(id);
+    if (!shape) return null;
+    const list = side === "out" ? shape.outputs : shape.inputs;
+    const index = list.findIndex(p => p.name === port);
+    if (index < 0) return null;
+    return {x: shape.x + (side === "out" ? shape.width : 0), y: shape.y + HEADER + index * ROW + ROW / 2};
+  },
+
+  drawWire(edge) {
+    const a = this.portPoint(edge.from, "out"), b = this.portPoint(edge.to, "in");
+    if (!a || !b) return null;
+    const g = svgElement("g", {class: "wire", "data-from": edge.from, "data-to": edge.to, tabindex: 0, role: "button",
+      "aria-label": `wire from ${edge.from} to ${edge.to}`});
+    g.append(svgElement("path", {class: "wire-hit", d: curve(a, b)}), svgElement("path", {class: "wire-line", d: curve(a, b)}),
+      svgElement("text", {class: "wire-shape", x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 4, "text-anchor": "middle"}),
+      svgElement("title", {}, ""));
+    for (const ref of [edge.from, edge.to]) {
+      const {node} = splitRef(ref);
+      const id = node === null ? (ref === edge.from ? "@in" : "@out") : node;
+      if (!this.wiresOf.has(id)) this.wiresOf.set(id, []);
+      this.wiresOf.get(id).push(g);
+    }
+    return g;
+  },
+
+  // Move drawn nodes to their layout positions without redrawing anything else.
+  moved(ids) {
+    const bodyName = EditorView.bodyName();
+    const wires = new Set();
+    for (const id of ids) {
+      const shape = this.geometry.get(id), at = EditorModel.position(bodyName, id);
+      if (!shape || !at) continue;
+      [shape.x, shape.y] = at;
+      const g = document.querySelector(`#editor-nodes .node[data-id="${id}"]`);
+      if (g) g.setAttribute("transform", `translate(${shape.x},${shape.y})`);
+      for (const wire of this.wiresOf.get(id) || []) wires.add(wire);
+    }
+    for (const wire of wires) {
+      const a = this.portPoint(wire.dataset.from, "out"), b = this.portPoint(wire.dataset.to, "in");
+      if (!a || !b) continue;
+      wire.querySelectorAll("path").forEach(path => path.setAttribute("d", curve(a, b)));
+      const text = wire.querySelector(".wire-shape");
+      text.setAttribute("x", (a.x + b.x) / 2);
+      text.setAttribute("y", (a.y + b.y) / 2 - 4);
+    }
+  },
+
+  bounds() {
+    const shapes = [...this.geometry.values()];
+    if (!shapes.length) return null;
+    const x = Math.min(...shapes.map(s => s.x)), y = Math.min(...shapes.map(s => s.y));
+    const right = Math.max(...shapes.map(s => s.x + s.width)), bottom = Math.max(...shapes.map(s => s.y + s.height));
+    return {x, y, width: Math.max(1, right - x), height: Math.max(1, bottom - y)};
+  },
+};
+
+// A port at (x, y) of its node: the transform on a wrapper, so that a style of the port's own never moves it.
+function portElement(nodeId, wall, port, side, x, y) {
+  // a wall's output is the body's input port; its refs have no node
+  const ref = wall ? port.name : portRef(nodeId, port.name);
+  const role = side === "in" ? "input" : "output";
+  const g = svgElement("g", {class: `port ${side}`, "data-ref": ref, "data-side": side, "data-type": port.type || "",
+    "data-kinds": (port.kinds || ["*"]).join(","), "data-many": port.many ? "yes" : null, tabindex: 0, role: "button",
+    "aria-label": `${role} ${port.name} of ${wall ? "the body" : nodeId}: ${port.type || "any"}${port.many ? ", any number of wires" : ""}`});
+  g.append(svgElement("circle", {r: 5.5}), svgElement("text", {class: "port-name", x: side === "in" ? 9 : -9, y: 4,
+    "text-anchor": side === "in" ? "start" : "end"}, port.name), svgElement("title", {}, `${port.name}: ${port.type || "any"}`));
+  const placed = svgElement("g", {transform: `translate(${x},${y})`});
+  placed.append(g);
+  return placed;
+}
+
+function nodeButton(kind, text, x, y, label) {
+  const g = svgElement("g", {class: `node-button ${kind}`, tabindex: 0, role: "button", "aria-label": label,
+    transform: `translate(${x},${y})`});
+  g.append(svgElement("rect", {width: kind === "open" ? 48 : 14, height: LINE, rx: 3}),
+    svgElement("text", {x: kind === "open" ? 24 : 7, y: 11, "text-anchor": "middle"}, text));
+  return g;
+}
+
+function curve(a, b) {
+  const bend = Math.max(40, Math.abs(b.x - a.x) / 2);
+  return `M${a.x},${a.y} C${a.x + bend},${a.y} ${b.x - bend},${b.y} ${b.x},${b.y}`;
+}
+
+// A node's params in one line, and for a group what is inside it.
+function summaryLines(documentNow, node) {
+  const lines = [];
+  const params = Object.entries(node.params || {}).map(([k, v]) => `${k}=${Array.isArray(v) ? `[${v}]` : v}`).join(" ");
+  if (params) lines.push(clip(params, 34));
+  if (node.group !== undefined) {
+    const group = Ports.group(documentNow, node.group);
+    const inner = group && group.nodes ? group.nodes.map(n => n.id) : [];
+    if (inner.length) lines.push(clip(`${inner.length} nodes: ${inner.join(", ")}`, 34));
+  }
+  return lines;
+}
+
+function clip(text, length) {
+  return text.length > length ? text.slice(0, length - 1) + "…" : text;
+}

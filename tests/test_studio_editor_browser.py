@@ -1,0 +1,331 @@
+"""The Compose view's node editor in headless Chromium (Selenium, Debian's chromium and chromium-driver),
+against a real `microgpt studio` on a tiny workspace. The tests run in order on one studio and one browser:
+build a two-expert ensemble from the palette by dragging and wiring (real pointer events through
+ActionChains), see a shape error appear on a wire and a port and clear, train it and see its curve in Watch;
+open a group and come back by the breadcrumb; undo and redo with Ctrl+Z, Ctrl+Shift+Z and Ctrl+Y; wire with
+the keyboard alone and delete a wire with the Delete key; copy and paste two nodes with the wire between them;
+a refused wire says why; the draft survives a reload. With STUDIO_SCREENSHOTS=DIR the editor is saved there
+as PNGs (docs/studio-compose*.png)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
+pytest.importorskip("selenium", reason="the studio extra is not installed (selenium): pip install -e '.[studio]'")
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+                                 reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
+                                 "chromium-driver; .ci/run installs them as root)")]
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from microgpt.settings.named_runs import load_run
+from studio_workspace import make_workspace
+
+WAIT_S = 180  # the longest any one step may take on a loaded 2-core machine
+SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
+
+# The ensemble as from-family writes it, built here by hand: the wires to make, output first.
+WIRES = [("tokens", "expert.tokens"), ("zeros.out", "expert.stream"), ("zeros.out", "stream_add.stream"),
+         ("expert.write", "stream_add.write"), ("tokens", "expert2.tokens"), ("stream_add.stream", "expert2.stream"),
+         ("stream_add.stream", "stream_add2.stream"), ("expert2.write", "stream_add2.write"), ("tokens", "router.ids"),
+         ("stream_add2.stream", "router.stream"), ("router.weights", "mix.weights"), ("expert.logits", "mix.logits"),
+         ("expert2.logits", "mix.logits"), ("mix.out", "loss.logits"), ("mix.out", "logits")]
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
+    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
+                                "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    found = re.search(r"http://\S+", line)
+    if found is None:
+        process.kill()
+        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
+    yield found.group(0), workspace
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 0, err
+    assert "microgpt studio: stopped" in out
+
+
+@pytest.fixture(scope="module")
+def browser(studio):
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1400,1000"):
+        options.add_argument(argument)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.get(studio[0])
+    ready(driver)
+    yield driver
+    driver.quit()
+
+
+def ready(driver) -> None:
+    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready === 'yes' "
+                                            "&& document.body.dataset.editor === 'ready'"))
+
+
+def wait(driver, condition, timeout: float = WAIT_S):
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+
+
+def shot(driver, name: str) -> None:
+    """A screenshot for docs/studio.md, in 256 colours to stay small."""
+    if not SHOTS:
+        return
+    from PIL import Image
+
+    path = Path(SHOTS) / f"studio-{name}.png"
+    driver.save_screenshot(str(path))
+    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
+def node_ids(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('#editor-nodes .node:not(.wall)')]"
+                                 ".map(n => n.dataset.id)")
+
+
+def wires(driver) -> set[tuple[str, str]]:
+    return {tuple(pair) for pair in driver.execute_script(
+        "return [...document.querySelectorAll('#editor-wires .wire')].map(w => [w.dataset.from, w.dataset.to])")}
+
+
+def node(driver, node_id: str):
+    return driver.find_element(By.CSS_SELECTOR, f'#editor-nodes .node[data-id="{node_id}"] .node-head')
+
+
+def port(driver, ref: str, side: str):
+    return driver.find_element(By.CSS_SELECTOR, f'#editor-nodes .port.{side}[data-ref="{ref}"] circle')
+
+
+def canvas(driver):
+    return driver.find_element(By.ID, "editor-canvas")
+
+
+def drag_from_palette(driver, name: str, x: int, y: int) -> None:
+    """Drag palette entry `name` onto the canvas, dropped (x, y) pixels from the canvas's centre."""
+    item = driver.find_element(By.CSS_SELECTOR, f'.palette-item[data-name="{name}"]')
+    ActionChains(driver).click_and_hold(item).move_by_offset(20, 0).move_to_element_with_offset(canvas(driver), x, y) \
+        .release().perform()
+
+
+def drag_wire(driver, source: str, target: str) -> None:
+    ActionChains(driver).click_and_hold(port(driver, source, "out")).move_to_element(port(driver, target, "in")) \
+        .release().perform()
+
+
+def type_into(driver, selector: str, text: str) -> None:
+    field = driver.find_element(By.CSS_SELECTOR, selector)
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.DELETE)
+    if text:
+        field.send_keys(text)
+
+
+def press(driver, *keys: str) -> None:
+    """Keys pressed together (modifiers first) on whatever has the focus."""
+    chain = ActionChains(driver)
+    for key in keys[:-1]:
+        chain.key_down(key)
+    chain.send_keys(keys[-1])
+    for key in reversed(keys[:-1]):
+        chain.key_up(key)
+    chain.perform()
+
+
+def click_empty_canvas(driver) -> None:
+    """A click on empty canvas: the selection cleared, the keys the canvas's (nothing is typed in a field)."""
+    ActionChains(driver).move_to_element_with_offset(canvas(driver), 0, -260).click().perform()
+
+
+def checked(driver) -> str:
+    return driver.execute_script("return document.body.dataset.checked || ''")
+
+
+def settled(driver, before: str) -> None:
+    """Wait for a check answered after `before` (a serial from checked())."""
+    wait(driver, lambda d: checked(d) != before)
+
+
+def problems(driver) -> str:
+    return driver.find_element(By.ID, "graph-errors").text
+
+
+def test_build_a_two_expert_ensemble_from_the_palette(browser):
+    Select(browser.find_element(By.ID, "family")).select_by_value("graph")
+    wait(browser, lambda d: sorted(node_ids(d)) == ["embed", "head", "loss", "norm"])
+    for key, value in (("file", "tiny.txt"), ("seq_len", "16"), ("steps", "40"), ("batch_size", "4"),
+                       ("eval_every", "10"), ("val_tokens", "200"), ("gen", "0"), ("threads", "1")):
+        type_into(browser, f'#inspector [data-setting="{key}"]', value)
+    Select(browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="backend"]')).select_by_value("numpy")
+    type_into(browser, '#inspector [data-dims]', "d=16, heads=2, d_ff=32, n_layers=1, stream_dim=16, active_dims=16")
+    # the minimal graph's embed, norm and head go: click, shift-click, Delete
+    click_empty_canvas(browser)
+    node(browser, "embed").click()
+    ActionChains(browser).key_down(Keys.SHIFT).click(node(browser, "norm")).click(node(browser, "head")) \
+        .key_up(Keys.SHIFT).perform()
+    press(browser, Keys.DELETE)
+    wait(browser, lambda d: node_ids(d) == ["loss"])
+    for name, x, y in (("zeros", -380, -200), ("expert", -150, -220), ("stream_add", 80, -200),
+                       ("expert", -150, 0), ("stream_add", 80, 20), ("router", 300, -120), ("mix", 300, 80)):
+        browser.find_element(By.ID, "palette-search").send_keys(Keys.CONTROL, "a", Keys.DELETE)
+        drag_from_palette(browser, name, x, y)
+    wait(browser, lambda d: sorted(node_ids(d)) == ["expert", "expert2", "loss", "mix", "router", "stream_add",
+                                                    "stream_add2", "zeros"])
+    # each new node is where it was dropped: zeros left of the experts, the router right of them
+    assert browser.execute_script("return EditorModel.position('', 'zeros')[0] < EditorModel.position('', 'expert')[0]"
+                                  " && EditorModel.position('', 'expert')[0] < EditorModel.position('', 'router')[0]")
+    node(browser, "router").click()
+    type_into(browser, '#inspector-node [data-param="experts"]', "2")
+    browser.find_element(By.ID, "fit").click()
+    for source, target in WIRES:
+        drag_wire(browser, source, target)
+    wait(browser, lambda d: {("mix.out", "logits"), ("expert2.logits", "mix.logits")} <= wires(d))
+    got = wires(browser)
+    assert got == set(WIRES), set(WIRES) ^ got
+    wait(browser, lambda d: "parameters" in d.find_element(By.ID, "estimates").text and not problems(d))
+    shape = browser.find_element(By.CSS_SELECTOR, '.wire[data-from="zeros.out"][data-to="expert.stream"] .wire-shape')
+    assert shape.text == "[T, 16]"
+    assert "causal" in browser.find_element(By.ID, "causality").text
+    shot(browser, "compose")
+
+
+def test_a_shape_error_appears_on_the_wire_and_port_and_clears(browser):
+    node(browser, "zeros").click()
+    type_into(browser, '#inspector-node [data-param="width"]', "8")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#editor-nodes .port.has-error"))
+    wrong = browser.find_element(By.CSS_SELECTOR, "#editor-nodes .port.has-error")
+    assert wrong.get_attribute("data-ref") in ("expert.stream", "stream_add.stream"), wrong.get_attribute("data-ref")
+    assert "[T, 8]" in wrong.get_attribute("data-error") or "8" in problems(browser)
+    assert browser.find_element(By.CSS_SELECTOR, '.wire[data-from="zeros.out"][data-to="expert.stream"] '
+                                                 '.wire-shape').text == "[T, 8]"
+    assert "expects" in problems(browser), problems(browser)
+    shot(browser, "compose-error")
+    type_into(browser, '#inspector-node [data-param="width"]', "")
+    wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#editor-canvas .has-error") and not problems(d))
+
+
+def test_train_it_and_watch_it(browser, studio):
+    name = browser.find_element(By.ID, "run-name")
+    name.send_keys(Keys.CONTROL, "a")
+    name.send_keys("experts")
+    browser.find_element(By.ID, "start").click()
+    wait(browser, lambda d: "--run experts" in d.find_element(By.ID, "saved-yaml").text)
+    named = load_run(studio[1] / "studio.yaml", "experts")
+    assert named.values["family"] == "graph"
+    assert (studio[1] / named.values["graph"]).is_file()
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-view="watch"]').click()
+    wait(browser, lambda d: d.execute_script("const c = document.getElementById('chart-loss');"
+                                             "return c && c.data ? c.data[0].x.filter(x => x !== null).length : 0;") >= 2)
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-view="compose"]').click()
+
+
+def test_open_a_group_and_come_back(browser):
+    browser.find_element(By.CSS_SELECTOR, '#editor-nodes .node[data-id="expert"] .node-button.open').click()
+    wait(browser, lambda d: "expert" in d.find_element(By.ID, "breadcrumbs").text)
+    assert {"tok_emb", "read", "blocks", "head", "write"} <= set(node_ids(browser))
+    walls = browser.execute_script("return [...document.querySelectorAll('#editor-nodes .wall .port')]"
+                                   ".map(p => p.dataset.ref)")
+    assert set(walls) == {"tokens", "stream", "logits", "write"}
+    shot(browser, "compose-group")
+    browser.find_element(By.CSS_SELECTOR, '#breadcrumbs .crumb[data-depth="0"]').click()
+    wait(browser, lambda d: "router" in node_ids(d))
+    assert browser.find_element(By.ID, "breadcrumbs").text == "graph"
+
+
+def test_undo_and_redo_with_the_keyboard(browser):
+    click_empty_canvas(browser)
+    node(browser, "router").click()
+    press(browser, Keys.DELETE)
+    wait(browser, lambda d: "router" not in node_ids(d))
+    assert ("router.weights", "mix.weights") not in wires(browser)  # its wires went with it
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: "router" in node_ids(d) and ("router.weights", "mix.weights") in wires(d))
+    press(browser, Keys.CONTROL, Keys.SHIFT, "z")
+    wait(browser, lambda d: "router" not in node_ids(d))
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: "router" in node_ids(d))
+    press(browser, Keys.CONTROL, "y")
+    wait(browser, lambda d: "router" not in node_ids(d))
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: "router" in node_ids(d) and ("stream_add2.stream", "router.stream") in wires(d))
+
+
+def test_wire_without_a_mouse_and_delete_a_wire_with_the_keyboard(browser):
+    browser.execute_script("document.querySelector('.wire[data-from=\"mix.out\"][data-to=\"logits\"]').focus()")
+    press(browser, Keys.DELETE)
+    wait(browser, lambda d: ("mix.out", "logits") not in wires(d))
+    browser.execute_script("document.querySelector('#editor-nodes .port.out[data-ref=\"mix.out\"]').focus()")
+    press(browser, Keys.ENTER)  # starts a wire: the focus goes to the first port that takes it
+    assert browser.execute_script("return document.activeElement.dataset.side") == "in"
+    for _ in range(12):
+        if browser.execute_script("return document.activeElement.dataset.ref") == "logits":
+            break
+        press(browser, Keys.TAB)
+    assert browser.execute_script("return document.activeElement.dataset.ref") == "logits"
+    press(browser, Keys.ENTER)
+    wait(browser, lambda d: ("mix.out", "logits") in wires(d))
+    # Escape stops a wire being made, and makes nothing
+    before = wires(browser)
+    browser.execute_script("document.querySelector('#editor-nodes .port.out[data-ref=\"zeros.out\"]').focus()")
+    press(browser, Keys.ENTER)
+    press(browser, Keys.ARROW_DOWN)
+    press(browser, Keys.ESCAPE)
+    assert wires(browser) == before
+    assert not browser.find_elements(By.CSS_SELECTOR, "#editor-canvas.wiring")
+
+
+def test_a_refused_wire_says_why(browser):
+    source, target = port(browser, "expert.logits", "out"), port(browser, "router.stream", "in")
+    ActionChains(browser).click_and_hold(source).move_to_element(target).perform()
+    hint = browser.find_element(By.ID, "editor-hint")
+    assert hint.is_displayed() and hint.text == "logits cannot go to a stream input", hint.text
+    ActionChains(browser).release().perform()
+    assert ("expert.logits", "router.stream") not in wires(browser)
+    assert "logits cannot go to a stream input" in browser.find_element(By.ID, "message").text
+
+
+def test_copy_and_paste_two_nodes_with_their_wire(browser):
+    click_empty_canvas(browser)
+    node(browser, "expert2").click()
+    ActionChains(browser).key_down(Keys.SHIFT).click(node(browser, "stream_add2")).key_up(Keys.SHIFT).perform()
+    press(browser, Keys.CONTROL, "c")
+    press(browser, Keys.CONTROL, "v")
+    wait(browser, lambda d: {"expert3", "stream_add3"} <= set(node_ids(d)))
+    assert ("expert3.write", "stream_add3.write") in wires(browser)
+    assert not any("expert3" in a and "stream_add3" not in b for a, b in wires(browser))  # no wire from outside
+    assert browser.execute_script("return [...EditorView.selection].sort().join()") == "expert3,stream_add3"
+    assert browser.execute_script("return EditorView.inView({x: EditorModel.position('', 'expert3')[0],"
+                                  " y: EditorModel.position('', 'expert3')[1]})")
+    press(browser, Keys.DELETE)
+    wait(browser, lambda d: "expert3" not in node_ids(d))
+
+
+def test_the_draft_survives_a_reload(browser):
+    before = sorted(node_ids(browser))
+    browser.refresh()
+    ready(browser)
+    wait(browser, lambda d: sorted(node_ids(d)) == before)
+    assert browser.find_element(By.ID, "run-name").get_attribute("value") == "experts"
+    assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="file"]').get_attribute("value") == "tiny.txt"
