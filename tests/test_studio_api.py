@@ -98,7 +98,7 @@ def test_a_request_without_the_token_is_refused(workspace):
     assert bare.get("/api/canvas", headers={"X-Studio-Token": ""}).status_code == 401
     assert bare.get(f"/api/canvas?token={TOKEN}").status_code == 200
     assert bare.get("/api/canvas", headers={"X-Studio-Token": TOKEN}).status_code == 200
-    for path in ("/", "/static/canvas.js"):
+    for path in ("/", "/static/editor.js"):
         answer = bare.get(path)
         assert answer.status_code == 200 and TOKEN not in answer.text, path
         assert "set-cookie" not in answer.headers, path  # a cookie would reach every port of this host
