@@ -256,3 +256,77 @@ def test_the_check_needs_the_token(workspace):
     bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
     assert bare.get("/api/graph/palette").status_code == 401
     assert bare.post("/api/graph/check", json={"document": small_gpt()}).status_code == 401
+
+
+# ---- from-family and layouts ---------------------------------------------------------------------------------
+
+def positions_of(layout: dict, body: str) -> dict:
+    prefix = f"{body}/"
+    return {key[len(prefix):]: xy for key, xy in layout["positions"].items() if key.startswith(prefix)}
+
+
+def assert_laid_out(document: dict, layout: dict) -> None:
+    """Every node of the top level and of every group body it uses has a place of its own."""
+    assert layout["version"] == 1 and layout["collapsed"] == []
+    for body, nodes in [("", document["nodes"]),
+                        *((name, group["nodes"]) for name, group in with_library(document)["groups"].items())]:
+        places = positions_of(layout, body)
+        assert set(places) == {node["id"] for node in nodes}, body
+        assert len({tuple(xy) for xy in places.values()}) == len(places), f"two nodes of {body or 'the top'} overlap"
+
+
+def test_from_family_draws_an_ensemble_as_a_stream_bus_over_its_experts(client):
+    settings = {"cooperative": "d8x8n1,d8x8n1,d8x8n1", "stream_dim": 16, "prior": "bigram", "steps": 5}
+    answer = client.post("/api/graph/from-family", json={"family": "ensemble", "settings": settings}).json()
+    assert answer["errors"] == []
+    shape = Settings({"family": "ensemble", "cooperative": settings["cooperative"], "stream_dim": 16,
+                      "prior": "bigram"})
+    assert answer["document"] == document_for("ensemble", shape.model_config(65))
+    layout = answer["layout"]
+    assert_laid_out(answer["document"], layout)
+    top = positions_of(layout, "")
+    experts = [top[f"expert{i}"] for i in (1, 2, 3)]
+    adds = [top["prior_narrow"]] + [top[f"stream{i}"] for i in (1, 2, 3)]
+    assert len({y for _, y in experts}) == 1 and len({y for _, y in adds}) == 1, "each in one row"
+    assert adds[0][1] < experts[0][1] < top["mix"][1] < top["loss"][1], "the bus above, the mix below"
+    assert [x for x, _ in experts] == sorted(x for x, _ in experts), "side by side, in order"
+    for i, (x, _) in enumerate(experts):
+        assert adds[i][0] < x < adds[i + 1][0], "each between the stream it reads and the add it writes"
+    assert top["router"][1] == top["mix"][1] and top["prior"][1] < adds[0][1]
+
+
+def test_from_family_draws_lookahead_as_a_trunk_with_its_heads_side_by_side(client):
+    answer = client.post("/api/graph/from-family", json={"family": "lookahead",
+                                                         "settings": {"lookahead": 3, "d_model": 16}}).json()
+    top = positions_of(answer["layout"], "")
+    trunk = [top[node] for node in ("tok_emb", "blocks", "final_norm", "head", "loss")]
+    assert len({x for x, _ in trunk}) == 1 and [y for _, y in trunk] == sorted(y for _, y in trunk)
+    heads = [top[f"head{k}"] for k in (1, 2, 3)]
+    assert {y for _, y in heads} == {top["final_norm"][1]} and len({x for x, _ in heads}) == 3
+    assert_laid_out(answer["document"], answer["layout"])
+    gpt = client.post("/api/graph/from-family", json={"family": "gpt", "settings": {"n_layers": 2}}).json()
+    assert len({x for x, _ in positions_of(gpt["layout"], "").values()}) == 1, "gpt is a column"
+
+
+def test_from_family_reports_each_bad_shape_setting_and_refuses_a_family_without_a_graph(client):
+    answer = client.post("/api/graph/from-family", json={"family": "gpt", "settings": {"n_layers": "x",
+                                                                                     "file": "none.txt"}}).json()
+    assert answer["document"] is None and [e["setting"] for e in answer["errors"]] == ["n_layers"]
+    refused = client.post("/api/graph/from-family", json={"family": "graph", "settings": {}})
+    assert refused.status_code == 400 and "from-family" in refused.json()["error"]
+
+
+def test_any_document_is_laid_out_downward_without_overlaps_even_with_a_cycle(client):
+    for path in sorted(EXAMPLES.glob("*.json")):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        layout = client.post("/api/graph/layout", json={"document": document}).json()["layout"]
+        assert_laid_out(document, layout)
+        top = positions_of(layout, "")
+        for edge in document["edges"]:
+            source, target = edge["from"].partition(".")[0], edge["to"].partition(".")[0]
+            if source in top and target in top:
+                assert top[source][1] < top[target][1], (path.name, edge)
+    draft = small_gpt()
+    draft["nodes"] += [{"id": "a", "op": "relu"}, {"id": "b", "op": "relu"}]
+    draft["edges"] += [{"from": "a.out", "to": "b.x"}, {"from": "b.out", "to": "a.x"}]
+    assert_laid_out(draft, client.post("/api/graph/layout", json={"document": draft}).json()["layout"])

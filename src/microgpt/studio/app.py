@@ -2,7 +2,8 @@
 
 Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles (and plotly.min.js from
 the installed plotly package); `/api/canvas` the families' components; `/api/check` a graph's problems and
-costs; `/api/graph/palette` and `/api/graph/check` the node editor's primitives and check (graph_api.py);
+costs; `/api/graph/palette`, `/api/graph/check`, `/api/graph/from-family` and `/api/graph/layout` the node
+editor's primitives, check, family graphs and layouts (graph_api.py);
 `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
@@ -42,7 +43,7 @@ from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings, check_named_runs
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph, graph_of_run
-from microgpt.studio.graph_api import check_request, palette
+from microgpt.studio.graph_api import check_request, from_family_request, layout_request, palette
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, last_record, log_of, read_history, records_of, with_speed
@@ -108,6 +109,8 @@ class Studio:
             Route("/api/routing", self.routing, methods=["POST"]),
             Route("/api/graph/palette", self.graph_palette),
             Route("/api/graph/check", self.graph_check, methods=["POST"]),
+            Route("/api/graph/from-family", self.graph_from_family, methods=["POST"]),
+            Route("/api/graph/layout", self.graph_layout, methods=["POST"]),
             Route("/api/files", self.files), Route("/api/free-name", self.free_name), Route("/api/log", self.log),
         ]
         handlers = {**{kind: self.error for kind in USER_ERRORS}, OSError: file_error, Exception: failure}
@@ -193,6 +196,12 @@ class Studio:
 
     async def graph_check(self, request: Request) -> JSONResponse:
         return JSONResponse(check_request(await self.body(request), self.workspace).as_json())
+
+    async def graph_from_family(self, request: Request) -> JSONResponse:
+        return JSONResponse(from_family_request(await self.body(request), self.workspace))
+
+    async def graph_layout(self, request: Request) -> JSONResponse:
+        return JSONResponse(layout_request(await self.body(request)))
 
     async def configs(self, request: Request) -> JSONResponse:
         if not self.workspace.config.exists():

@@ -10,6 +10,8 @@
   operations (graph_costs.py), the step's memory and expected tokens/s, and the causality verdict of a graph
   that compiles: {"ok": true or false, "message"}, or {"ok": null} while it is still running past the check's
   budget (a big graph), when the next check of the same document has it. graph_run.py reads the settings.
+- `from_family_request` (POST /api/graph/from-family): a family's graph and layout for its shape settings;
+  `layout_request` (POST /api/graph/layout): a layout for any document (graph_layout.py).
 
 An error is {"path": the node path as the compiler flattens it (["blocks", "0", "attn"], [] for the graph or
 a setting), "at": the "BODY/NODE" keys of the nodes on that path, "port": a port or null, "message"}, with
@@ -32,6 +34,7 @@ from threadpoolctl import threadpool_limits
 from microgpt.backends import backend_class
 from microgpt.core.checks import format_bytes, shown
 from microgpt.core.errors import ConfigError
+from microgpt.core.registry import FAMILIES
 from microgpt.model.family import family
 from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.compile import GraphError, Trace, compile_graph
@@ -42,7 +45,9 @@ from microgpt.model.graph.ops import OPS
 from microgpt.model.graph.ops.base import KINDS, REQUIRED, Op, ValueType
 from microgpt.model.graph.program import Program
 from microgpt.model.memory import estimate_training_bytes
+from microgpt.settings.known import family_keys
 from microgpt.studio.graph_costs import node_costs
+from microgpt.studio.graph_layout import layout_of
 from microgpt.studio.graph_run import RunSettings, run_settings
 from microgpt.studio.speed import expected_tokens_per_second
 
@@ -257,3 +262,33 @@ def check_request(body: dict, workspace) -> GraphCheck:
               workspace)
     add_verdict(checked, verdict, trace, max(0.0, CHECK_BUDGET_S - (time.perf_counter() - started)))
     return checked
+
+
+def from_family_request(body: dict, workspace) -> dict:
+    """{"document": the family's graph for its shape settings, "layout": drawn as the family is, "errors": []},
+    or no document and the shape settings' problems, each on its setting. Only the family's shape settings
+    are read (the rest of the run's settings do not change its graph)."""
+    name = body.get("family")
+    if name not in WRITERS:
+        raise ConfigError(f"family {shown(name)} has no from-family graph; the families are {', '.join(WRITERS)}")
+    given = body.get("settings", {})
+    if not isinstance(given, dict):
+        raise ConfigError(f"settings must be an object of setting: value, not {type(given).__name__}")
+    shape = set(family_keys(family(name))) - {"vocab_size"}
+    checked = GraphCheck()
+    run = run_settings({key: value for key, value in given.items() if key in shape}, name, workspace, checked)
+    if run.config is None:
+        return {"document": None, "layout": None, "errors": checked.errors}
+    document = document_for(name, run.config)
+    return {"document": document, "layout": layout_of(document, name), "errors": []}
+
+
+def layout_request(body: dict) -> dict:
+    """{"layout"} of the body's document (read with its limits), drawn as `family` is where the body names one."""
+    document = body.get("document")
+    if not isinstance(document, dict):
+        raise ConfigError("give the document to lay out: {\"document\": a graph document}")
+    family_name = body.get("family")
+    if family_name is not None and family_name not in FAMILIES:
+        raise ConfigError(f"family {shown(family_name)} is not one of: {', '.join(FAMILIES)}")
+    return {"layout": layout_of(parse_document(json.dumps(document), "the document"), family_name)}
