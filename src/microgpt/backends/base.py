@@ -7,7 +7,8 @@ element-wise, embedding and optimiser ops of spec/ops.md (`add_` and `scale_`
 are the in-place twins of `add!` and `scale!` there). A new backend implements
 its abstract methods and can train. The fused ops, `causal_attention` and
 `gap_attention` (ours: attention that hides the positions right after each
-query, for fill-in-the-middle heads) have default implementations built from
+query, for fill-in-the-middle heads) and `window_attention` (ours: new queries
+against a KV cache's ring, each over its own window) have default implementations built from
 the separate ones, to be fused later (`attention_memory` says what a backend's
 attention keeps, for the memory estimate);
 `adamw_step` (ours, not the spec's: the optimiser of training/optim.py beyond the
@@ -261,6 +262,30 @@ class Backend(abc.ABC):
         dk = self.bmm(dscores, q, True, False)  # (n, T, w)
         return dq, dk, dv
 
+    def window_attention(self, q: Mat, keys: Mat, values: Mat, start: int, window: int, scale: float) -> Mat:
+        """out (G, n, w) of G heads' queries q (G, n, w) at positions start .. start + n - 1 against a key/value
+        ring (G, capacity, w) that holds position p in slot p % capacity (their own keys already written): query
+        i sees the positions from max(0, start + i - window + 1) to its own, the last `window`. Decoding with a
+        KV cache (model/kv_cache.py): one new token, or a few drafted ones past the window, each over its own.
+
+        This default gathers the positions the queries see, in position order, and runs causal_attention over
+        them while each query sees all before it; past the window, one product over the union of the queries'
+        windows under a band mask (MASKED_SCORE outside a query's own window, so its probability is exactly 0).
+        """
+        capacity, n = keys.shape[1], q.shape[1]
+        first, last = max(0, start - window + 1), start + n - 1  # the oldest position any query sees, the newest
+        if last - first + 1 > capacity:
+            raise ValueError(f"window_attention: {n} queries at {start} see {last - first + 1} positions, but the "
+                             f"ring holds {capacity}")
+        slots = np.arange(first, last + 1) % capacity  # (held,): the positions seen, in order
+        held_keys, held_values = keys[:, slots], values[:, slots]  # each (G, held, w)
+        if n == 1 or last < window:  # every query sees every position before it
+            return self.causal_attention(q, held_keys, held_values, scale)[0]
+        behind = np.arange(n)[:, None] + start - first - np.arange(len(slots))[None, :]  # (n, held): query - key
+        return self.bmm(self._masked_softmax(self.bmm(q, held_keys, False, True), scale,
+                                             (behind < 0) | (behind > window - 1)).reshape(q.shape[0], n, -1),
+                        held_values)  # (G, n, w)
+
     def _masked_softmax(self, scores: Mat, scale: float, hidden: np.ndarray) -> Mat:
         """(n*Tq, Tk) softmax_rows of scores (n, Tq, Tk) * scale with MASKED_SCORE added where the host's
         boolean (Tq, Tk) `hidden` is True (the same mask for every head): a hidden key's probability is
@@ -416,4 +441,4 @@ def extension_ops() -> list[str]:
     """The operations of ours beyond spec/ops.md that every backend has, with defaults in `Backend` (inherited or
     fused): attention, the memory estimate, AdamW and the shards' streams."""
     return ["causal_attention", "causal_attention_backward", "gap_attention", "gap_attention_backward",
-            "attention_memory", "adamw_step", "run_streams", "add_weighted_"]
+            "window_attention", "attention_memory", "adamw_step", "run_streams", "add_weighted_"]

@@ -4,8 +4,9 @@ Dense products (the d x d projections, the feed-forward, the head, and
 attention's batched Q K^T and P V) stay on BLAS through NumPy, as in the parent
 class. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
-gradients, Adam and AdamW run as numba kernels (`cpu_kernels/`), each in one
-thread, every reduction in a fixed order.
+gradients, Adam and AdamW, and decoding's attention over a KV cache's ring run
+as numba kernels (`cpu_kernels/`), each in one thread, every reduction in a
+fixed order.
 
 The threads work on shards of the batch: the backend has one stream per thread
 (`streams`), the model splits a batch into a shard of sequences per stream, and
@@ -126,6 +127,16 @@ class CpuBackend(NumpyBackend):
         np.matmul(early, v[:, :half], out=out[:, :half])
         np.matmul(late, v, out=out[:, half:])
         return out, CausalHalves(q, k, v, early, late)
+
+    def window_attention(self, q, keys, values, start, window, scale):
+        if not _contiguous(q, keys, values) or any(a.dtype != self.dtype for a in (q, keys, values)):
+            return super().window_attention(q, keys, values, start, window, scale)
+        n, capacity = q.shape[1], keys.shape[1]
+        if start + n - max(0, start - window + 1) > capacity:  # as the default refuses it
+            return super().window_attention(q, keys, values, start, window, scale)
+        out = np.empty_like(q)  # (G, n, w)
+        self.kernels.window_attention.window_attention(q, keys, values, start, window, self._typed(scale), out)
+        return out
 
     def causal_attention_backward(self, dout, saved, scale):
         if not isinstance(saved, CausalHalves):

@@ -41,6 +41,7 @@ def _import_kernels() -> SimpleNamespace:
             relu,
             rope,
             weighted_sum,
+            window_attention,
         )
     except Exception as exc:  # ImportError, or a broken llvmlite/numba raising anything
         raise BackendUnavailable(
@@ -50,6 +51,7 @@ def _import_kernels() -> SimpleNamespace:
     return SimpleNamespace(
         adam=adam, attention=attention, column_sums=column_sums, cross_entropy=cross_entropy,
         embedding=embedding, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope, weighted_sum=weighted_sum,
+        window_attention=window_attention,
     )
 
 
@@ -124,6 +126,8 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     square = np.ones((4, 4), dtype=dtype)  # (n*T, T): one block of attention scores
     k.attention.causal_softmax(square, one, np.empty_like(square), 4, 0)
     k.attention.causal_softmax_backward(square, square, one, np.empty_like(square), 4, 0)
+    ring = np.ones((1, 4, 4), dtype=dtype)  # (G, capacity, w): a KV cache's ring
+    k.window_attention.window_attention(ring[:, :2].copy(), ring, ring, 2, 3, one, np.empty((1, 2, 4), dtype))
     k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))
     k.layer_norm.layer_norm_backward(x, x, np.ones((2, 1), dtype), row, np.empty_like(x), np.empty_like(row),
                                      np.empty_like(row))
