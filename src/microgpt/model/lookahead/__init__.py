@@ -1,6 +1,7 @@
 """The lookahead family: a GPT trunk with K extra heads that look further ahead (mode mtp, which can draft for
 speculative sampling) or fill a hidden gap (mode gap), none of which sees the token it predicts
 (model/family.py says what a family gives; config.py the settings, heads.py the heads, model.py the model,
+distill.py the heads' distillation toward the main head,
 speculative.py the drafting decoder; docs/lookahead.md why the original's heads leak and these do not).
 """
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from microgpt.model.gpt import describe as describe_trunk
 from microgpt.model.gpt import parse_specs
-from microgpt.model.lookahead.config import LookaheadConfig, config_from
+from microgpt.model.lookahead.config import LookaheadConfig, config_from, upgrade_saved
 from microgpt.model.lookahead.model import Lookahead, param_specs
 from microgpt.model.transformer_memory import stack_parts
 
@@ -41,9 +42,10 @@ def memory_parts(config: LookaheadConfig, batch: int, backend) -> dict[str, int]
 def describe(config: LookaheadConfig) -> str:
     """'lookahead 2 mtp heads (1 layer each, weight 1) on gpt d4x24n4: d_model 96, ...'."""
     layers = f"{config.head_layers} layer{'s' if config.head_layers != 1 else ''} each"
+    distill = f", distill {config.lookahead_distill:g}" if config.lookahead_distill else ""
     return (f"lookahead {config.lookahead} {config.lookahead_mode} head{'s' if config.lookahead != 1 else ''} "
-            f"({layers}, weight {config.lookahead_weight:g}) on {describe_trunk(config)}")
+            f"({layers}, weight {config.lookahead_weight:g}{distill}) on {describe_trunk(config)}")
 
 
 __all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "config_from", "describe", "memory_parts", "param_specs",
-           "parse_specs"]
+           "parse_specs", "upgrade_saved"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microgpt.core.checks import Choice, NonNegativeNumber, Whole, whole
+from microgpt.core.checks import Choice, NonNegativeNumber, Number, Whole, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import setting
 from microgpt.model.gpt.config import GPTConfig
@@ -35,6 +35,18 @@ class HeadCount(Whole):
         return super().validate(value)
 
 
+class Share(Number):
+    """A finite float from 0 to 1."""
+
+    kind = "a number from 0 to 1"
+
+    def validate(self, value):
+        value = super().validate(value)
+        if not 0 <= value <= 1:
+            raise ValueError(self.kind)
+        return value
+
+
 @dataclass
 class LookaheadConfig(GPTConfig):
     lookahead: int = setting(2, "extra heads K beside the next-token head: head k predicts the token k after the "
@@ -49,9 +61,17 @@ class LookaheadConfig(GPTConfig):
                                metavar="N")
     lookahead_weight: float = setting(1.0, "the extra heads' share of the loss: main loss + W x their mean loss",
                                       NonNegativeNumber(), metavar="W")
+    lookahead_distill: float = setting(0.0, "mode mtp: the share B of each extra head's loss taken against the "
+                                       "main head's distribution at the token it predicts instead of the true "
+                                       "token (self-distillation, for drafts that sample --speculative keeps): "
+                                       "(1 - B) x CE(true token) + B x CE(main head's)", Share(), metavar="B")
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the trunk's checks, and every setting's (config.check_fields)
+        if self.lookahead_distill and self.lookahead_mode == "gap":
+            raise ConfigError("--lookahead-distill teaches mtp heads the main head's guess at the token they "
+                              "predict; a gap head sees text after its token, so the main head has nothing to "
+                              "teach it: drop --lookahead-distill, or use --lookahead-mode mtp")
         if self.head_layers == 0 and self.lookahead_mode == "gap":
             raise ConfigError("--head-layers 0 leaves a gap head without the block that reads past its gap, so it "
                               "would only repeat the main head; give --head-layers 1 or more, or --lookahead-mode mtp")
@@ -72,8 +92,14 @@ class LookaheadConfig(GPTConfig):
         return self.lookahead_mode == "mtp"
 
 
+def upgrade_saved(model: dict) -> dict:
+    """A saved config as this microgpt reads it: one saved before --lookahead-distill trained without it (0)."""
+    return model if "lookahead_distill" in model else {**model, "lookahead_distill": 0.0}
+
+
 def config_from(settings, vocab_size: int) -> LookaheadConfig:
     """The trunk's shape as GPT reads it (--heads may fix d_model), and the heads' settings."""
     trunk = trunk_config_from(settings, vocab_size)
-    heads = {key: settings.value(key) for key in ("lookahead", "lookahead_mode", "head_layers", "lookahead_weight")}
+    heads = {key: settings.value(key) for key in ("lookahead", "lookahead_mode", "head_layers", "lookahead_weight",
+                                                     "lookahead_distill")}
     return LookaheadConfig(**{f: getattr(trunk, f) for f in trunk.__dataclass_fields__}, **heads)

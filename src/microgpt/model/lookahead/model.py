@@ -5,7 +5,9 @@ adding its gradient into the trunk's before the next head starts (so peak memory
 The objective is the main loss + W x the mean of the heads' losses (W: --lookahead-weight). Each head's
 loss goes into the metrics log as "head<k>_loss"; the loss a step reports is the main head's, so that it
 compares with a plain GPT's and with the validation loss (the main head's), unless the objective is not
-finite, which is then reported, so that a diverging head stops training as the main head would.
+finite, which is then reported, so that a diverging head stops training as the main head would. With
+--lookahead-distill B each mtp head's loss in the objective mixes in the main head's distribution (distill.py);
+its "head<k>_loss" stays the loss against the true token.
 `logits`, `loss` (validation, eval) and `decoder()` (sampling) use the main head alone.
 """
 
@@ -20,6 +22,7 @@ from microgpt.model.gpt.model import GPT, Layers
 from microgpt.model.gpt.model import param_specs as trunk_specs
 from microgpt.model.heads import HeadLogits
 from microgpt.model.lookahead.config import LookaheadConfig
+from microgpt.model.lookahead.distill import soft_cross_entropy_grad, teacher_rows
 from microgpt.model.lookahead.heads import FutureHead, GapHead, head_specs
 from microgpt.model.lookahead.speculative import SpeculativeDecoder
 from microgpt.model.params import ParameterViews, ParamSpec
@@ -48,42 +51,55 @@ class LookaheadLayers(Layers):
         inputs = on_device[:, :-1].reshape(-1)  # (B*T,)
         x, block_saved = self.blocks_forward(inputs, batch, seq_len)  # (B*T, d): the trunk's last states
         h, norm_saved = self.final_norm.forward(x)  # (B*T, d)
-        main_loss, dlogits = be.fused_softmax_ce_grad(self.head.forward(h), on_device[:, 1:].reshape(-1))
+        main_logits = self.head.forward(h)  # (B*T, vocab)
+        teacher = be.softmax_rows(main_logits) if config.lookahead_distill else None  # (B*T, vocab)
+        main_loss, dlogits = be.fused_softmax_ce_grad(main_logits, on_device[:, 1:].reshape(-1))
         dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
         memory = dmemory = None
         if config.lookahead_mode == "gap":
             memory = be.embedding_gather(self.tok_emb, inputs, batch * seq_len, config.d_model)  # (B*T, d)
         share = config.lookahead_weight / config.lookahead  # each head's weight in the objective
-        metrics = {}
+        metrics, objective_losses = {}, []
         for head in self.extra:
-            loss, dx_head, dmemory_head = self.head_pass(head, x, memory, on_device, batch, seq_len, share)
+            loss, mixed, dx_head, dmemory_head = self.head_pass(head, x, memory, on_device, batch, seq_len, share,
+                                                                teacher)
             metrics[f"head{head.k}_loss"] = loss
+            objective_losses.append(mixed)
             be.add_(dx, dx_head)
             if dmemory_head is not None:
                 dmemory = dmemory_head if dmemory is None else be.add(dmemory, dmemory_head)
         self.blocks_backward(dx, inputs, batch, seq_len, block_saved)
         if dmemory is not None:
             be.embedding_scatter_add(dmemory, inputs, self.d_tok_emb, batch * seq_len, config.d_model)
-        objective = main_loss + config.lookahead_weight * sum(metrics.values()) / len(metrics)
+        objective = main_loss + config.lookahead_weight * sum(objective_losses) / len(objective_losses)
         return (main_loss if math.isfinite(objective) else objective), metrics
 
-    def head_pass(self, head, x, memory, on_device, batch: int, seq_len: int, share: float):
-        """One extra head's forward, loss and backward: (its mean loss, dx, dmemory) for the trunk's states x
-        (B*T, d). Only positions whose target lies inside the window count (T - offset + 1 of them)."""
-        be, vocab = self.be, self.config.vocab_size
+    def head_pass(self, head, x, memory, on_device, batch: int, seq_len: int, share: float, teacher=None):
+        """One extra head's forward, loss and backward: (its mean loss against the true token, its loss in the
+        objective, dx, dmemory) for the trunk's states x (B*T, d). Only positions whose target lies inside the
+        window count (T - offset + 1 of them). With `teacher`, the main head's distributions (B*T, vocab), the
+        objective's loss is (1 - B) x that + B x the loss against the main head's distribution (distill.py)."""
+        be, vocab, distill = self.be, self.config.vocab_size, self.config.lookahead_distill
         logits, saved = head.forward(x, memory, batch, seq_len)  # (B*T, vocab)
         counted = seq_len - head.offset + 1  # positions t with t + offset <= T
         targets = on_device[:, head.offset : head.offset + counted].reshape(-1)  # (B*counted,)
         if counted == seq_len:
             loss, dlogits = be.fused_softmax_ce_grad(logits, targets)  # (B*T, vocab)
+            mixed = loss  # a gap head (offset 1) is never distilled
         else:
             kept = logits.reshape(batch, seq_len, vocab)[:, :counted].reshape(batch * counted, vocab)  # (B*c, V)
             loss, dkept = be.fused_softmax_ce_grad(kept, targets)  # dkept (B*counted, vocab)
+            mixed = loss
+            if teacher is not None:
+                soft, dsoft = soft_cross_entropy_grad(be, kept, teacher_rows(teacher, batch, seq_len, head.k))
+                be.scale_(dkept, 1.0 - distill)
+                be.add_(dkept, be.scale(dsoft, distill))
+                mixed = (1.0 - distill) * loss + distill * soft
             dlogits = be.zeros(logits.shape)  # (B*T, vocab): nothing from the positions past the window's end
             dlogits.reshape(batch, seq_len, vocab)[:, :counted] = dkept.reshape(batch, counted, vocab)
         be.scale_(dlogits, share)
         dx, dmemory = head.backward(dlogits, saved, batch, seq_len)  # each (B*T, d) or None
-        return loss, dx, dmemory
+        return loss, mixed, dx, dmemory
 
 
 class Lookahead(GPT):

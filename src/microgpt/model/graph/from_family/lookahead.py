@@ -14,6 +14,7 @@ reach the metrics log as "head<k>_loss", the family's keys; their parameters are
 
 from __future__ import annotations
 
+from microgpt.core.errors import ConfigError
 from microgpt.model.family import family
 from microgpt.model.graph.document import FORMAT_VERSION, VERSION_KEY
 from microgpt.model.graph.from_family.gpt import edge, trunk_dims, trunk_nodes
@@ -38,7 +39,11 @@ def head_nodes(config) -> tuple[list[dict], list[dict]]:
 
 
 def document(config) -> dict:
-    """The graph document of a lookahead model with this LookaheadConfig."""
+    """The graph document of a lookahead model with this LookaheadConfig (one without --lookahead-distill: a
+    graph's losses are against the true tokens)."""
+    if config.lookahead_distill:
+        raise ConfigError("a graph document has no loss against another head's distribution, so --lookahead-distill "
+                          "has no graph; drop it for from-family")
     nodes, edges = trunk_nodes(config)
     extra_nodes, extra_edges = head_nodes(config)
     return {VERSION_KEY: FORMAT_VERSION, "description": f"from-family {family('lookahead').describe(config)}",
