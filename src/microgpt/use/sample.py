@@ -51,7 +51,8 @@ def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperatur
                         f"({tokenizer.describe()}); give a prompt with a word in it, or none")
     if speculation is not None:
         tokens = speculation.tokens(model, context, n_tokens, lambda logits: token_probs(logits, temperature, top_k,
-                                                                                          top_p), rng)
+                                                                                          top_p), rng,
+                                    greedy=temperature == 0)
     else:
         tokens = one_at_a_time(model.decoder() if use_cache else Rerun(model), context, n_tokens,
                                lambda logits: choose_token(logits, temperature, rng, top_k, top_p))

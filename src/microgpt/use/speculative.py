@@ -9,7 +9,10 @@ distribution p after each. Draft k is kept with probability min(1, p(d) / q_k(d)
 at the first one refused, the token there is drawn from the residual max(0, p - q_k), normalised, and the round
 ends (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding"; Chen et al. 2023).
 Every token is then distributed as the main head's (sample.token_probs of its logits), so at temperature 0,
-where every distribution is all on its argmax, the text is plain greedy sampling's.
+where every distribution is all on its argmax, the text is plain greedy sampling's. There (`greedy`) the rule
+comes down to comparing argmaxes, which is what is done: a draft is the head's argmax, kept while it is the
+main head's, and the first one that is not is replaced by the main head's. Above 0, tokens are drawn by the
+inverse of the cumulative distribution (`draw`), as numpy's Generator.choice does, without its checks.
 """
 
 from __future__ import annotations
@@ -23,13 +26,20 @@ from microgpt.core.errors import ConfigError
 from microgpt.use.choose import check_finite
 
 
+def draw(p: np.ndarray, rng: np.random.Generator) -> int:
+    """A token drawn from the distribution p (vocab,), which need not be normalised: the first whose cumulative
+    share passes a uniform draw (a token of probability 0 is never drawn)."""
+    cumulative = np.cumsum(p)  # (vocab,)
+    cumulative /= cumulative[-1]
+    return int(np.searchsorted(cumulative, rng.random(), side="right"))
+
+
 def accept_or_resample(draft: int, p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
     """(kept, token): the draft, drawn from q (vocab,), is kept with probability min(1, p(d) / q(d)); otherwise a
     token drawn from max(0, p - q), normalised. The token so chosen is distributed as p."""
     if rng.random() < min(1.0, p[draft] / q[draft]):
         return True, draft
-    residual = np.maximum(p - q, 0.0)  # (vocab,): not all 0, since p(d) < q(d) and both sum to 1
-    return False, int(rng.choice(len(residual), p=residual / residual.sum()))
+    return False, draw(np.maximum(p - q, 0.0), rng)  # not all 0, since p(d) < q(d) and both sum to 1
 
 
 @dataclass
@@ -43,9 +53,9 @@ class Speculation:
     kept: list[int] = field(default_factory=list)  # per head
 
     def tokens(self, model, context: list[int], n_tokens: int, probs: Callable[[np.ndarray], np.ndarray],
-               rng: np.random.Generator) -> Iterator[int]:
+               rng: np.random.Generator, greedy: bool = False) -> Iterator[int]:
         """n_tokens new tokens after `context` (appended to it), `probs` turning logits into the distribution to
-        sample from (temperature, top-k, top-p)."""
+        sample from (temperature, top-k, top-p); `greedy` (temperature 0) takes every argmax instead."""
         decoder = self.decoder_for(model)
         if not self.checked:
             self.checked, self.kept = [0] * decoder.drafts, [0] * decoder.drafts
@@ -54,7 +64,8 @@ class Speculation:
         main, drafts = decoder.prefill(context)  # (vocab,), (K, vocab)
         check_finite(main, 0)
         check_finite(drafts, 0)
-        token = int(rng.choice(len(main), p=probs(main)))  # the next token: the main head's
+        choose = (lambda logits: int(np.argmax(logits))) if greedy else (lambda logits: draw(probs(logits), rng))
+        token = choose(main)  # the next token: the main head's
         done = 0  # tokens made so far
         while True:
             room = min(decoder.drafts, n_tokens - done - 1)  # drafts that would still be wanted after `token`
@@ -63,21 +74,14 @@ class Speculation:
                 self.made += 1
                 yield token
                 return
-            draft_probs = [probs(drafts[k]) for k in range(room)]  # each (vocab,)
-            fed = [token] + [int(rng.choice(len(q), p=q)) for q in draft_probs]
+            draft_probs = None if greedy else [probs(drafts[k]) for k in range(room)]  # each (vocab,)
+            fed = [token] + ([int(np.argmax(drafts[k])) for k in range(room)] if greedy else
+                             [draw(q, rng) for q in draft_probs])
             mains, heads = decoder.feed(fed)  # (n, vocab), (n, K, vocab)
             check_finite(mains, done)
             check_finite(heads, done)
             self.passes += 1
-            kept, token = 1, None  # `token` becomes the next round's first, chosen once the drafts are judged
-            for k, q in enumerate(draft_probs):
-                self.checked[k] += 1
-                accepted, chosen = accept_or_resample(fed[k + 1], probs(mains[k]), q, rng)
-                if not accepted:
-                    token = chosen
-                    break
-                self.kept[k] += 1
-                kept += 1
+            kept, token = self.judge(fed, mains, draft_probs, probs, rng)
             decoder.keep(kept)
             for t in fed[:kept]:
                 context.append(t)
@@ -87,8 +91,26 @@ class Speculation:
             if done >= n_tokens:
                 return
             if token is None:  # every draft kept: the next token is the main head's after the last of them
-                token = int(rng.choice(len(mains[kept - 1]), p=probs(mains[kept - 1])))
+                token = choose(mains[kept - 1])
             drafts = heads[kept - 1]  # the heads' drafts for the tokens after `token`
+
+    def judge(self, fed: list[int], mains: np.ndarray, draft_probs, probs, rng) -> tuple[int, int | None]:
+        """(tokens of `fed` kept, the token that replaces the first refused draft or None): each draft fed[k + 1]
+        judged against the main head's logits mains[k] after the token before it. Without draft_probs
+        (greedy) a draft is kept when it is the main head's argmax; with them by accept_or_resample."""
+        kept = 1
+        for k in range(len(fed) - 1):
+            self.checked[k] += 1
+            if draft_probs is None:
+                best = int(np.argmax(mains[k]))
+                accepted, chosen = fed[k + 1] == best, best
+            else:
+                accepted, chosen = accept_or_resample(fed[k + 1], probs(mains[k]), draft_probs[k], rng)
+            if not accepted:
+                return kept, chosen
+            self.kept[k] += 1
+            kept += 1
+        return kept, None
 
     @staticmethod
     def decoder_for(model):
