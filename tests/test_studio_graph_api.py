@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,7 @@ from microgpt.settings.sources import Settings
 from microgpt.studio import graph_api
 from microgpt.studio.app import Studio
 from microgpt.studio.workspace import Workspace
-from studio_workspace import make_workspace
+from studio_workspace import ensemble_graph, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
@@ -330,3 +332,173 @@ def test_any_document_is_laid_out_downward_without_overlaps_even_with_a_cycle(cl
     draft["nodes"] += [{"id": "a", "op": "relu"}, {"id": "b", "op": "relu"}]
     draft["edges"] += [{"from": "a.out", "to": "b.x"}, {"from": "b.out", "to": "a.x"}]
     assert_laid_out(draft, client.post("/api/graph/layout", json={"document": draft}).json()["layout"])
+
+
+# ---- saving and loading graph runs ---------------------------------------------------------------------------
+
+RUN_SETTINGS = {**SETTINGS, "batch_size": 2, "steps": 3, "threads": 1, "backend": "numpy", "gen": 0}
+LAYOUT = {"version": 1, "positions": {"/tok_emb": [0, 0], "/blocks": [0, 120], "transformer_block/ln1": [5, 5]},
+          "collapsed": ["/blocks"], "viewport": {"x": 10, "y": -20, "k": 0.5}}
+
+
+def graph_body(name: str = "g1", **extra) -> dict:
+    return {"name": name, "document": small_gpt(), "layout": LAYOUT, "settings": RUN_SETTINGS, **extra}
+
+
+def written(workspace: Path) -> set[str]:
+    """Every file of the workspace but the text and prompts make_workspace writes."""
+    return {str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file()} - {"tiny.txt", "prompts.tsv"}
+
+
+@pytest.mark.slow
+def test_a_saved_graph_run_loads_back_and_trains_from_the_cli(client, workspace, tmp_path):
+    answer = client.post("/api/save", json=graph_body())
+    assert answer.status_code == 200, answer.text
+    saved = answer.json()
+    assert saved["graph"] == "graphs/g1.json" and saved["layout"] == "studio/layout/g1.json"
+    assert saved["command"] == "microgpt train --config studio.yaml --run g1"
+    assert json.loads((workspace / "graphs" / "g1.json").read_text(encoding="utf-8")) == small_gpt()
+    assert json.loads((workspace / "studio" / "layout" / "g1.json").read_text(encoding="utf-8")) == LAYOUT
+    assert written(workspace) == {"studio.yaml", "graphs/g1.json", "studio/layout/g1.json"}
+    loaded = client.get("/api/config", params={"name": "g1"}).json()
+    assert loaded["family"] == "graph" and loaded["document"] == small_gpt() and loaded["layout"] == LAYOUT
+    assert loaded["settings"] == RUN_SETTINGS and loaded["graph"] == "graphs/g1.json"
+    # the run's graph is relative to studio.yaml, as its file is: the CLI trains it from any directory
+    trained = subprocess.run([sys.executable, "-m", "microgpt", "train", "--config", str(workspace / "studio.yaml"),
+                              "--run", "g1", "--model", str(workspace / "checkpoints" / "g1")],
+                             check=False, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert trained.returncode == 0, trained.stderr
+    config = json.loads((workspace / "checkpoints" / "g1" / "config.json").read_text(encoding="utf-8"))
+    assert config["family"] == "graph"
+    state = json.loads((workspace / "checkpoints" / "g1" / "train_state.json").read_text(encoding="utf-8"))
+    assert state["step"] == 3
+
+
+def test_saving_a_graph_run_again_with_another_graph_asks_first(client, workspace):
+    assert client.post("/api/save", json=graph_body()).status_code == 200
+    assert client.post("/api/save", json=graph_body()).status_code == 200, "the very same run replaces nothing"
+    changed = graph_body()
+    changed["document"]["dims"]["d"] = 24
+    answer = client.post("/api/save", json=changed)
+    assert answer.status_code == 409 and answer.json()["exists"] is True and answer.json()["suggested"] == "g1-2"
+    assert json.loads((workspace / "graphs" / "g1.json").read_text(encoding="utf-8")) == small_gpt()
+    assert client.post("/api/save", json={**changed, "overwrite": True}).status_code == 200
+    assert json.loads((workspace / "graphs" / "g1.json").read_text(encoding="utf-8"))["dims"]["d"] == 24
+    (workspace / "graphs" / "mine.json").write_text("{}", encoding="utf-8")  # a document no run saved
+    answer = client.post("/api/save", json=graph_body("mine"))
+    assert answer.status_code == 409 and "no run's document" in answer.json()["error"]
+    assert (workspace / "graphs" / "mine.json").read_text(encoding="utf-8") == "{}"
+
+
+def test_a_graph_with_problems_is_not_saved(client, workspace):
+    broken = graph_body()
+    broken["document"]["edges"].pop()  # nothing goes to the graph's logits
+    answer = client.post("/api/save", json=broken)
+    assert answer.status_code == 400 and answer.json()["errors"][0]["message"]
+    leaking = graph_body()
+    leaking["document"]["groups"] = {"attention": copy.deepcopy(library_groups()["attention"])}
+    for node in leaking["document"]["groups"]["attention"]["nodes"]:
+        if node.get("op") == "attention":
+            node.setdefault("params", {})["mask"] = "full"
+    answer = client.post("/api/save", json=leaking)
+    assert answer.status_code == 400 and "sees the future" in answer.json()["errors"][0]["message"]
+    assert written(workspace) == set()
+
+
+def test_a_family_run_keeps_its_layout(client, workspace):
+    graph = ensemble_graph(steps=5)
+    answer = client.post("/api/save", json={"name": "ens", "graph": graph, "layout": LAYOUT})
+    assert answer.status_code == 200 and answer.json()["layout"] == "studio/layout/ens.json"
+    loaded = client.get("/api/config", params={"name": "ens"}).json()
+    assert loaded["family"] == "ensemble" and loaded["layout"] == LAYOUT and loaded["nodes"]
+    assert client.post("/api/save", json={"name": "ens2", "graph": graph}).status_code == 200
+    assert "layout" not in client.get("/api/config", params={"name": "ens2"}).json()
+
+
+# ---- hostile requests: one line each, nothing written ----------------------------------------------------------
+
+def one_line(answer, status: int) -> str:
+    assert answer.status_code == status, answer.text
+    message = answer.json()["error"]
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+@pytest.mark.parametrize("name", ["../up", "a/b", "a\0b", "..", ".hidden", "", "x" * 65, 5, None, ["a"]])
+def test_a_bad_run_name_is_refused_before_anything_is_written(client, workspace, name):
+    assert "run name" in one_line(client.post("/api/save", json={**graph_body(), "name": name}), 400)
+    assert written(workspace) == set()
+
+
+@pytest.mark.parametrize("layout", [[], "x", {"version": 2}, {"positions": {"../x": [0, 0]}},
+                                    {"positions": {"/a": [0]}}, {"positions": {"/a": [1e300, 0]}}, {"collapsed": "all"},
+                                    {"viewport": {"x": "far"}}, {"extra": 1}])
+def test_a_bad_layout_is_refused_and_nothing_is_written(client, workspace, layout):
+    one_line(client.post("/api/save", json={**graph_body(), "layout": layout}), 400)
+    one_line(client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(), "layout": layout}), 400)
+    assert written(workspace) == set()
+
+
+@pytest.mark.parametrize("route", ["/api/graph/check", "/api/graph/from-family", "/api/graph/layout", "/api/save"])
+@pytest.mark.parametrize("body", ["[]", '"text"', "5", "null", "{", '{"document": [], "settings": []}'])
+def test_a_body_that_is_no_object_of_the_right_kind_is_one_line(client, workspace, route, body):
+    answer = client.post(route, content=body, headers={"Content-Type": "application/json"})
+    if route == "/api/graph/check" and body.startswith('{"'):
+        assert answer.status_code == 200 and answer.json()["errors"][0]["message"]
+    else:
+        one_line(answer, 400)
+    assert written(workspace) == set()
+
+
+def test_a_huge_or_deep_document_is_refused(client, workspace):
+    huge = small_gpt()
+    huge["description"] = "x" * (2 * 1024 * 1024)  # past the studio's body limit
+    assert client.post("/api/graph/check", json={"document": huge}).status_code == 413
+    deep: dict = {}
+    inner = deep
+    for _ in range(80):  # past a document's 64 levels
+        inner["a"] = {}
+        inner = inner["a"]
+    document = {**small_gpt(), "description": "deep", "dims": {"d": 16, "d_ff": 32, "heads": 2}}
+    document["groups"] = {"g": {"description": "x", "params": deep}}
+    for route in ("/api/graph/check", "/api/save"):
+        answer = client.post(route, json={**graph_body(), "document": document})
+        errors = answer.json()["errors"] if answer.status_code == 200 else answer.json().get("errors") or [
+            {"message": one_line(answer, 400)}]
+        assert any("deeper than 64" in error["message"] for error in errors), route
+    one_line(client.post("/api/graph/layout", json={"document": document}), 400)
+    assert written(workspace) == set()
+
+
+def test_a_graph_run_whose_document_points_out_or_is_a_yaml_bomb_is_refused_on_load(client, workspace):
+    outside = workspace.parent / "outside.json"
+    outside.write_text(json.dumps(small_gpt()), encoding="utf-8")
+    bomb = "microgpt_graph: 1\na: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(9))
+    (workspace / "bomb.yaml").write_text(bomb, encoding="utf-8")
+    (workspace / "studio.yaml").write_text(
+        "runs:\n  out: {family: graph, graph: ../outside.json}\n  bomb: {family: graph, graph: bomb.yaml}\n",
+        encoding="utf-8")
+    assert "outside the workspace" in one_line(client.get("/api/config", params={"name": "out"}), 403)
+    assert "aliases" in one_line(client.get("/api/config", params={"name": "bomb"}), 400)
+    for name in ("../x", "a/b"):
+        one_line(client.get("/api/config", params={"name": name}), 400)
+
+
+def test_the_studios_files_are_never_written_through_a_link_out(client, workspace):
+    outside = workspace.parent / "elsewhere"
+    outside.mkdir()
+    (workspace / "graphs").symlink_to(outside)
+    assert "outside the workspace" in one_line(client.post("/api/save", json=graph_body()), 403)
+    (workspace / "graphs").unlink()
+    (workspace / "graphs").mkdir()
+    (workspace / "graphs" / "g1.json").symlink_to(outside / "g1.json")
+    assert "symlink" in one_line(client.post("/api/save", json=graph_body()), 403)
+    (workspace / "studio").mkdir()
+    (workspace / "studio" / "layout").symlink_to(outside)
+    (workspace / "graphs" / "g1.json").unlink()
+    one_line(client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(), "layout": LAYOUT}), 403)
+    assert list(outside.iterdir()) == []
+    assert not (workspace / "studio.yaml").exists()

@@ -12,8 +12,8 @@ the same `Check` as the flag (core/fields.py declares both):
       default: {d_model: 64, n_layers: 2, heads: 4}
       exponential: {heads: exponential, n_layers: 2}
 
-Relative `file` and `model` paths, and a `tokenizer` that is a tokenizer.json's path, are relative to the YAML
-file's directory.
+Relative `file`, `model` and `graph` paths, and a `tokenizer` that is a tokenizer.json's path, are relative to
+the YAML file's directory.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from microgpt.settings.known import known_settings
 
 # The settings a run may give, named like the train flags (every user setting of the config dataclasses);
 # each is read by its check, which raises ValueError naming what was expected.
-PATH_KEYS = ("file", "model")
+PATH_KEYS = ("file", "model", "graph")  # graph: a document's path (an inline document is no path)
 MAX_CONFIG_BYTES = 1024 * 1024  # a file of named runs is a few kilobytes
 MAX_CONFIG_NODES = 100_000  # values after aliases expand: thousands of runs, far below what an anchor bomb makes
 
@@ -152,6 +152,7 @@ def _check_settings(settings, where: str, path: Path) -> dict:
             values[key] = keys[key].check.from_yaml(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: {key} must be {exc}, not {shown(value)}") from None
-        if key in PATH_KEYS or (key == "tokenizer" and is_tokenizer_file(values[key])):
+        if ((key in PATH_KEYS and isinstance(values[key], str))
+                or (key == "tokenizer" and is_tokenizer_file(values[key]))):
             values[key] = str(path.parent / values[key])
     return values

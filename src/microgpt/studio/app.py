@@ -22,13 +22,11 @@ import codecs
 import csv
 import io
 import json
-import os
 import sys
 from importlib import resources
 from pathlib import Path
 
 import anyio
-import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -40,17 +38,24 @@ from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_c
 from microgpt.settings.commands import SampleSettings
 from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
-from microgpt.settings.sources import Settings, check_named_runs
+from microgpt.settings.sources import Settings
 from microgpt.studio.canvas import canvas_description
-from microgpt.studio.compose import check_graph, graph_of_run
+from microgpt.studio.compose import check_graph
 from microgpt.studio.graph_api import check_request, from_family_request, layout_request, palette
+from microgpt.studio.graph_save import (
+    layout_target,
+    run_for_editor,
+    save_graph_run,
+    save_layout,
+    write_named_run,
+)
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, last_record, log_of, read_history, records_of, with_speed
 from microgpt.studio.names import NameTaken, first_free, guard_name
 from microgpt.studio.routing import MAX_ROUTED_CHARACTERS
 from microgpt.studio.runs import RunManager, check_run_name
-from microgpt.studio.workspace import CONFIG_FILE, Workspace, WorkspaceError
+from microgpt.studio.workspace import Workspace, WorkspaceError
 from microgpt.training.run_dir import RunDirError
 
 USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: one line back, status 400 (or 403,
@@ -66,8 +71,6 @@ STREAM_POLL_S = 0.25  # how often a stream looks for new records (a curve grows 
 STREAM_HEARTBEAT = 20  # polls between messages when nothing changed
 EVAL_TIMEOUT_S = 600
 TEXT_SUFFIXES = (".txt", ".tsv", ".text", ".md", ".csv", ".py")
-YAML_HEADER = ("# Named runs saved by microgpt studio; train one with `microgpt train --config studio.yaml --run "
-               "NAME`.\n")
 
 
 MAX_DIGITS = 18  # a query's whole number: far past any offset or count, and below int()'s digit limit
@@ -210,7 +213,7 @@ class Studio:
 
     async def config(self, request: Request) -> JSONResponse:
         name = check_run_name(request.query_params.get("name"))
-        return JSONResponse(graph_of_run(load_run(self.workspace.config, name), self.workspace))
+        return JSONResponse(run_for_editor(load_run(self.workspace.config, name), self.workspace))
 
     async def free_name(self, request: Request) -> JSONResponse:
         """The page's default run name: the first of run1, run2, ... with no run in studio.yaml and no checkpoint."""
@@ -221,27 +224,22 @@ class Studio:
         already is refused (409, names.guard_name) unless the body says "overwrite": true."""
         body = await self.body(request)
         name = check_run_name(body.get("name"))
+        if "document" in body:  # the node editor's graph mode: graphs/NAME.json, its layout, the run (graph_save.py)
+            saved = save_graph_run(self.workspace, name, body)
+            if "errors" in saved:
+                return JSONResponse({"error": f"the graph has {len(saved['errors'])} problem(s); fix them first",
+                                     "errors": saved["errors"]}, status_code=400)
+            return JSONResponse(saved)
         checked = check_graph(body.get("graph") or {}, self.workspace)
         if checked.errors:
             return JSONResponse({"error": f"the canvas has {len(checked.errors)} problem(s); fix them first",
                                  "errors": checked.errors}, status_code=400)
+        layout = None if body.get("layout") is None else layout_target(self.workspace, name, body["layout"])
         guard_name(self.workspace, name, checked.settings, body.get("overwrite") is True)
-        path = self.workspace.config
-        document = {"runs": {}}
-        if path.exists():
-            load_all_runs(path)  # a file the CLI cannot read is refused here rather than overwritten
-            document = yaml.safe_load(path.read_text(encoding="utf-8"))
-        document["runs"][name] = checked.settings
-        staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            staged.write_text(YAML_HEADER + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-            check_named_runs(staged)
-            os.replace(staged, path)
-        finally:
-            staged.unlink(missing_ok=True)
-        return JSONResponse({"saved": name, "file": CONFIG_FILE,
-                             "yaml": yaml.safe_dump({"runs": {name: checked.settings}}, sort_keys=False),
-                             "command": f"microgpt train --config {CONFIG_FILE} --run {name}"})
+        saved = write_named_run(self.workspace, name, checked.settings)
+        if layout is not None:
+            saved["layout"] = save_layout(self.workspace, layout)
+        return JSONResponse(saved)
 
     # ---- runs -------------------------------------------------------------------------------
 

@@ -173,11 +173,12 @@ def causality_of(program: Program, document: dict, run: RunSettings) -> Future:
     return future
 
 
-def add_verdict(checked: GraphCheck, verdict: Future, trace: Trace, wait_s: float) -> None:
-    """The verdict, waited for up to `wait_s`, as `causality` (and an error where the graph leaks)."""
-    with contextlib.suppress(futures.TimeoutError):  # the builtin TimeoutError from Python 3.11 on
+def add_verdict(checked: GraphCheck, verdict: Future, trace: Trace, wait_s: float | None) -> None:
+    """The verdict, waited for up to `wait_s` (None: until it is in), as `causality` (and an error where the
+    graph leaks)."""
+    with contextlib.suppress(futures.TimeoutError, futures.CancelledError):  # a later edit's check cancels it
         verdict.result(timeout=wait_s)
-    if not verdict.done():
+    if not verdict.done() or verdict.cancelled():
         checked.causality = {"ok": None, "message": "the causality check is running; check again for its verdict"}
         return
     line, leak = verdict.result()
@@ -226,8 +227,9 @@ def document_of(body: dict, run: RunSettings, checked: GraphCheck) -> dict | Non
     return document_for(name, run.config)
 
 
-def check_request(body: dict, workspace) -> GraphCheck:
-    """Every problem of a document and its run settings, and what it costs (see the module doc)."""
+def check_request(body: dict, workspace, budget_s: float | None = CHECK_BUDGET_S) -> GraphCheck:
+    """Every problem of a document and its run settings, and what it costs (see the module doc); the causality
+    verdict is waited for until `budget_s` into the check (None: until it is in, as a save needs it)."""
     started = time.perf_counter()
     checked = GraphCheck()
     settings = body.get("settings", {})
@@ -260,7 +262,14 @@ def check_request(body: dict, workspace) -> GraphCheck:
     verdict = causality_of(program, document, run)  # it runs while the costs are counted
     add_costs(checked, program, trace, run, None if run.config is None else (family(body["family"]), run.config),
               workspace)
-    add_verdict(checked, verdict, trace, max(0.0, CHECK_BUDGET_S - (time.perf_counter() - started)))
+    while budget_s is None:  # a save waits for its own verdict, which an edit's check may cancel before it starts
+        try:
+            verdict.result()
+            break
+        except futures.CancelledError:
+            verdict = causality_of(program, document, run)
+    add_verdict(checked, verdict, trace,
+                None if budget_s is None else max(0.0, budget_s - (time.perf_counter() - started)))
     return checked
 
 
