@@ -45,11 +45,16 @@ def workspace(tmp_path):
 
 
 @pytest.fixture
-def client(workspace):
+def studio(workspace):
     studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
-    yield TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
-                     raise_server_exceptions=False)
+    yield studio
     studio.manager.stop_all()
+
+
+@pytest.fixture
+def client(studio):
+    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
+                      raise_server_exceptions=False)
 
 
 def small_gpt(d: int = 16) -> dict:
@@ -253,11 +258,13 @@ def test_family_mode_checks_the_familys_settings_and_its_graph(client, workspace
     assert error["setting"] == "family"
 
 
-def test_the_check_needs_the_token(workspace):
-    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+def test_every_editor_route_needs_the_token_and_the_studios_own_host(studio):
     bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
     assert bare.get("/api/graph/palette").status_code == 401
-    assert bare.post("/api/graph/check", json={"document": small_gpt()}).status_code == 401
+    for route in ("/api/graph/check", "/api/graph/from-family", "/api/graph/layout", "/api/save"):
+        assert bare.post(route, json={"document": small_gpt(), "family": "gpt"}).status_code == 401, route
+        rebound = bare.post(route, json={}, headers={"Host": "evil.example:8765", "X-Studio-Token": TOKEN})
+        assert rebound.status_code == 403, route
 
 
 # ---- from-family and layouts ---------------------------------------------------------------------------------
@@ -372,6 +379,18 @@ def test_a_saved_graph_run_loads_back_and_trains_from_the_cli(client, workspace,
     assert config["family"] == "graph"
     state = json.loads((workspace / "checkpoints" / "g1" / "train_state.json").read_text(encoding="utf-8"))
     assert state["step"] == 3
+
+
+@pytest.mark.slow
+def test_a_saved_graph_run_trains_when_the_studio_starts_it(client, studio, workspace):
+    assert client.post("/api/save", json=graph_body("g2")).status_code == 200
+    started = client.post("/api/runs/g2/start").json()
+    assert started["running"] and started["checkpoint"] == "checkpoints/g2"
+    assert studio.manager.runs["g2"].process.wait(600) == 0, studio.manager.log_tail("g2")
+    state = json.loads((workspace / "checkpoints" / "g2" / "train_state.json").read_text(encoding="utf-8"))
+    assert state["step"] == 3
+    row = next(row for row in client.get("/api/runs").json()["runs"] if row["path"] == "checkpoints/g2")
+    assert row["family"] == "graph"
 
 
 def test_saving_a_graph_run_again_with_another_graph_asks_first(client, workspace):
