@@ -47,7 +47,7 @@ def test_feeding_and_keeping_gives_the_plain_decoders_logits():
     got = [main]
     while len(kept_tokens) < 40:  # seq_len 9: well past it
         fed = rng.integers(0, 11, size=rng.integers(1, 5)).tolist()  # 1 .. K + 1 tokens
-        mains, _ = spec.feed(fed)
+        mains = spec.feed(fed)
         keep = int(rng.integers(1, len(fed) + 1))
         spec.keep(keep)
         kept_tokens += fed[:keep]
@@ -74,7 +74,7 @@ def test_a_pass_from_any_position_gives_the_plain_decoders_logits(prompt_length)
             for t in lead_tokens:
                 spec.feed([t])
                 plain.step(t)
-            mains, _ = spec.feed(fed)
+            mains = spec.feed(fed)
             want = np.array([model.be.to_host(plain.step(t))[0] for t in fed])  # (size, vocab)
             np.testing.assert_allclose(mains, want, rtol=1e-10, atol=1e-12,  # float64, other sum orders
                                        err_msg=f"prompt {prompt_length}, lead {lead}, pass of {size}")

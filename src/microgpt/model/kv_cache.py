@@ -35,6 +35,19 @@ class KVRing:
         A prompt (start 0, at most `window` tokens) is one causal attention over the keys it wrote; a new token,
         or a few at once, is the backend's window_attention over the ring, each over its own window.
         """
+        self.store(keys, values, start)
+        if start == 0:  # a prompt: each token sees the ones before it, in the first slots
+            return self.be.causal_attention(queries, keys, values, scale)[0]  # (G, n, w)
+        return self.be.window_attention(queries, self.keys, self.values, start, self.window, scale)  # (G, n, w)
+
+    def attend_last(self, query, keys, values, start: int, scale: float):
+        """Store keys and values (G, n, w) of positions start .. start + n - 1 and return the attention output
+        (G, 1, w) of the last position's query (G, 1, w) alone (the others' are not wanted)."""
+        self.store(keys, values, start)
+        return self.be.window_attention(query, self.keys, self.values, start + keys.shape[1] - 1, self.window, scale)
+
+    def store(self, keys, values, start: int) -> None:
+        """Write keys and values (G, n, w) of positions start .. start + n - 1 into their slots."""
         n = keys.shape[1]
         if start == 0 and n > self.window:
             raise ValueError(f"a prompt of {n} tokens is longer than the window of {self.window}; crop it")
@@ -48,6 +61,3 @@ class KVRing:
         else:
             self.keys[:, slots] = keys
             self.values[:, slots] = values
-        if start == 0:  # a prompt: each token sees the ones before it, in slots 0 .. n - 1
-            return self.be.causal_attention(queries, keys, values, scale)[0]  # (G, n, w)
-        return self.be.window_attention(queries, self.keys, self.values, start, self.window, scale)  # (G, n, w)

@@ -1,9 +1,10 @@
 """Speculative sampling with a model's own draft heads: the heads propose the next K tokens, one pass of the model
 over them checks them all, and the text comes out distributed exactly as the main head's.
 
-A model that can draft gives `speculative_decoder()` (model/lookahead/speculative.py): `prefill(context)` and
-`feed(tokens)` return the main head's logits after each token fed and the draft heads' logits there, and
-`keep(m)` keeps the first m tokens of the last pass. Each round feeds the next token (already chosen) with K
+A model that can draft gives `speculative_decoder()` (model/lookahead/speculative.py): `prefill(context)`
+returns the main head's logits after the context and the draft heads' there, `feed(tokens)` the main head's
+logits after each token fed, `keep(m)` keeps the first m tokens of the last pass, and `draft()` gives the draft
+heads' logits after the last one kept. Each round feeds the next token (already chosen) with K
 drafts for the tokens after it, drawn from the heads' distributions q_k; the pass gives the main head's
 distribution p after each. Draft k is kept with probability min(1, p(d) / q_k(d)) while all before it were;
 at the first one refused, the token there is drawn from the residual max(0, p - q_k), normalised, and the round
@@ -77,9 +78,8 @@ class Speculation:
             draft_probs = None if greedy else [probs(drafts[k]) for k in range(room)]  # each (vocab,)
             fed = [token] + ([int(np.argmax(drafts[k])) for k in range(room)] if greedy else
                              [draw(q, rng) for q in draft_probs])
-            mains, heads = decoder.feed(fed)  # (n, vocab), (n, K, vocab)
+            mains = decoder.feed(fed)  # (n, vocab)
             check_finite(mains, done)
-            check_finite(heads, done)
             self.passes += 1
             kept, token = self.judge(fed, mains, draft_probs, probs, rng)
             decoder.keep(kept)
@@ -92,7 +92,8 @@ class Speculation:
                 return
             if token is None:  # every draft kept: the next token is the main head's after the last of them
                 token = choose(mains[kept - 1])
-            drafts = heads[kept - 1]  # the heads' drafts for the tokens after `token`
+            drafts = decoder.draft()  # (K, vocab): the heads' drafts for the tokens after `token`
+            check_finite(drafts, done)
 
     def judge(self, fed: list[int], mains: np.ndarray, draft_probs, probs, rng) -> tuple[int, int | None]:
         """(tokens of `fed` kept, the token that replaces the first refused draft or None): each draft fed[k + 1]

@@ -1,8 +1,9 @@
 """The lookahead model's speculative decoder: its heads draft, and one pass over the drafts checks them.
 
-It keeps a KV ring per head group at every layer of the trunk and of every extra head (model/kv_cache.py),
+It keeps a KV ring per head group at every layer of the trunk and of the extra heads (model/kv_cache.py),
 with room for the window (seq_len) and the K drafts, so that a pass can feed the next token and K drafted
-ones at once. After a pass, `keep(m)` keeps the first m tokens fed and drops the rest by moving the position
+ones at once. On a host backend (numpy, cpu) the extra heads run as one stack (draft_stack.py); on a GPU,
+one after another. After a pass, `keep(m)` keeps the first m tokens fed and drops the rest by moving the position
 back: their keys stay in slots that the next pass overwrites. The rule that decides m (and every token) is
 the sampler's (use/speculative.py); this module only runs the model and keeps the positions.
 """
@@ -13,12 +14,14 @@ import numpy as np
 
 from microgpt.model.attention import head_groups
 from microgpt.model.kv_cache import KVRing
+from microgpt.model.lookahead.draft_stack import DraftStack
 
 
 class SpeculativeDecoder:
     """Per-layer K/V rings for the trunk and each extra head, for one sequence, and its position."""
 
-    def __init__(self, model):
+    def __init__(self, model, stacked: bool | None = None):
+        """`stacked`: the heads as one stack (draft_stack.py); by default on a host backend, not on a GPU."""
         config = model.config
         self.model = model
         self.window, self.drafts = config.seq_len, config.lookahead
@@ -29,9 +32,13 @@ class SpeculativeDecoder:
                     for _ in range(layers)]
 
         self.trunk_rings = rings(config.n_layers)  # [layer][group]
-        self.head_rings = [rings(config.head_layers) for _ in model.layers.extra]  # [head][layer][group]
+        stacked = not model.be.on_gpu if stacked is None else stacked
+        self.stack = DraftStack(model, config.seq_len + config.lookahead, config.seq_len) if stacked else None
+        # otherwise the heads one by one, each with its rings: [head][layer][group]
+        self.head_rings = None if stacked else [rings(config.head_layers) for _ in model.layers.extra]
         self.position = 0  # position of the next token fed
         self._fed_at = 0  # where the last pass's tokens began
+        self._states = None  # the trunk's last states (n, d) of the last pass, until the heads have run on them
 
     def prefill(self, token_ids) -> tuple[np.ndarray, np.ndarray]:
         """(main (vocab,), drafts (K, vocab)) host logits after a prompt (its last seq_len tokens): the main
@@ -41,26 +48,38 @@ class SpeculativeDecoder:
             raise RuntimeError("prefill needs an empty cache; make a new SpeculativeDecoder")
         if len(token_ids) == 0:
             raise ValueError("prefill needs a prompt of at least one token")
-        main, drafts = self.feed(token_ids)
-        return main[-1], drafts[-1]
+        main = self.feed(token_ids)
+        return main[-1], self.draft()
 
-    def feed(self, token_ids) -> tuple[np.ndarray, np.ndarray]:
-        """Run up to K + 1 tokens at the next positions in one pass: host logits (main (n, vocab), drafts
-        (n, K, vocab)), row i after token i."""
+    def feed(self, token_ids) -> np.ndarray:
+        """Run up to K + 1 tokens at the next positions through the trunk and the main head in one pass: host
+        logits (n, vocab), row i after token i. The heads run at `draft`, over the tokens kept."""
         model, be = self.model, self.model.be
         layers = model.layers
+        if self._states is not None:  # the last pass's kept tokens have not been through the heads yet
+            self.draft()
         token_ids = np.asarray(token_ids, dtype=np.int32).reshape(-1)  # (n,)
         n, start = len(token_ids), self.position
         x, _ = layers.blocks_forward(be.ids(token_ids), 1, n, self.trunk_rings, start)  # (n, d)
         h, _ = layers.final_norm.forward(x)  # (n, d)
         main = be.to_host(layers.head.forward(h))  # (n, vocab)
-        drafts = np.stack([be.to_host(head.forward(x, None, 1, n, rings, start)[0])
-                           for head, rings in zip(layers.extra, self.head_rings)], axis=1)  # (n, K, vocab)
-        self._fed_at, self.position = start, start + n
-        return main, drafts
+        self._states, self._fed_at, self.position = x, start, start + n
+        return main
 
     def keep(self, count: int) -> None:
         """Keep the first `count` tokens of the last pass, and forget the rest."""
         if not 1 <= count <= self.position - self._fed_at:
             raise ValueError(f"the last pass fed {self.position - self._fed_at} tokens; cannot keep {count}")
         self.position = self._fed_at + count
+
+    def draft(self) -> np.ndarray:
+        """The heads' host logits (K, vocab) after the last token kept of the last pass (head k's for the token
+        k after the next), the heads' keys and values of every kept token joining their rings."""
+        if self._states is None:
+            raise RuntimeError("draft follows a pass (feed or prefill), once")
+        kept = self.position - self._fed_at
+        x, self._states = self._states[:kept], None  # (kept, d)
+        if self.stack is not None:
+            return self.stack.forward(x, self._fed_at)  # (K, vocab)
+        return np.stack([self.model.be.to_host(head.forward(x, None, 1, kept, rings, self._fed_at)[0])[-1]
+                         for head, rings in zip(self.model.layers.extra, self.head_rings)])  # (K, vocab)
