@@ -3,7 +3,8 @@ the training forward while the context fits the window.
 
 Every pass of 1 .. K + 1 tokens and every kept prefix, from prompts of every length, well past the window (so
 passes cross its end and the rings wrap), with heads of 0, 1 and 2 layers, two head groups of unequal widths,
-and K at its maximum (seq_len - 1). float64: the stack folds each LayerNorm's gain into the next product, which
+and K at its maximum (seq_len - 1); on the emulated GPU, where the heads run one by one, greedy text is plain
+greedy's. float64: the stack folds each LayerNorm's gain into the next product, which
 sums in another order, so 1e-10 relative. float32: 1e-4 of the largest logit (rounding of values near 10, the
 products summed in another order, and the cpu kernels' exp within 2 ulp).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
@@ -89,3 +91,15 @@ def test_a_draft_without_a_pass_is_refused():
     decoder.prefill([1, 2])
     with pytest.raises(RuntimeError, match="draft follows a pass"):
         decoder.draft()
+
+
+def test_on_the_emulated_gpu_the_heads_run_one_by_one_and_greedy_text_is_plain_greedys(emulated):
+    from microgpt.use.sample import generate
+    from microgpt.use.speculative import Speculation
+
+    backend, _ = emulated
+    model = tiny(backend)
+    assert model.speculative_decoder().stack is None  # a GPU backend: the heads one by one
+    speculation = Speculation()
+    drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculation=speculation)
+    assert drafted == generate(model, TOKENIZER, "abc", 30, temperature=0) and speculation.passes > 0
