@@ -80,7 +80,7 @@ def settled(client, document, settings=None) -> dict:
     """A check whose causality verdict is in (a graph here is small: it comes with the first answer or soon)."""
     for _ in range(200):
         result = check(client, document, settings)
-        if result["causality"] is None or result["causality"]["ok"] is not None:
+        if not result["causality"]["pending"]:
             return result
     pytest.fail("the causality verdict never came")
 
@@ -172,6 +172,28 @@ def test_a_shape_error_names_its_node_and_port_and_the_wires_bound_before_it_kee
     wires = {(w["from"], w["to"]): w["shape"] for w in result["wires"]}
     assert wires[("blocks.x", "narrow.x")] == "[T, 16]" and wires[("narrow.out", "mix_in.in")] == "[T, 8]"
     assert result["causality"] is None and result["nodes"] == {}
+
+
+def test_the_causality_check_waits_for_the_other_problems_and_skips_a_graph_too_big_to_check(client, monkeypatch):
+    result = check(client, small_gpt(), {**SETTINGS, "max_memory": "64KiB"})
+    assert result["causality"] == {"ok": None, "pending": False,
+                                   "message": "checked once the other problems are fixed"}
+    monkeypatch.setattr(graph_api, "CAUSALITY_MAX_PARAMETERS", 1000)
+    result = check(client, small_gpt())
+    assert result["ok"] and result["causality"]["ok"] is None and not result["causality"]["pending"]
+    assert "microgpt train checks it" in result["causality"]["message"]
+
+
+def test_sizes_past_any_model_are_one_line_errors(client):
+    document = small_gpt()
+    document["dims"]["d"] = 10**400
+    (error,) = check(client, document)["errors"]
+    assert "no layer is that wide" in error["message"] and error["path"] == []
+    document["dims"]["d"] = 2**31
+    result = check(client, document, {**SETTINGS, "seq_len": 2**31})
+    (error,) = result["errors"]
+    assert error["setting"] == "batch_size" and "needs more than 1024.0 TiB" in error["message"]
+    assert result["memory"] == "more than 1024.0 TiB" and result["tokens_per_second"] is None
 
 
 def test_an_error_inside_a_group_names_the_path_through_its_instances(client):

@@ -8,8 +8,10 @@
   own rules, every problem on the node, port or setting it names, the type and shape on every wire the
   compiler bound (also those bound before it stopped), each node's parameters, memory and share of a step's
   operations (graph_costs.py), the step's memory and expected tokens/s, and the causality verdict of a graph
-  that compiles: {"ok": true or false, "message"}, or {"ok": null} while it is still running past the check's
-  budget (a big graph), when the next check of the same document has it. graph_run.py reads the settings.
+  with no other problem: {"ok": true or false, "pending": false, "message"}; {"ok": null, "pending": true}
+  while it still runs past the check's budget (a big graph: the next check of the same document has it), or
+  {"ok": null, "pending": false} where it is not run here (other problems first, or a graph too big for the
+  studio to check). graph_run.py reads the settings.
 - `from_family_request` (POST /api/graph/from-family): a family's graph and layout for its shape settings;
   `layout_request` (POST /api/graph/layout): a layout for any document (graph_layout.py).
 
@@ -64,6 +66,10 @@ CAUSALITY_CACHE = 64  # verdicts kept (by document and run dims): an undo, or a 
 # the check, leaving the rest for the answer's JSON and its way back; a verdict that takes longer (hundreds of
 # nodes: it runs the graph's forward) comes with the next check of the same document.
 CHECK_BUDGET_S = 0.1
+# The causality check holds a float64 copy of the model four times over (weights, gradients, two moments):
+# 10 million parameters is 320 MB and a few seconds; a larger graph is left to `microgpt train` to check.
+CAUSALITY_MAX_PARAMETERS = 10_000_000
+LARGEST_SHOWN = 1024**5  # bytes: a size past this is shown as "more than 1024.0 TiB" (format_bytes divides floats)
 
 
 def _port(name: str, kind: str, many: bool | None = None) -> dict:
@@ -131,7 +137,7 @@ class GraphCheck:
     def as_json(self) -> dict:
         return {"ok": not self.errors, "errors": self.errors, "wires": self.wires, "nodes": self.nodes,
                 "parameters": self.parameters, "memory_bytes": self.memory_bytes,
-                "memory": None if self.memory_bytes is None else format_bytes(self.memory_bytes),
+                "memory": None if self.memory_bytes is None else readable_bytes(self.memory_bytes),
                 "tokens_per_second": self.tokens_per_second, "speed_basis": self.speed_basis,
                 "causality": self.causality, "description": self.description}
 
@@ -149,17 +155,22 @@ _verdicts_lock = threading.Lock()
 _checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
 
 
-def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[str | None, GraphError | None]:
+def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
+    """(the `causality` answer, the GraphError where the graph leaks or None)."""
     with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
         try:
-            return check_causality(program, seq_len, tokenizer), None
-        except GraphError as exc:
-            return None, exc
+            return {"ok": True, "pending": False, "message": check_causality(program, seq_len, tokenizer)}, None
+        except ConfigError as exc:  # a leak (a GraphError at the node where the future enters), or a refusal
+            leak = exc if isinstance(exc, GraphError) else GraphError(str(exc))
+            return {"ok": False, "pending": False, "message": str(leak)}, leak
+        except Exception as exc:  # noqa: BLE001 - whatever stops the check here is said; training checks again
+            return {"ok": None, "pending": False, "message": f"the causality check could not run here "
+                    f"({type(exc).__name__}: {str(exc)[:120]}); microgpt train checks it before its first step"}, None
 
 
 def causality_of(program: Program, document: dict, run: RunSettings) -> Future:
-    """The future of the causality verdict ((line, None), or (None, the GraphError where the future enters)),
-    started now or kept from a check of the same document and run (so a check again finds it done)."""
+    """The future of the causality verdict (_verdict's), started now or kept from a check of the same document
+    and run (so a check again finds it done)."""
     key = (json.dumps(document, sort_keys=True), run.vocab, run.seq_len, run.tokenizer_key)
     with _verdicts_lock:
         future = _verdicts.get(key)
@@ -179,12 +190,17 @@ def add_verdict(checked: GraphCheck, verdict: Future, trace: Trace, wait_s: floa
     with contextlib.suppress(futures.TimeoutError, futures.CancelledError):  # a later edit's check cancels it
         verdict.result(timeout=wait_s)
     if not verdict.done() or verdict.cancelled():
-        checked.causality = {"ok": None, "message": "the causality check is running; check again for its verdict"}
+        checked.causality = {"ok": None, "pending": True,
+                             "message": "the causality check is running; check again for its verdict"}
         return
-    line, leak = verdict.result()
-    checked.causality = {"ok": leak is None, "message": line if leak is None else str(leak)}
+    checked.causality, leak = verdict.result()
     if leak is not None:
         checked.add(str(leak), leak.path, None, trace)
+
+
+def readable_bytes(size: int) -> str:
+    """format_bytes, for any size a document can bind (past a pebibyte it says so rather than overflow a float)."""
+    return format_bytes(size) if size < LARGEST_SHOWN else f"more than {format_bytes(LARGEST_SHOWN)}"
 
 
 def add_costs(checked: GraphCheck, program: Program, trace: Trace, run: RunSettings, model, workspace) -> None:
@@ -201,8 +217,10 @@ def add_costs(checked: GraphCheck, program: Program, trace: Trace, run: RunSetti
     checked.memory_bytes = estimate_training_bytes(kind, model_config, run.micro_batch, backend)
     cap = run.settings.value("max_memory")
     if checked.memory_bytes > cap:
-        checked.add(f"a training step needs about {format_bytes(checked.memory_bytes)} but --max-memory is "
+        needs = readable_bytes(checked.memory_bytes)
+        checked.add(f"a training step needs {needs if needs.startswith('more') else 'about ' + needs} but --max-memory is "
                     f"{format_bytes(cap)}; use a smaller --batch-size, --seq-len or model", setting="batch_size")
+        return
     checked.tokens_per_second, checked.speed_basis = expected_tokens_per_second(max(checked.parameters, 1),
                                                                                 workspace)
     checked.settings = run.values
@@ -236,7 +254,7 @@ def check_request(body: dict, workspace, budget_s: float | None = CHECK_BUDGET_S
     if not isinstance(settings, dict):
         checked.add(f"settings must be an object of setting: value, not {type(settings).__name__}")
         return checked
-    if body.get("family") is not None and body["family"] not in WRITERS:
+    if body.get("family") is not None and body["family"] not in _names(WRITERS):
         checked.add(f"family {shown(body['family'])} has no from-family graph; the families are "
                     f"{', '.join(WRITERS)} (a graph is checked from its document)", setting="family")
         return checked
@@ -259,9 +277,15 @@ def check_request(body: dict, workspace, budget_s: float | None = CHECK_BUDGET_S
                               "shape": " or ".join(shape for _, shape in types)})
     if program is None:
         return checked
-    verdict = causality_of(program, document, run)  # it runs while the costs are counted
     add_costs(checked, program, trace, run, None if run.config is None else (family(body["family"]), run.config),
               workspace)
+    if checked.errors or checked.parameters > CAUSALITY_MAX_PARAMETERS:
+        checked.causality = {"ok": None, "pending": False, "message": (
+            "checked once the other problems are fixed" if checked.errors else
+            f"not checked here: {checked.parameters:,} parameters is over the studio's "
+            f"{CAUSALITY_MAX_PARAMETERS:,}; microgpt train checks it before its first step")}
+        return checked
+    verdict = causality_of(program, document, run)
     while budget_s is None:  # a save waits for its own verdict, which an edit's check may cancel before it starts
         try:
             verdict.result()
@@ -273,12 +297,18 @@ def check_request(body: dict, workspace, budget_s: float | None = CHECK_BUDGET_S
     return checked
 
 
+def _names(known) -> list[str]:
+    """The names of `known` as a list, which any JSON value can be looked up in (a list or an object in a
+    dict's `in` raises TypeError)."""
+    return list(known)
+
+
 def from_family_request(body: dict, workspace) -> dict:
     """{"document": the family's graph for its shape settings, "layout": drawn as the family is, "errors": []},
     or no document and the shape settings' problems, each on its setting. Only the family's shape settings
     are read (the rest of the run's settings do not change its graph)."""
     name = body.get("family")
-    if name not in WRITERS:
+    if name not in _names(WRITERS):
         raise ConfigError(f"family {shown(name)} has no from-family graph; the families are {', '.join(WRITERS)}")
     given = body.get("settings", {})
     if not isinstance(given, dict):
@@ -298,6 +328,6 @@ def layout_request(body: dict) -> dict:
     if not isinstance(document, dict):
         raise ConfigError("give the document to lay out: {\"document\": a graph document}")
     family_name = body.get("family")
-    if family_name is not None and family_name not in FAMILIES:
+    if family_name is not None and family_name not in _names(FAMILIES):
         raise ConfigError(f"family {shown(family_name)} is not one of: {', '.join(FAMILIES)}")
     return {"layout": layout_of(parse_document(json.dumps(document), "the document"), family_name)}

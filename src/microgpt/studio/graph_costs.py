@@ -25,7 +25,7 @@ ELEMENT_FLOPS = 4  # per element of every input and output, forward and backward
 LOOKUPS = {"embedding", "prior"}  # their tables are read a row at a time, not multiplied
 
 
-def node_flops(program: Program, node, parameters: int) -> float:
+def node_flops(program: Program, node, parameters: int) -> int:
     """Floating-point operations of one primitive per sequence of T positions (see the module doc)."""
     T = program.dims["T"]
     widths = [program.values[v].width or 0 for v in [*node.input_ids(), *node.outputs.values()]]
@@ -60,7 +60,7 @@ def node_costs(program: Program, trace: Trace, batch: int, backend) -> dict[str,
     for path, key in trace.nodes.items():
         paths.setdefault(key, set()).add(path)
     owned = _parameters_by_node(program)
-    total = 0.0
+    total = 0  # whole numbers throughout: a document may bind sizes no float holds
     for node, kept in zip(program.nodes, memory):
         parameters = owned.get(node.name, 0)
         flops = node_flops(program, node, parameters)
@@ -69,7 +69,7 @@ def node_costs(program: Program, trace: Trace, batch: int, backend) -> dict[str,
             key = trace.nodes.get(node.path[:cut])
             if key is None:  # a repeated group's copy number
                 continue
-            entry = costs.setdefault(key, {"parameters": 0, "memory_bytes": 0, "flops": 0.0,
+            entry = costs.setdefault(key, {"parameters": 0, "memory_bytes": 0, "flops": 0,
                                            "instances": len(paths[key])})
             entry["parameters"] += parameters
             entry["memory_bytes"] += kept

@@ -16,6 +16,7 @@ from microgpt.core.errors import ConfigError
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 MAX_EXPRESSION = 200  # characters: a size is short; a longer string is a mistake, not a size
+MAX_SIZE = 2**31  # a float32 row this wide is 8 GiB: no size of a model here comes near (and a float holds it)
 
 
 def evaluate(value, scope: dict, where: str):
@@ -24,7 +25,7 @@ def evaluate(value, scope: dict, where: str):
     Raises ConfigError naming `where` (the node path and parameter) for an unknown name or a malformed string.
     """
     if not isinstance(value, str):
-        return value
+        return _bounded(value, value, where)
     if len(value) > MAX_EXPRESSION:
         raise ConfigError(f"{where}: {value[:40]!r}... is {len(value)} characters long; a size is a short "
                           "expression such as 4*d")
@@ -32,7 +33,16 @@ def evaluate(value, scope: dict, where: str):
     if tree is None:
         raise ConfigError(f"{where}: {value!r} is not a size; write a whole number, a dimension's name or an "
                           "expression such as 4*d or d // 2")
-    return _value(tree.body, scope, where, value)
+    return _bounded(_value(tree.body, scope, where, value), value, where)
+
+
+def _bounded(result, text, where: str):
+    """The value, or a ConfigError where a whole number in it is past MAX_SIZE."""
+    for number in result if isinstance(result, list) else [result]:
+        if isinstance(number, int) and not isinstance(number, bool) and abs(number) > MAX_SIZE:
+            raise ConfigError(f"{where}: {str(text)[:40]!r} is {'a size' if number == result else 'a list'} past "
+                              f"{MAX_SIZE:,}; no layer is that wide")
+    return result
 
 
 @lru_cache(maxsize=4096)  # a document repeats its few sizes at every node; an editor checks it after each edit
