@@ -13,7 +13,7 @@ from microgpt.model.checkpoint import save_checkpoint
 from microgpt.model.decode import Rerun
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.gpt.decode import Decoder
-from microgpt.use.choose import choose_token
+from microgpt.use.choose import choose_token, token_probs
 from microgpt.use.sample import generate, next_logits
 
 VOCAB = "\n abcdefgh"
@@ -107,6 +107,14 @@ def test_top_k_and_top_p_draw_only_from_the_kept_tokens():
     assert support(top_p=0.75) == {1, 3}  # 0.5 + 0.3 reaches 0.75
     assert support(top_p=0.85) == {1, 2, 3}
     assert support(top_k=2, top_p=0.4) == {1}
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(0, 0, 1), (0.8, 0, 1), (1, 3, 1), (1, 0, 0.7)])
+def test_the_distributions_of_rows_at_once_are_each_rows(temperature, top_k, top_p):
+    logits = np.random.default_rng(4).normal(0, 2, size=(5, 9)).astype(np.float32)  # (n, vocab)
+    logits[2, 3] = logits[2, 5] = logits[2].max() + 1  # a tie: argmax ranks by token id
+    rows = token_probs(logits, temperature, top_k, top_p)  # (n, vocab)
+    np.testing.assert_array_equal(rows, [token_probs(row, temperature, top_k, top_p) for row in logits])
 
 
 SHAPES = [{}, {"n_layers": 1, "head_dims": (4, 4)}, {"n_layers": 3, "head_dims": (2, 2, 4)}]

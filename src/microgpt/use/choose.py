@@ -34,18 +34,20 @@ def choose_token(logits: np.ndarray, temperature: float, rng: np.random.Generato
 
 
 def token_probs(logits: np.ndarray, temperature: float, top_k: int = 0, top_p: float = 1.0) -> np.ndarray:
-    """The distribution (vocab,) that sampling draws from: at temperature 0, all on the argmax; else
-    softmax(logits / T), where top_k > 0 keeps only the k most likely tokens, and top_p < 1 keeps the fewest most
-    likely tokens whose probabilities reach top_p (at least one). Ties are ranked by token id, as argmax ranks
-    them."""
+    """The distribution (vocab,) that sampling draws from, for logits (vocab,), or one per row (n, vocab) for
+    logits (n, vocab): at temperature 0, all on the argmax; else softmax(logits / T), where top_k > 0 keeps only the
+    k most likely tokens, and top_p < 1 keeps the fewest most likely tokens whose probabilities reach top_p (at
+    least one). Ties are ranked by token id, as argmax ranks them."""
     logits = np.asarray(logits, dtype=np.float64)
+    if logits.ndim == 2 and (top_k or top_p < 1):
+        return np.stack([token_probs(row, temperature, top_k, top_p) for row in logits])  # (n, vocab)
     if temperature == 0:
-        probs = np.zeros_like(logits)  # (vocab,)
-        probs[np.argmax(logits)] = 1.0
+        probs = np.zeros_like(logits)  # (vocab,) or (n, vocab)
+        np.put_along_axis(probs, np.argmax(logits, axis=-1)[..., None], 1.0, axis=-1)
         return probs
     scaled = logits / temperature
-    probs = np.exp(scaled - scaled.max())  # (vocab,)
-    probs /= probs.sum()
+    probs = np.exp(scaled - scaled.max(axis=-1, keepdims=True))  # (vocab,) or (n, vocab)
+    probs /= probs.sum(axis=-1, keepdims=True)
     if top_k or top_p < 1:
         ranked = np.argsort(-probs, kind="stable")  # (vocab,) most likely first
         keep = len(probs) if top_k == 0 else min(top_k, len(probs))

@@ -75,7 +75,7 @@ class Speculation:
                 self.made += 1
                 yield token
                 return
-            draft_probs = None if greedy else [probs(drafts[k]) for k in range(room)]  # each (vocab,)
+            draft_probs = None if greedy else probs(drafts[:room])  # (room, vocab)
             fed = [token] + ([int(np.argmax(drafts[k])) for k in range(room)] if greedy else
                              [draw(q, rng) for q in draft_probs])
             mains = decoder.feed(fed)  # (n, vocab)
@@ -99,14 +99,15 @@ class Speculation:
         """(tokens of `fed` kept, the token that replaces the first refused draft or None): each draft fed[k + 1]
         judged against the main head's logits mains[k] after the token before it. Without draft_probs
         (greedy) a draft is kept when it is the main head's argmax; with them by accept_or_resample."""
-        kept = 1
-        for k in range(len(fed) - 1):
+        kept, drafts = 1, len(fed) - 1
+        targets = None if draft_probs is None else probs(mains[:drafts])  # (drafts, vocab): the main head's p
+        for k in range(drafts):
             self.checked[k] += 1
-            if draft_probs is None:
+            if targets is None:
                 best = int(np.argmax(mains[k]))
                 accepted, chosen = fed[k + 1] == best, best
             else:
-                accepted, chosen = accept_or_resample(fed[k + 1], probs(mains[k]), draft_probs[k], rng)
+                accepted, chosen = accept_or_resample(fed[k + 1], targets[k], draft_probs[k], rng)
             if not accepted:
                 return kept, chosen
             self.kept[k] += 1
