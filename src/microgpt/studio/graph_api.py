@@ -155,8 +155,24 @@ _verdicts_lock = threading.Lock()
 _checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
 
 
+_pace: dict = {}  # "per_node": seconds the last causality check took per primitive (on this machine, now)
+
+
+def expected_verdict_s(program: Program) -> float:
+    """How long a causality check of this program should take, from the last one's pace (0 before any)."""
+    return _pace.get("per_node", 0.0) * len(program.nodes)
+
+
 def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
     """(the `causality` answer, the GraphError where the graph leaks or None)."""
+    started = time.perf_counter()
+    try:
+        return _checked(program, seq_len, tokenizer)
+    finally:
+        _pace["per_node"] = (time.perf_counter() - started) / max(1, len(program.nodes))
+
+
+def _checked(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
     with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
         try:
             return {"ok": True, "pending": False, "message": check_causality(program, seq_len, tokenizer)}, None
@@ -292,8 +308,10 @@ def check_request(body: dict, workspace, budget_s: float | None = CHECK_BUDGET_S
             break
         except futures.CancelledError:
             verdict = causality_of(program, document, run)
-    add_verdict(checked, verdict, trace,
-                None if budget_s is None else max(0.0, budget_s - (time.perf_counter() - started)))
+    left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter() - started))
+    if left is not None and not verdict.done() and expected_verdict_s(program) > left:
+        left = 0.0  # it will not come in time: the errors and costs go back now, the verdict with a later check
+    add_verdict(checked, verdict, trace, left)
     return checked
 
 
