@@ -26,7 +26,7 @@ from microgpt.model.graph.library import library_groups, with_library
 from microgpt.model.graph.ops import OPS
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
-from microgpt.studio import graph_api
+from microgpt.studio import graph_api, graph_palette
 from microgpt.studio.app import Studio
 from microgpt.studio.workspace import Workspace
 from studio_workspace import ensemble_graph, make_workspace
@@ -115,14 +115,14 @@ def documents() -> list[dict]:
 def test_the_palettes_output_kinds_are_what_the_compiler_infers():
     """OUTPUT_KINDS is written by hand beside the ops: every op has an entry, and every node compiled from the
     examples and the families' graphs has outputs of that kind ("float": its input's)."""
-    assert set(graph_api.OUTPUT_KINDS) == {name for name, op in OPS.items() if op.outputs}
+    assert set(graph_palette.OUTPUT_KINDS) == {name for name, op in OPS.items() if op.outputs}
     seen = set()
     for document in documents():
         program = compile_graph(with_library(document), 65, 16)
         for node in program.nodes:
             name = {"linear_relu": "linear", "rope_attention": "attention"}.get(node.op.name, node.op.name)
             for kind in node.types.values():
-                expected = graph_api.OUTPUT_KINDS[name]
+                expected = graph_palette.OUTPUT_KINDS[name]
                 if expected == "float":
                     expected = node.in_types[next(iter(node.op.inputs))][0].kind
                 assert kind.kind == expected, (name, kind)

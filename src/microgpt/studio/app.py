@@ -3,7 +3,7 @@
 Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles (and plotly.min.js from
 the installed plotly package); `/api/canvas` the families' components; `/api/check` a graph's problems and
 costs; `/api/graph/palette`, `/api/graph/check`, `/api/graph/from-family` and `/api/graph/layout` the node
-editor's primitives, check, family graphs and layouts (graph_api.py);
+editor's primitives, check, family graphs and layouts (graph_palette.py, graph_api.py);
 `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
@@ -41,7 +41,8 @@ from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
 from microgpt.studio.canvas import canvas_description
 from microgpt.studio.compose import check_graph
-from microgpt.studio.graph_api import check_request, from_family_request, layout_request, palette
+from microgpt.studio.graph_api import check_request, from_family_request, layout_request
+from microgpt.studio.graph_palette import palette
 from microgpt.studio.graph_save import (
     layout_target,
     run_for_editor,

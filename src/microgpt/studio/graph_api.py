@@ -1,19 +1,17 @@
-"""The node editor's server side: the palette it draws nodes from, and the check of what it draws.
+"""The node editor's server side: the check of what it draws, a family's graph, and layouts.
 
-- `palette()` (GET /api/graph/palette): every primitive a document may name (its ports with the kinds they
-  take, its params with their defaults) and every library group (its params, ports, nodes and edges, so the
-  editor can open one), and the port kinds.
 - `check_request(body, workspace)` (POST /api/graph/check): a graph document and its run settings (or, in
   family mode, a family and its shape settings, whose from-family document is checked) read by the library's
   own rules, every problem on the node, port or setting it names, the type and shape on every wire the
   compiler bound (also those bound before it stopped), each node's parameters, memory and share of a step's
   operations (graph_costs.py), the step's memory and expected tokens/s, and the causality verdict of a graph
-  with no other problem: {"ok": true or false, "pending": false, "message"}; {"ok": null, "pending": true}
-  while it still runs past the check's budget (a big graph: the next check of the same document has it), or
-  {"ok": null, "pending": false} where it is not run here (other problems first, or a graph too big for the
-  studio to check). graph_run.py reads the settings.
+  with no other problem (graph_verdicts.py): {"ok": true or false, "pending": false, "message"}; {"ok": null,
+  "pending": true} while it still runs past the check's budget (a big graph: the next check of the same
+  document has it), or {"ok": null, "pending": false} where it is not run here (other problems first, or a
+  graph too big for the studio to check). graph_run.py reads the settings.
 - `from_family_request` (POST /api/graph/from-family): a family's graph and layout for its shape settings;
-  `layout_request` (POST /api/graph/layout): a layout for any document (graph_layout.py).
+  `layout_request` (POST /api/graph/layout): a layout for any document (graph_layout.py). The palette (GET
+  /api/graph/palette) is graph_palette.py's.
 
 An error is {"path": the node path as the compiler flattens it (["blocks", "0", "attn"], [] for the graph or
 a setting), "at": the "BODY/NODE" keys of the nodes on that path, "port": a port or null, "message"}, with
@@ -24,85 +22,36 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
-from collections import OrderedDict
 from concurrent import futures
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-
-from threadpoolctl import threadpool_limits
 
 from microgpt.backends import backend_class
 from microgpt.core.checks import format_bytes, shown
 from microgpt.core.errors import ConfigError
 from microgpt.core.registry import FAMILIES
 from microgpt.model.family import family
-from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.compile import GraphError, Trace, compile_graph
 from microgpt.model.graph.document import parse_document
 from microgpt.model.graph.from_family import WRITERS, document_for
-from microgpt.model.graph.library import library_groups, with_library
-from microgpt.model.graph.ops import OPS
-from microgpt.model.graph.ops.base import KINDS, REQUIRED, Op, ValueType
+from microgpt.model.graph.library import with_library
+from microgpt.model.graph.ops.base import ValueType
 from microgpt.model.graph.program import Program
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.known import family_keys
 from microgpt.studio.graph_costs import node_costs
 from microgpt.studio.graph_layout import layout_of
 from microgpt.studio.graph_run import RunSettings, run_settings
+from microgpt.studio.graph_verdicts import CAUSALITY_MAX_PARAMETERS, causality_of, expected_verdict_s
 from microgpt.studio.speed import expected_tokens_per_second
 
-FLOAT_KINDS = ["stream", "logits"]  # what a port of kind "float" takes (relu, add, ...)
-# The kind of each primitive's outputs ("float": the kind its input has); tests hold it to every op's infer.
-OUTPUT_KINDS = {"embedding": "stream", "linear": "stream", "logits": "logits", "stream_read": "stream",
-                "stream_write": "stream", "layer_norm": "stream", "relu": "float", "gelu": "float", "add": "float",
-                "mul": "float", "scale": "float", "concat": "stream", "split": "stream", "narrow": "stream",
-                "rope": "stream", "attention": "stream", "prefix_mean": "stream", "zeros": "stream",
-                "prior": "stream", "router": "weights", "mix": "logits"}
 CHECK_BACKEND = "numpy"  # memory as `microgpt train --backend numpy` estimates it (float32), as the canvas does
-CAUSALITY_CACHE = 64  # verdicts kept (by document and run dims): an undo, or a check again after a move, is free
 # An edit's check answers within 150 ms (issue 29): the causality verdict is waited for until CHECK_BUDGET_S into
 # the check, leaving the rest for the answer's JSON and its way back; a verdict that takes longer (hundreds of
 # nodes: it runs the graph's forward) comes with the next check of the same document.
 CHECK_BUDGET_S = 0.1
-# The causality check holds a float64 copy of the model four times over (weights, gradients, two moments):
-# 10 million parameters is 320 MB and a few seconds; a larger graph is left to `microgpt train` to check.
-CAUSALITY_MAX_PARAMETERS = 10_000_000
 LARGEST_SHOWN = 1024**5  # bytes: a size past this is shown as "more than 1024.0 TiB" (format_bytes divides floats)
-
-
-def _port(name: str, kind: str, many: bool | None = None) -> dict:
-    entry = {"name": name, "type": kind, "kinds": FLOAT_KINDS if kind == "float" else [kind]}
-    return entry if many is None else {**entry, "many": many}
-
-
-def _op_entry(op: Op) -> dict:
-    entry = {"name": op.name, "doc": op.doc,
-             "inputs": [_port(name, port.kind, port.many) for name, port in op.inputs.items()],
-             "outputs": [_port(name, OUTPUT_KINDS[op.name]) for name in op.outputs],
-             "params": [{"name": name, "default": None if default is REQUIRED else default,
-                         "required": default is REQUIRED} for name, default in op.params.items()]}
-    if type(op).output_ports is not Op.output_ports:  # split: out0, out1, ... one per entry of its widths
-        entry["outputs"] = [_port("out0", "stream"), _port("out1", "stream")]
-        entry["outputs_from"] = "widths"
-    return entry
-
-
-def _port_kind(text: str) -> str:
-    return text.partition("[")[0]
-
-
-def palette() -> dict:
-    """Every primitive and library group as the editor offers them (see the module doc)."""
-    groups = [{"name": name, "description": group.get("description", ""), "params": group.get("params", {}),
-               "inputs": [{"name": port, "type": kind, "kinds": [_port_kind(kind)]}
-                          for port, kind in group.get("inputs", {}).items()],
-               "outputs": [{"name": port, "type": kind, "kinds": [_port_kind(kind)]}
-                           for port, kind in group.get("outputs", {}).items()],
-               "nodes": group.get("nodes", []), "edges": group.get("edges", []), "source": "library"}
-              for name, group in library_groups().items()]
-    return {"ops": [_op_entry(op) for op in OPS.values()], "groups": groups, "types": list(KINDS)}
 
 
 def type_text(kind: ValueType) -> tuple[str, str]:
@@ -148,56 +97,6 @@ class _Compiled:
 
     program: Program
     seq_len: int
-
-
-_verdicts: OrderedDict = OrderedDict()  # (document, vocab, T, tokenizer) -> the future of its verdict
-_verdicts_lock = threading.Lock()
-_checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
-
-
-_pace: dict = {}  # "per_node": seconds the last causality check took per primitive (on this machine, now)
-
-
-def expected_verdict_s(program: Program) -> float:
-    """How long a causality check of this program should take, from the last one's pace (0 before any)."""
-    return _pace.get("per_node", 0.0) * len(program.nodes)
-
-
-def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
-    """(the `causality` answer, the GraphError where the graph leaks or None)."""
-    started = time.perf_counter()
-    try:
-        return _checked(program, seq_len, tokenizer)
-    finally:
-        _pace["per_node"] = (time.perf_counter() - started) / max(1, len(program.nodes))
-
-
-def _checked(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
-    with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
-        try:
-            return {"ok": True, "pending": False, "message": check_causality(program, seq_len, tokenizer)}, None
-        except ConfigError as exc:  # a leak (a GraphError at the node where the future enters), or a refusal
-            leak = exc if isinstance(exc, GraphError) else GraphError(str(exc))
-            return {"ok": False, "pending": False, "message": str(leak)}, leak
-        except Exception as exc:  # noqa: BLE001 - whatever stops the check here is said; training checks again
-            return {"ok": None, "pending": False, "message": f"the causality check could not run here "
-                    f"({type(exc).__name__}: {str(exc)[:120]}); microgpt train checks it before its first step"}, None
-
-
-def causality_of(program: Program, document: dict, run: RunSettings) -> Future:
-    """The future of the causality verdict (_verdict's), started now or kept from a check of the same document
-    and run (so a check again finds it done)."""
-    key = (json.dumps(document, sort_keys=True), run.vocab, run.seq_len, run.tokenizer_key)
-    with _verdicts_lock:
-        future = _verdicts.get(key)
-        if future is None or future.cancelled():
-            for waiting in _verdicts.values():  # an earlier edit's check not started yet: no one waits for it now
-                waiting.cancel()
-            future = _verdicts[key] = _checker.submit(_verdict, program, run.seq_len, run.tokenizer())
-            if len(_verdicts) > CAUSALITY_CACHE:
-                _verdicts.popitem(last=False)
-        _verdicts.move_to_end(key)
-    return future
 
 
 def add_verdict(checked: GraphCheck, verdict: Future, trace: Trace, wait_s: float | None) -> None:

@@ -1,0 +1,75 @@
+"""The causality verdicts of the node editor's checks: each run on a worker thread (one at a time, the newest
+edit's first: a check not started yet is cancelled when another document comes), kept by document and run
+(vocabulary, context, tokenizer), so a check again, an undo or a save finds it done; and the pace of the last
+one, by which a check knows whether to wait for a verdict within its budget.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from threadpoolctl import threadpool_limits
+
+from microgpt.core.errors import ConfigError
+from microgpt.model.graph.causality import check_causality
+from microgpt.model.graph.compile import GraphError
+from microgpt.model.graph.program import Program
+from microgpt.studio.graph_run import RunSettings
+
+CAUSALITY_CACHE = 64  # verdicts kept (by document and run dims): an undo, or a check again after a move, is free
+# The causality check holds a float64 copy of the model four times over (weights, gradients, two moments):
+# 10 million parameters is 320 MB and a few seconds; a larger graph is left to `microgpt train` to check.
+CAUSALITY_MAX_PARAMETERS = 10_000_000
+
+_verdicts: OrderedDict = OrderedDict()  # (document, vocab, T, tokenizer) -> the future of its verdict
+_verdicts_lock = threading.Lock()
+_checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
+
+
+_pace: dict = {}  # "per_node": seconds the last causality check took per primitive (on this machine, now)
+
+
+def expected_verdict_s(program: Program) -> float:
+    """How long a causality check of this program should take, from the last one's pace (0 before any)."""
+    return _pace.get("per_node", 0.0) * len(program.nodes)
+
+
+def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
+    """(the `causality` answer, the GraphError where the graph leaks or None)."""
+    started = time.perf_counter()
+    try:
+        return _checked(program, seq_len, tokenizer)
+    finally:
+        _pace["per_node"] = (time.perf_counter() - started) / max(1, len(program.nodes))
+
+
+def _checked(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
+    with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
+        try:
+            return {"ok": True, "pending": False, "message": check_causality(program, seq_len, tokenizer)}, None
+        except ConfigError as exc:  # a leak (a GraphError at the node where the future enters), or a refusal
+            leak = exc if isinstance(exc, GraphError) else GraphError(str(exc))
+            return {"ok": False, "pending": False, "message": str(leak)}, leak
+        except Exception as exc:  # noqa: BLE001 - whatever stops the check here is said; training checks again
+            return {"ok": None, "pending": False, "message": f"the causality check could not run here "
+                    f"({type(exc).__name__}: {str(exc)[:120]}); microgpt train checks it before its first step"}, None
+
+
+def causality_of(program: Program, document: dict, run: RunSettings) -> Future:
+    """The future of the causality verdict (_verdict's), started now or kept from a check of the same document
+    and run (so a check again finds it done)."""
+    key = (json.dumps(document, sort_keys=True), run.vocab, run.seq_len, run.tokenizer_key)
+    with _verdicts_lock:
+        future = _verdicts.get(key)
+        if future is None or future.cancelled():
+            for waiting in _verdicts.values():  # an earlier edit's check not started yet: no one waits for it now
+                waiting.cancel()
+            future = _verdicts[key] = _checker.submit(_verdict, program, run.seq_len, run.tokenizer())
+            if len(_verdicts) > CAUSALITY_CACHE:
+                _verdicts.popitem(last=False)
+        _verdicts.move_to_end(key)
+    return future
