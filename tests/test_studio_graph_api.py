@@ -23,6 +23,7 @@ from microgpt.model.family import family, n_params
 from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.library import library_groups, with_library
+from microgpt.model.graph.memory import program_parts
 from microgpt.model.graph.ops import OPS
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
@@ -152,6 +153,8 @@ def test_a_sound_document_is_ok_with_shapes_costs_and_the_causality_verdict(clie
                                     seq_len=16)
     assert result["parameters"] == sum(spec.size for spec in config.program.specs)
     assert result["memory_bytes"] == estimate_training_bytes(family("graph"), config, 4, backend_class("numpy")())
+    kept = program_parts(config.program, 4, backend_class("numpy")())["activations"]
+    assert sum(value["memory_bytes"] for value in top.values()) == kept, "each node's part of what a step keeps"
     assert result["tokens_per_second"] > 0 and result["description"].startswith("graph of")
 
 
