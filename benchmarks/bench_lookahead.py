@@ -1,6 +1,7 @@
 """Lookahead heads against a plain GPT with the same trunk, and speculative sampling against the KV-cache sampler.
 
     python benchmarks/bench_lookahead.py [--steps 1000] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
+    python benchmarks/bench_lookahead.py --sampling CHECKPOINT [CHECKPOINT ...]   # the sampling table alone
 
 Every run has the same trunk (TRUNK: d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64), batch 16, the
 default recipe otherwise, the cpu backend with one thread, `--jobs` runs at a time. The last 10% of the text is
@@ -17,16 +18,23 @@ top-1 agreement with the token at its offset, as `eval` reports them), and every
 the held-out tokens hidden at random (use/fill.py, as `eval --fill-rate`): the gap heads' fill beside the
 main head's guess from the text before alone.
 
-Then sampling at temperature 0 from each mtp checkpoint, 500 characters after the held-out text's first 64
-characters (a newline alone leads some models into a text of newlines, which no draft matches), one thread: the
-KV-cache sampler (`sample`) against `sample --speculative`, alternated, best of three each; the texts must be
-identical, and it prints the characters per second of both and each head's acceptance.
+Then sampling from each mtp checkpoint (or, with --sampling, from the checkpoints given, trained on --text),
+cpu backend, one thread: the KV-cache sampler (`sample`) against `sample --speculative` at temperatures 0, 0.8
+and 1, SAMPLED tokens after each of PROMPTS prompts of 64 characters spread over the text's last 20,000
+characters (the default run's held-out tokens; a newline alone leads some models into a text of newlines),
+the two samplers alternated prompt by prompt, three rounds. Each round's ratio is the plain sampler's seconds
+over the speculative one's, summed over the prompts; the table gives the median round's tokens per second of
+each, the median ratio, the same ratio in CPU seconds (process time: steadier than the wall clock when other
+processes share the cores), tokens per pass and each head's acceptance. At temperature 0 the texts must be
+identical. The summary line names the processor, its cores and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,7 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 TRUNK = {"d_model": 96, "n_layers": 6, "heads": 4, "d_ff": 384, "seq_len": 64, "batch_size": 16}
 HEADS = {"lookahead": 2, "head_layers": 1}
-SAMPLED = 500  # characters per timed sample
+SAMPLED = 300  # tokens per timed sample
+PROMPTS = 8  # prompts per round, each 64 characters, spread over the text's last 20,000 characters
+TEMPERATURES = (0.0, 0.8, 1.0)
 FILL_RATE = 0.1  # the share of held-out tokens hidden for the fill figures
 FILL_TOKENS = 20_000  # held-out tokens the fill figures read (filling is a pass per hole of each window)
 
@@ -81,25 +91,66 @@ def one_run(job: dict) -> dict:
     return result
 
 
-def sampling(model_dir: str, prompt: str) -> dict:
-    """Characters per second at temperature 0: the KV-cache sampler and the speculative one, best of three each."""
+def prompts_of(text: str) -> list[str]:
+    """PROMPTS prompts of 64 characters, spread over the last 20,000 characters of the text."""
+    tail = text[-20_000:]
+    return [tail[i * len(tail) // PROMPTS :][:64] for i in range(PROMPTS)]
+
+
+def sampling(model_dir: str, prompts: list[str]) -> list[dict]:
+    """Per temperature: the KV-cache sampler against the speculative one, alternated prompt by prompt, three
+    rounds; tokens per second of the median round, the median ratio in wall and CPU seconds, the acceptance."""
     import microgpt
     from microgpt.use.speculative import Speculation
 
     loaded = microgpt.load(model_dir, backend="cpu", threads=1)
-    plain_times, speculative_times = [], []
-    for _ in range(3):
-        start = time.perf_counter()
-        plain = loaded.sample(SAMPLED, prompt=prompt, temperature=0)
-        plain_times.append(time.perf_counter() - start)
-        speculation = Speculation()
-        start = time.perf_counter()
-        drafted = loaded.sample(SAMPLED, prompt=prompt, temperature=0, speculation=speculation)
-        speculative_times.append(time.perf_counter() - start)
-        if drafted != plain:
-            raise SystemExit("speculative sampling at temperature 0 gave another text than greedy sampling")
-    return {"plain": SAMPLED / min(plain_times), "speculative": SAMPLED / min(speculative_times),
-            "report": speculation.report(), "text": plain}
+    loaded.sample(20, prompt=prompts[0], temperature=0, speculation=Speculation())  # compiled, warm
+    rows = []
+    for temperature in TEMPERATURES:
+        speculation, rounds = Speculation(), []
+        for _ in range(3):
+            plain, drafted = [0.0, 0.0], [0.0, 0.0]  # (wall, cpu) seconds over the prompts
+            for seed, prompt in enumerate(prompts):
+                texts = []
+                for spent, spec in ((plain, None), (drafted, speculation)):
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    texts.append(loaded.sample(SAMPLED, prompt=prompt, temperature=temperature, seed=seed,
+                                               speculation=spec))
+                    spent[0] += time.perf_counter() - wall
+                    spent[1] += time.process_time() - cpu
+                if temperature == 0 and texts[0] != texts[1]:
+                    raise SystemExit(f"{model_dir}: speculative sampling at temperature 0 gave another text than "
+                                     "greedy sampling")
+            rounds.append((plain, drafted))
+        tokens = SAMPLED * len(prompts)
+        rows.append({"temperature": temperature,
+                     "plain": tokens / statistics.median(p[0] for p, _ in rounds),
+                     "speculative": tokens / statistics.median(d[0] for _, d in rounds),
+                     "ratio": statistics.median(p[0] / d[0] for p, d in rounds),
+                     "cpu_ratio": statistics.median(p[1] / d[1] for p, d in rounds),
+                     "per_pass": speculation.made / speculation.passes,
+                     "kept": [kept / checked if checked else None
+                              for kept, checked in zip(speculation.kept, speculation.checked)]})
+    return rows
+
+
+def sampling_table(speeds: dict[str, list[dict]], load_before: float, prompts: int) -> None:
+    """The sampling table of every checkpoint, under its summary line."""
+    from microgpt.core.threads import available_cores
+
+    cores = available_cores()
+    print(f"sampling {SAMPLED} tokens after each of {prompts} prompts, KV cache against --speculative alternated, "
+          f"3 rounds, median; cpu backend, 1 thread; {cpu_model()}, {cores} cores, load average "
+          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+    print("| checkpoint | temperature | KV cache tokens/s | speculative tokens/s | ratio | ratio, CPU seconds | "
+          "tokens per pass | kept, head by head |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for name, rows in speeds.items():
+        for row in rows:
+            kept = ", ".join(f"head {k + 1} {rate:.0%}" if rate is not None else f"head {k + 1} -"
+                             for k, rate in enumerate(row["kept"]))
+            print(f"| {name} | {row['temperature']:g} | {row['plain']:,.0f} | {row['speculative']:,.0f} | "
+                  f"{row['ratio']:.2f} | {row['cpu_ratio']:.2f} | {row['per_pass']:.2f} | {kept} |")
 
 
 def main() -> None:
@@ -108,8 +159,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, help="keep the checkpoints here (default: a temporary directory)")
+    parser.add_argument("--sampling", nargs="+", metavar="CHECKPOINT",
+                        help="only time sampling from these mtp checkpoints (trained on --text), training nothing")
     args = parser.parse_args()
     text = args.text.read_text(encoding="utf-8")
+    load_before = os.getloadavg()[0]
+    if args.sampling:
+        sampling_table({name: sampling(name, prompts_of(text)) for name in args.sampling}, load_before, PROMPTS)
+        return
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-lookahead-"))
     work.mkdir(parents=True, exist_ok=True)
     cut = len(text) * 9 // 10
@@ -136,7 +193,8 @@ def main() -> None:
         results = {r["name"]: r for r in pool.map(one_run, jobs)}
     ratio = results["lookahead mtp"]["seconds"] / results["gpt, same steps"]["seconds"]  # trained side by side
     results["gpt, same compute"] = one_run(job("gpt, same compute", {}, steps=round(args.steps * ratio)))
-    speeds = {name: sampling(results[name]["model"], text[cut : cut + 64])
+    held_out = text[cut:]
+    speeds = {name: sampling(results[name]["model"], prompts_of(held_out))
               for name in ("lookahead mtp", "lookahead mtp, linear heads")}
 
     print(f"{args.text.name}, last 10% held out; trunk d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64, "
@@ -160,10 +218,7 @@ def main() -> None:
         fill = r["fill"]
         print(f"  {name}: {heads or 'one head'}; fill {fill['accuracy']:.3f} right ({fill['by_gap_heads']:,} of "
               f"{fill['holes']:,} holes by gap heads), the main head from the left {fill['left_only']:.3f}")
-    for name, speed in speeds.items():
-        print(f"{name}, sampling {SAMPLED} characters at temperature 0: KV cache {speed['plain']:,.0f} chars/s, "
-              f"speculative {speed['speculative']:,.0f} chars/s, ratio {speed['speculative'] / speed['plain']:.2f} "
-              f"(target at least 1.5), identical text; {speed['report']}")
+    sampling_table(speeds, load_before, PROMPTS)
     (work / "results.json").write_text(json.dumps({**results, "sampling": speeds}, indent=2), encoding="utf-8")
 
 

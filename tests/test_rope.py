@@ -42,3 +42,13 @@ def test_the_layers_of_one_step_share_the_table_for_a_later_position():
     assert all(a is b for a, b in zip(first, again))  # made once, not once per layer
     later = rope.tables(4, 1, first_position=41)
     assert later[0] is not first[0]
+
+
+def test_a_span_inside_the_latest_later_one_is_a_slice_of_it():
+    # a speculative pass's heads ask for the rows of the tokens kept, inside the pass's own span
+    rope = RopeTables(get_backend("numpy"), SEQ_LEN)
+    whole = rope.tables(6, 4, first_position=50)
+    inside = rope.tables(6, 2, first_position=51)
+    assert all(np.shares_memory(a, b) for a, b in zip(whole, inside))  # not made again
+    for got, want in zip(inside, rope_tables(6, 2, first_position=51)):
+        np.testing.assert_array_equal(got, want.astype(got.dtype))  # the rows of those positions

@@ -34,7 +34,8 @@ class RopeTables:
     Positions 0 .. seq_len - 1 (training, a prompt, decoding while the context fits) are slices of one
     resident (seq_len, width) pair per width, made on first use. A later position, which only a sliding
     KV cache asks for, gets a pair made for just the positions asked; the latest such pair is kept per
-    width, so the layers of one decoding step share it, and it replaces the one before. Each row holds the
+    width, so the layers of one decoding step share it (and a span inside it is a slice of it), and it
+    replaces the one before. Each row holds the
     same values either way (`rope_tables` computes a position's angles alone), so where a table comes
     from never changes a result.
     """
@@ -53,9 +54,13 @@ class RopeTables:
                 self._resident[width] = self._upload(width, self.seq_len, 0)
             cos, sin = self._resident[width]  # each (seq_len, width)
             return cos[first_position:end], sin[first_position:end]
-        span = (first_position, n_positions)
-        if width not in self._latest or self._latest[width][0] != span:
-            self._latest[width] = (span, self._upload(width, n_positions, first_position))
+        if width in self._latest:  # a span inside the latest one (a speculative pass's heads, over its kept tokens)
+            (first, count), (cos, sin) = self._latest[width]
+            if (first, count) == (first_position, n_positions):
+                return cos, sin
+            if first <= first_position and end <= first + count:
+                return cos[first_position - first : end - first], sin[first_position - first : end - first]
+        self._latest[width] = ((first_position, n_positions), self._upload(width, n_positions, first_position))
         return self._latest[width][1]
 
     def held_shapes(self) -> list[tuple[int, ...]]:
