@@ -154,7 +154,8 @@ def js(driver, script: str, *args):
 
 def follow_only(driver, *runs: str) -> None:
     js(driver, "Watch.followOnly(arguments[0])", list(runs))
-    wait(driver, lambda d: js(d, "return Watch.followed.join(',')") == ",".join(runs))
+    wait(driver, lambda d: js(d, "return Watch.followed.join(',')") == ",".join(runs)
+         and js(d, "return !Watch.loading && Watch.followed.every(p => Watch.runs[p])"))
 
 
 def chart_range(driver, chart: str) -> float:

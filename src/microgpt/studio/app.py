@@ -63,6 +63,7 @@ USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: 
 # 409, 429)
 MAX_MODEL_PROCESSES = 2  # sample and eval subprocesses at once (each loads a model: about 100 MB and up)
 MAX_SAMPLE_TOKENS = 20_000  # the longest sample the page asks for
+HISTORY_READERS = 2  # metrics logs read at once (each holds a few blocks of its log: the server's memory stays low)
 
 
 class BusyError(ConfigError):
@@ -102,6 +103,7 @@ class Studio:
         self.manager = RunManager(workspace, cores)
         self.stopping = False
         self.model_processes = 0  # sample and eval subprocesses running now
+        self.history_readers = anyio.CapacityLimiter(HISTORY_READERS)
         routes = [
             Route("/", self.index), Route("/static/{name}", self.static),
             Route("/api/canvas", self.canvas), Route("/api/check", self.check, methods=["POST"]),
@@ -317,7 +319,8 @@ class Studio:
         log = self.workspace.run_log(run)
         points = min(max(whole_number(request.query_params.get("points", "2000"), "points"), 10), 20000)
         per_step = self.tokens_per_step(self.workspace.run_of(run))
-        history = read_history(log, per_step, points)
+        history = await anyio.to_thread.run_sync(read_history, log, per_step, points,  # the streams go on
+                                                 limiter=self.history_readers)
         return JSONResponse({**history, "run": request.query_params["run"], "tokens_per_step": per_step})
 
     async def stream(self, request: Request) -> StreamingResponse:

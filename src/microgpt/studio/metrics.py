@@ -1,8 +1,10 @@
 """A run's metrics log (`<checkpoint>.metrics.jsonl`) as the studio's curves read it.
 
-`read_history` reads the whole log (and gives the last record's step and time, to go on from), adds `tokens_per_s` (from each step's time and the tokens a step trains)
-and returns it as columns of at most `points` values each: consecutive records are averaged in buckets, so
-that a run of 100,000 steps is a few thousand points. `Tail` follows a log as it grows, from a byte offset,
+`read_history` reads the log (and gives the last record's step and time, to go on from), adds `tokens_per_s`
+(from each step's time and the tokens a step trains) and returns it as columns of at most `points` values
+each: consecutive records are averaged in buckets, so that a run of 100,000 steps is a few thousand points
+(a log of more than SAMPLES records a bucket is read as an even sample of SAMPLES a bucket, with every
+validation record: `sampled`). `Tail` follows a log as it grows, from a byte offset,
 line by line (a line is read once it is whole), and says when the log was replaced (a resume cuts it back, a
 new run starts it again), so the page reloads the history. `charts_of` says which chart draws each figure:
 the validation loss with the loss, a figure a family logs per part on one chart of its parts (an ensemble's
@@ -28,6 +30,10 @@ from microgpt.training.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
 LAST_BYTES = 16 * 1024  # the end of a log that holds its last record
+SAMPLES = 3  # records read per bucket of a long log's history (read_history)
+CHUNK = 4 * 2**20  # the block a log is read in
+HISTORIES: dict = {}  # the histories last read, by log, its identity, size and time, and what was asked
+MAX_HISTORIES = 64  # a few kilobytes to a megabyte each
 TITLES = {"loss": "loss (training, and validation as points)", "lr": "learning rate", "grad_norm": "gradient norm",
           "tokens_per_s": "tokens/s"}
 
@@ -103,19 +109,66 @@ def charts_of(keys) -> dict[str, dict]:
 
 
 def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_POINTS) -> dict:
-    """The log's curves as columns, with the byte offset and identity to follow it from."""
+    """The log's curves as columns, with the byte offset and identity to follow it from. The log is read once,
+    in blocks of CHUNK bytes (never whole); the history of a log unchanged since it was last read is the one
+    read then."""
     try:
         with open(log, "rb") as f:
-            data = f.read()
-            identity = os.fstat(f.fileno()).st_ino
+            info = os.fstat(f.fileno())
+            key = (str(log), info.st_ino, info.st_size, info.st_mtime_ns, tokens_per_step, points)
+            if key in HISTORIES:  # a log that has not changed since (a finished run opened again)
+                return HISTORIES[key]
+            lines, count, offset = sampled(f, max(1, info.st_size // (points * SAMPLES)))
     except FileNotFoundError:
         return {"columns": {}, "charts": {}, "offset": 0, "inode": None, "records": 0, "last": None}
-    whole = data[: data.rfind(b"\n") + 1]
-    records = with_speed(records_of(whole.decode("utf-8", errors="replace").splitlines()), tokens_per_step)
+    records = with_speed(records_of(b"\n".join(lines).decode("utf-8", errors="replace").splitlines()),
+                         tokens_per_step)
     last = {key: records[-1][key] for key in ("step", "time") if key in records[-1]} if records else None
     columns = columns_of(records, points)
-    return {"columns": columns, "charts": charts_of(columns), "offset": len(whole), "inode": identity,
-            "records": len(records), "last": last}
+    history = {"columns": columns, "charts": charts_of(columns), "offset": offset, "inode": info.st_ino,
+               "records": count, "last": last}
+    if len(HISTORIES) >= MAX_HISTORIES:
+        del HISTORIES[next(iter(HISTORIES))]
+    HISTORIES[key] = history
+    return history
+
+
+def sampled(f, gap: int) -> tuple[list[bytes], int, int]:
+    """(the lines of an open log that a history reads, how many whole lines it has, the bytes they take): every
+    line where lines are longer than `gap` bytes; past that an even sample (the line at every `gap`-th byte),
+    and every validation record and the last line, so that a long log opens in a fraction of the time that
+    reading every line would take."""
+    picked: dict[int, bytes] = {}  # lines by where they start
+    count = offset = read = 0
+    rest, aim = b"", 0
+    while block := f.read(CHUNK):
+        data, base = rest + block, read - len(rest)
+        read += len(block)
+        cut = data.rfind(b"\n") + 1
+        whole, rest = data[:cut], data[cut:]
+        if not whole:
+            continue
+        lines = whole.count(b"\n")
+        count, offset = count + lines, base + cut
+        if gap * lines <= 2 * cut:  # lines at least half a gap long: each one is read
+            start = 0
+            for line in whole[:-1].split(b"\n"):
+                picked[base + start] = line
+                start += len(line) + 1
+            continue
+        while aim < offset:  # the line holding byte `aim`
+            start = whole.rfind(b"\n", 0, aim - base) + 1
+            end = whole.find(b"\n", aim - base)
+            picked[base + start] = whole[start:end]
+            aim = max(aim + gap, base + end + 1)
+        found = whole.find(b'"val_')
+        while found >= 0:  # a validation record: each one is drawn
+            start, end = whole.rfind(b"\n", 0, found) + 1, whole.find(b"\n", found)
+            picked[base + start] = whole[start:end]
+            found = whole.find(b'"val_', end)
+        start = whole.rfind(b"\n", 0, cut - 1) + 1  # the last line: where the curve ends
+        picked[base + start] = whole[start:cut - 1]
+    return [picked[start] for start in sorted(picked)], count, offset
 
 
 def last_record(log: Path) -> dict | None:

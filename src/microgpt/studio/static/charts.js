@@ -1,7 +1,7 @@
 // The Watch view: live curves of the followed runs, one chart per group of metrics, overlaid run on run.
-// History comes from /api/metrics (already bucketed to POINTS), then /api/stream appends each record as the
-// run writes it; past 2 x POINTS a run's columns are halved (pairs averaged), so that 10 runs of 100k steps
-// stay a few thousand points each. Which chart draws each figure is the server's word (metrics.charts_of),
+// History comes from /api/metrics (already bucketed to at most POINTS, fewer each as more runs are followed:
+// POINT_BUDGET over them all), then /api/stream appends each record as the run writes it; past twice its
+// points a run's columns are halved (pairs averaged), so that 10 runs of 100k steps stay responsive. Which chart draws each figure is the server's word (metrics.charts_of),
 // sent with the history and with each record. Smoothing (an exponential moving average) and log scales are
 // drawn here. Each run is drawn in its own colour (colours.js), the figures of one run on one chart in
 // distinct dashes; the charts are SVG (`scatter`: a browser has a few WebGL contexts, fewer than the charts),
@@ -12,12 +12,16 @@ const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
 
 const Watch = {
   POINTS: 2000,
+  POINT_BUDGET: 4000, // the points of every followed run's history together, down to MIN_POINTS a run
+  MIN_POINTS: 400,
   runs: {},       // path -> {columns, charts, offset, inode, perStep, last}
   followed: [],   // paths, in the order they were chosen
   source: null,
   states: [],
   table: [],
   drawTimer: null,
+  plotly: null,   // the promise of plotly.min.js (loadPlotly)
+  loading: false, // while followOnly reads the histories
   revision: 0,    // bumped with every change of the data: Plotly redraws a chart when its datarevision moves
 
   init() {
@@ -42,28 +46,33 @@ const Watch = {
     PageState.save();
     this.openStream();
     RunList.draw();
-    this.scheduleDraw();
+    this.draw();
   },
 
   async followOnly(paths) {
-    this.followed = [];
+    this.followed = [...paths];
     this.runs = {};
-    for (const path of paths) {
-      this.followed.push(path);
-      await this.loadHistory(path);
+    PageState.save();
+    this.loading = true;  // drawn once, when every history is in
+    try {
+      await Promise.all(paths.map(path => this.loadHistory(path)));
+    } finally {
+      this.loading = false;
     }
     this.revision += 1;
     PageState.save();
     this.openStream();
     RunList.draw();
-    this.scheduleDraw();
+    this.draw();
   },
 
   async loadHistory(path) {
-    const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${this.POINTS}`);
+    const points = Math.max(this.MIN_POINTS, Math.min(this.POINTS,
+      Math.floor(this.POINT_BUDGET / Math.max(1, this.followed.length))));
+    const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${points}`);
     this.revision += 1;
     this.runs[path] = {columns: history.columns, charts: history.charts, offset: history.offset, inode: history.inode,
-      perStep: history.tokens_per_step, last: history.last};
+      perStep: history.tokens_per_step, last: history.last, points};
   },
 
   openStream() {
@@ -120,7 +129,7 @@ const Watch = {
     for (const key of Object.keys(columns)) {
       columns[key].push(key in row && typeof row[key] === "number" ? row[key] : null);
     }
-    if (columns.step.length > 2 * this.POINTS) this.halve(columns);
+    if (columns.step.length > 2 * run.points) this.halve(columns);
   },
 
   halve(columns) {
@@ -136,6 +145,15 @@ const Watch = {
   },
 
   // ---- drawing --------------------------------------------------------------------------------
+
+  // plotly.min.js, loaded when a chart is first drawn: the other views never wait for its 3.5 MB to be parsed.
+  loadPlotly() {
+    this.plotly = this.plotly || new Promise((resolve, reject) => {
+      document.head.append(element("script", {src: "/static/plotly.min.js", onload: resolve,
+        onerror: () => reject(new Error("/static/plotly.min.js did not load; reload the page"))}));
+    });
+    return this.plotly;
+  },
 
   groups() {
     const groups = new Map(); // chart id -> [{path, key, label}]
@@ -173,8 +191,14 @@ const Watch = {
   },
 
   draw() {
+    clearTimeout(this.drawTimer);
+    this.drawTimer = null;
     const area = document.getElementById("charts");
-    if (!document.getElementById("watch").classList.contains("active")) return;
+    if (!document.getElementById("watch").classList.contains("active") || this.loading) return;
+    if (typeof Plotly === "undefined") {
+      this.loadPlotly().then(() => this.draw(), err => say(err.message, true));
+      return;
+    }
     const weight = parseFloat(document.getElementById("smoothing").value);
     const logY = document.getElementById("log-y").checked;
     const xKey = document.getElementById("x-axis").value;

@@ -59,13 +59,15 @@ document.querySelector("nav[role=tablist]").addEventListener("keydown", event =>
 
 (async () => {
   try {
-    Canvas.init(await api("/api/canvas"));
-    Watch.init();
+    const state = PageState.read();
+    if (state.view === "watch") Watch.loadPlotly();  // parsed while the server reads the histories
     Compare.init();
     Sample.init();
-    const state = PageState.read();
+    Watch.init();
+    const following = state.runs.length ? Watch.followOnly(state.runs).catch(err => say(err.message, true)) : null;
+    Canvas.init(await api("/api/canvas"));
     showView(state.view);
-    if (state.runs.length) await Watch.followOnly(state.runs).catch(err => say(err.message, true));
+    await following;
     document.body.dataset.ready = "yes";
   } catch (err) {
     say(err.message, true);
