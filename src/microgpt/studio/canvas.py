@@ -68,7 +68,7 @@ FAMILY_CANVAS: dict[str, FamilyCanvas] = {
         Component("trunk", "trunk", "tokens", "vectors", ("d_model", "n_layers", "heads", "d_ff"),
                   note="the shared transformer trunk"),
         Component("heads", "heads", "vectors", "logits",
-                  ("lookahead", "lookahead_mode", "head_layers", "lookahead_weight"),
+                  ("lookahead", "lookahead_mode", "head_layers", "lookahead_weight", "lookahead_distill"),
                   note="K extra heads: each a token further ahead (mtp) or the next token behind a gap, and their loss weight"),
     )),
 }
