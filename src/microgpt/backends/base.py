@@ -268,8 +268,9 @@ class Backend(abc.ABC):
         i sees the positions from max(0, start + i - window + 1) to its own, the last `window`. Decoding with a
         KV cache (model/kv_cache.py): one new token, or a few drafted ones past the window, each over its own.
 
-        This default gathers the positions the queries see, in position order, and runs causal_attention over
-        them while each query sees all before it; past the window, one product over the union of the queries'
+        This default gathers the positions the queries see, in position order (a slice where they do not wrap,
+        or all of the ring for one query that sees it whole), and runs causal_attention over them while each
+        query sees all before it; past the window, one product over the union of the queries'
         windows under a band mask (MASKED_SCORE outside a query's own window, so its probability is exactly 0).
         """
         capacity, n = keys.shape[1], q.shape[1]
@@ -277,11 +278,17 @@ class Backend(abc.ABC):
         if last - first + 1 > capacity:
             raise ValueError(f"window_attention: {n} queries at {start} see {last - first + 1} positions, but the "
                              f"ring holds {capacity}")
-        slots = np.arange(first, last + 1) % capacity  # (held,): the positions seen, in order
-        held_keys, held_values = keys[:, slots], values[:, slots]  # each (G, held, w)
+        held = last - first + 1  # the positions the queries see between them
+        if first % capacity + held <= capacity:  # no wrap: the positions seen lie in order, one slice
+            slots = slice(first % capacity, first % capacity + held)
+        elif n == 1 and held == capacity:  # one query that sees the whole ring: any order of its slots does
+            slots = slice(0, capacity)
+        else:
+            slots = np.arange(first, last + 1) % capacity  # (held,): the positions seen, in order
+        held_keys, held_values = keys[:, slots].copy(), values[:, slots].copy()  # each (G, held, w), contiguous
         if n == 1 or last < window:  # every query sees every position before it
             return self.causal_attention(q, held_keys, held_values, scale)[0]
-        behind = np.arange(n)[:, None] + start - first - np.arange(len(slots))[None, :]  # (n, held): query - key
+        behind = np.arange(n)[:, None] + start - first - np.arange(held)[None, :]  # (n, held): query - key
         return self.bmm(self._masked_softmax(self.bmm(q, held_keys, False, True), scale,
                                              (behind < 0) | (behind > window - 1)).reshape(q.shape[0], n, -1),
                         held_values)  # (G, n, w)
