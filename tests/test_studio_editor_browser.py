@@ -120,7 +120,7 @@ def port(driver, ref: str, side: str):
 
 
 def canvas(driver):
-    return driver.find_element(By.ID, "editor-canvas")
+    return driver.find_element(By.ID, "editor-area")
 
 
 def drag_from_palette(driver, name: str, x: int, y: int) -> None:

@@ -16,10 +16,10 @@ const Canvas = {
   async start(spec) {
     Family.init(spec);
     Ports.init(await api("/api/graph/palette"));
-    const svg = document.getElementById("editor-canvas");
-    EditorView.init(svg);
+    const area = document.getElementById("editor-area");
+    EditorView.init(area, document.getElementById("editor-stage"));
     Minimap.init(document.getElementById("minimap"));
-    Pointer.init(svg);
+    Pointer.init(area);
     Keys.init();
     Palette.init();
     AddMenu.init();

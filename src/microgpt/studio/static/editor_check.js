@@ -60,9 +60,10 @@ const EditorCheck = {
     });
     for (const wire of document.querySelectorAll("#editor-wires .wire")) {
       const known = this.wires.get(`${bodyName}|${wire.dataset.from}|${wire.dataset.to}`);
-      wire.querySelector(".wire-shape").textContent = known ? known.shape || "" : "";
-      wire.querySelector("title").textContent = known ? `${known.type}: ${known.shape}` : "";
-      wire.setAttribute("aria-label", `wire from ${wire.dataset.from} to ${wire.dataset.to}${known ? ` ${known.shape}` : ""}`);
+      setText(wire.querySelector(".wire-shape"), known ? known.shape || "" : "");
+      setText(wire.querySelector("title"), known ? `${known.type}: ${known.shape}` : "");
+      const label = `wire from ${wire.dataset.from} to ${wire.dataset.to}${known ? ` ${known.shape}` : ""}`;
+      if (wire.getAttribute("aria-label") !== label) wire.setAttribute("aria-label", label);
     }
     const errors = this.errors();
     for (const error of errors) this.mark(error, bodyName);
@@ -96,7 +97,7 @@ const EditorCheck = {
     for (const badge of document.querySelectorAll("#editor-nodes .badge")) {
       const id = badge.closest(".node").dataset.id;
       const stats = nodes[`${bodyName}/${id}`];
-      badge.textContent = stats ? `${compact(stats.parameters)} params · ${bytes(stats.memory_bytes)} · ${Math.round(100 * (stats.share || 0))}%` : "";
+      setText(badge, stats ? `${compact(stats.parameters)} params · ${bytes(stats.memory_bytes)} · ${Math.round(100 * (stats.share || 0))}%` : "");
     }
   },
 
@@ -150,6 +151,11 @@ function pathSteps(path) {
     bodyName = node.group;
   }
   return steps;
+}
+
+// Text changed only where it differs: a check's answer touches only what it changed.
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
 }
 
 function addError(el, message) {

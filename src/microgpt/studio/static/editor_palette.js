@@ -56,7 +56,7 @@ const Palette = {
       ghost.hidden = true;
       if (!moved) return addAndShow(item, EditorView.centre());
       const over = document.elementFromPoint(e.clientX, e.clientY);
-      if (over && over.closest("#editor-canvas")) addAndShow(item, EditorView.toWorld(e.clientX, e.clientY));
+      if (over && over.closest("#editor-area") && !over.closest("#minimap-box, #add-menu, #breadcrumbs")) addAndShow(item, EditorView.toWorld(e.clientX, e.clientY));
     };
     document.addEventListener("pointermove", move);
     document.addEventListener("pointerup", up);

@@ -7,21 +7,23 @@
 const Pointer = {
   spaceHeld: false,
 
-  init(svg) {
-    svg.addEventListener("pointerdown", event => this.down(event));
-    svg.addEventListener("wheel", event => {
+  // `area` is the visible box of the canvas; what lies over it (breadcrumbs, minimap, add menu) is not canvas.
+  init(area) {
+    const onCanvas = handler => event => { if (!event.target.closest("#breadcrumbs, #minimap-box, #add-menu")) handler(event); };
+    area.addEventListener("pointerdown", onCanvas(event => this.down(event)));
+    area.addEventListener("wheel", onCanvas(event => {
       event.preventDefault();
       EditorView.zoomAt(Math.exp(-event.deltaY * 0.0015), event.clientX, event.clientY);
-    }, {passive: false});
-    svg.addEventListener("dblclick", event => {
+    }), {passive: false});
+    area.addEventListener("dblclick", onCanvas(event => {
       if (!event.target.closest(".node, .wire")) AddMenu.open(event.clientX, event.clientY);
-    });
-    svg.addEventListener("contextmenu", event => {
+    }));
+    area.addEventListener("contextmenu", onCanvas(event => {
       event.preventDefault();
       AddMenu.open(event.clientX, event.clientY);
-    });
-    svg.addEventListener("click", event => this.clickButton(event));
-    svg.addEventListener("pointermove", event => this.hover(event));
+    }));
+    area.addEventListener("click", onCanvas(event => this.clickButton(event)));
+    area.addEventListener("pointermove", event => this.hover(event));
     document.addEventListener("keydown", event => {
       if (event.key === " " && !isTyping(event.target) && composeActive()) { this.spaceHeld = true; event.preventDefault(); }
     });

@@ -9,29 +9,61 @@ const NODE_W = 190, HEADER = 24, ROW = 18, LINE = 14, PAD = 6;
 const EditorRender = {
   geometry: new Map(), // node id ("@in", "@out" for the walls) -> {x, y, width, height, inputs, outputs}
   wiresOf: new Map(),  // node id -> the wire elements that touch it
+  drawn: {body: null, nodes: new Map(), wires: new Map()}, // what is on the page: key -> {signature, g}
 
+  // Draw the open body again, making anew only the nodes and wires that changed (an edit of one node's
+  // params redraws that node, not 500).
   render() {
     const bodyName = EditorView.bodyName();
     const body = EditorModel.body(bodyName);
     const documentNow = EditorModel.draft.document;
     const nodesLayer = document.getElementById("editor-nodes");
     const wiresLayer = document.getElementById("editor-wires");
+    if (this.drawn.body !== bodyName) {
+      nodesLayer.replaceChildren();
+      wiresLayer.replaceChildren();
+      this.drawn = {body: bodyName, nodes: new Map(), wires: new Map()};
+    }
     this.geometry = new Map();
     this.wiresOf = new Map();
-    const drawn = [];
+    const nodes = new Map();
     for (const node of body.nodes) {
       const shape = this.shapeOf(documentNow, bodyName, node);
       this.geometry.set(node.id, shape);
-      drawn.push(this.drawNode(bodyName, node, shape));
+      const signature = `${JSON.stringify(node)}|${shape.x},${shape.y}|${shape.collapsed}` +
+        (node.group !== undefined ? JSON.stringify([shape.inputs, shape.outputs, shape.summary]) : "");
+      nodes.set(node.id, reuse(this.drawn.nodes.get(node.id), signature, () => this.drawNode(bodyName, node, shape), nodesLayer));
     }
     for (const wall of this.walls(documentNow, bodyName)) {
       this.geometry.set(wall.id, wall);
-      drawn.push(this.drawWall(wall));
+      nodes.set(wall.id, reuse(this.drawn.nodes.get(wall.id), JSON.stringify(wall), () => this.drawWall(wall), nodesLayer));
     }
-    nodesLayer.replaceChildren(...drawn);
-    wiresLayer.replaceChildren(...body.edges.map(edge => this.drawWire(edge)).filter(Boolean));
-    Minimap.draw([...this.geometry.values()]);
+    const wires = new Map();
+    for (const edge of body.edges) {
+      const a = this.portPoint(edge.from, "out"), b = this.portPoint(edge.to, "in");
+      if (!a || !b) continue;
+      const key = `${edge.from}|${edge.to}`;
+      if (wires.has(key)) continue;
+      const made = reuse(this.drawn.wires.get(key), JSON.stringify([a, b]), () => this.drawWire(edge, a, b), wiresLayer);
+      wires.set(key, made);
+      this.touches(edge, made.g);
+    }
+    for (const [key, old] of this.drawn.nodes) if (!nodes.has(key) || nodes.get(key).g !== old.g) old.g.remove();
+    for (const [key, old] of this.drawn.wires) if (!wires.has(key) || wires.get(key).g !== old.g) old.g.remove();
+    this.drawn = {body: bodyName, nodes, wires};
+    for (const [id, {g}] of nodes) g.classList.toggle("selected", EditorView.selection.has(id));
+    EditorView.frame(this.bounds());
+    Minimap.schedule();
     EditorBreadcrumbs.draw();
+  },
+
+  touches(edge, g) {
+    for (const ref of [edge.from, edge.to]) {
+      const {node} = splitRef(ref);
+      const id = node === null ? (ref === edge.from ? "@in" : "@out") : node;
+      if (!this.wiresOf.has(id)) this.wiresOf.set(id, []);
+      this.wiresOf.get(id).push(g);
+    }
   },
 
   shapeOf(documentNow, bodyName, node) {
@@ -109,20 +141,12 @@ const EditorRender = {
     return {x: shape.x + (side === "out" ? shape.width : 0), y: shape.y + HEADER + index * ROW + ROW / 2};
   },
 
-  drawWire(edge) {
-    const a = this.portPoint(edge.from, "out"), b = this.portPoint(edge.to, "in");
-    if (!a || !b) return null;
+  drawWire(edge, a, b) {
     const g = svgElement("g", {class: "wire", "data-from": edge.from, "data-to": edge.to, tabindex: 0, role: "button",
       "aria-label": `wire from ${edge.from} to ${edge.to}`});
     g.append(svgElement("path", {class: "wire-hit", d: curve(a, b)}), svgElement("path", {class: "wire-line", d: curve(a, b)}),
       svgElement("text", {class: "wire-shape", x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 4, "text-anchor": "middle"}),
       svgElement("title", {}, ""));
-    for (const ref of [edge.from, edge.to]) {
-      const {node} = splitRef(ref);
-      const id = node === null ? (ref === edge.from ? "@in" : "@out") : node;
-      if (!this.wiresOf.has(id)) this.wiresOf.set(id, []);
-      this.wiresOf.get(id).push(g);
-    }
     return g;
   },
 
@@ -156,6 +180,14 @@ const EditorRender = {
     return {x, y, width: Math.max(1, right - x), height: Math.max(1, bottom - y)};
   },
 };
+
+// The element drawn before when its signature is the same, else a new one in its place.
+function reuse(old, signature, make, layer) {
+  if (old && old.signature === signature) return old;
+  const g = make();
+  if (old) old.g.replaceWith(g); else layer.append(g);
+  return {signature, g};
+}
 
 // A port at (x, y) of its node: the transform on a wrapper, so that a style of the port's own never moves it.
 function portElement(nodeId, wall, port, side, x, y) {

@@ -1,21 +1,28 @@
 // How the Compose editor looks at its draft: the body that is open (the breadcrumbs' path of groups), the
-// selection, and pan and zoom. Pan and zoom change one SVG transform on the viewport group and nothing else,
-// so a graph of hundreds of nodes moves at the display's frame rate; the minimap follows.
+// selection, and pan and zoom. Pan and zoom change one CSS transform, on the stage that holds the drawing (a
+// layer of its own that the compositor moves without painting it again), and nothing else, so a graph of
+// hundreds of nodes moves at the display's frame rate; the minimap follows. The drawing is painted sharp
+// again once a zoom stops.
 "use strict";
 
 const MIN_ZOOM = 0.1, MAX_ZOOM = 3;
 const MINIMAP_FROM = 30; // nodes in the open body before the minimap shows
+const MINIMAP_W = 180, MINIMAP_H = 120; // its size in the page (editor.css)
+const MINIMAP_DELAY_MS = 120;
+const STAGE_MARGIN = 600;  // drawing room around the nodes, for a node dragged past them
+const SHARPEN_AFTER_MS = 200;
 
 const EditorView = {
   path: [],              // the groups opened, outermost first: [] is the top level
   selection: new Set(),  // node ids of the open body
   transform: {x: 40, y: 40, k: 1},
-  svg: null,
-  viewport: null,
+  area: null,   // the visible box, which takes the pointer's events
+  stage: null,  // what moves: the SVG drawing inside it
+  sharpen: null,
 
-  init(svg) {
-    this.svg = svg;
-    this.viewport = svg.querySelector("#viewport");
+  init(area, stage) {
+    this.area = area;
+    this.stage = stage;
   },
 
   bodyName() {
@@ -23,7 +30,7 @@ const EditorView = {
   },
 
   size() {
-    const rect = this.svg.getBoundingClientRect();
+    const rect = this.area.getBoundingClientRect();
     return {width: rect.width || 800, height: rect.height || 500, left: rect.left, top: rect.top};
   },
 
@@ -41,8 +48,27 @@ const EditorView = {
 
   apply() {
     const {x, y, k} = this.transform;
-    this.viewport.setAttribute("transform", `translate(${x},${y}) scale(${k})`);
+    this.stage.style.transform = `translate(${x}px, ${y}px) scale(${k})`;
     Minimap.follow();
+  },
+
+  // The SVG drawing sized to what it holds (its own coordinates the canvas's), with room around it.
+  frame(bounds) {
+    const box = bounds || {x: 0, y: 0, width: 1, height: 1};
+    const x = Math.floor(box.x - STAGE_MARGIN), y = Math.floor(box.y - STAGE_MARGIN);
+    const width = Math.ceil(box.width + 2 * STAGE_MARGIN), height = Math.ceil(box.height + 2 * STAGE_MARGIN);
+    const svg = this.stage.firstElementChild;
+    svg.setAttribute("viewBox", `${x} ${y} ${width} ${height}`);
+    Object.assign(svg.style, {left: `${x}px`, top: `${y}px`, width: `${width}px`, height: `${height}px`});
+  },
+
+  // A scaled layer is painted at the scale it had: paint it again, once, when the zoom stops.
+  zoomed() {
+    clearTimeout(this.sharpen);
+    this.sharpen = setTimeout(() => {
+      this.stage.style.willChange = "auto";
+      requestAnimationFrame(() => { this.stage.style.willChange = "transform"; });
+    }, SHARPEN_AFTER_MS);
   },
 
   panBy(dx, dy) {
@@ -58,6 +84,7 @@ const EditorView = {
     const {left, top} = this.size();
     this.transform = {k, x: clientX - left - before.x * k, y: clientY - top - before.y * k};
     this.apply();
+    this.zoomed();
   },
 
   zoomCentre(factor) {
@@ -74,6 +101,7 @@ const EditorView = {
       Math.min((width - 2 * margin) / box.width, (height - 2 * margin) / box.height)));
     this.transform = {k, x: (width - box.width * k) / 2 - box.x * k, y: (height - box.height * k) / 2 - box.y * k};
     this.apply();
+    this.zoomed();
   },
 
   // Is a point of the canvas in the visible area?
@@ -88,13 +116,14 @@ const EditorView = {
 const Minimap = {
   svg: null,
   box: null,   // the bounds it draws
+  timer: null,
 
   init(svg) {
     this.svg = svg;
     const goTo = event => {
       if (!this.box) return;
       const rect = svg.getBoundingClientRect();
-      const scale = this.scale(rect);
+      const scale = this.scale();
       const wx = this.box.x + (event.clientX - rect.left) / scale, wy = this.box.y + (event.clientY - rect.top) / scale;
       const {width, height} = EditorView.size(), k = EditorView.transform.k;
       EditorView.transform.x = width / 2 - wx * k;
@@ -111,34 +140,40 @@ const Minimap = {
     });
   },
 
-  scale(rect) {
-    return Math.min(rect.width / this.box.width, rect.height / this.box.height);
+  scale() {
+    return Math.min(MINIMAP_W / this.box.width, MINIMAP_H / this.box.height);
   },
 
-  // Redrawn after an edit (the nodes), never on a pan.
+  // Redrawn a little after an edit (not in the way of the edit's own drawing), never on a pan.
+  schedule() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.draw([...EditorRender.geometry.values()]), MINIMAP_DELAY_MS);
+  },
+
   draw(nodes) {
-    this.svg.classList.toggle("shown", nodes.length > MINIMAP_FROM);
+    this.svg.parentElement.classList.toggle("shown", nodes.length > MINIMAP_FROM);
     this.box = null;
     this.svg.replaceChildren();
     if (nodes.length <= MINIMAP_FROM) return;
     const bounds = EditorRender.bounds();
     this.box = {x: bounds.x - 40, y: bounds.y - 40, width: bounds.width + 80, height: bounds.height + 80};
-    const scale = this.scale(this.svg.getBoundingClientRect());
+    const scale = this.scale();
     const group = svgElement("g", {transform: `scale(${scale}) translate(${-this.box.x},${-this.box.y})`});
     for (const {x, y, width, height} of nodes) group.append(svgElement("rect", {x, y, width, height, class: "mini-node"}));
-    group.append(svgElement("rect", {id: "minimap-view", class: "mini-view", "vector-effect": "non-scaling-stroke"}));
     this.svg.append(group);
     this.follow();
   },
 
+  // The visible area's frame: a box over the picture, so that a pan repaints neither the picture nor the graph.
   follow() {
-    const view = this.svg && this.svg.querySelector("#minimap-view");
-    if (!view) return;
-    const {width, height} = EditorView.size(), {x, y, k} = EditorView.transform;
-    view.setAttribute("x", -x / k);
-    view.setAttribute("y", -y / k);
-    view.setAttribute("width", width / k);
-    view.setAttribute("height", height / k);
+    const view = document.getElementById("minimap-view");
+    view.hidden = !this.box;
+    if (!this.box) return;
+    const {width, height} = EditorView.size(), {x, y, k} = EditorView.transform, scale = this.scale();
+    const left = (-x / k - this.box.x) * scale, top = (-y / k - this.box.y) * scale;
+    view.style.transform = `translate(${left}px, ${top}px)`;
+    view.style.width = `${width / k * scale}px`;
+    view.style.height = `${height / k * scale}px`;
   },
 };
 

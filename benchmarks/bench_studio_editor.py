@@ -1,0 +1,143 @@
+"""The studio's node editor on a graph of 500 nodes, in headless Chromium: frames per second while it pans and
+while it zooms (requestAnimationFrame timestamps while a script pans or zooms a step each frame), and the time
+from an edit to its errors shown (the edit, the 50 ms debounce, the server's check, the drawing of what it
+found). Not a timed test: it prints the figures with the machine's processor.
+
+    python benchmarks/bench_studio_editor.py [--nodes 500] [--frames 300] [--edits 20]
+
+Needs the studio extra and Debian's chromium and chromium-driver, as the browser tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from itertools import pairwise
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.support.ui import WebDriverWait
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from studio_workspace import make_workspace
+
+
+# A graph of `count` nodes that compiles: an embedding, a chain of layer_norm, relu and linear, the logits and
+# the loss, laid out in rows of 25.
+def big_document(count: int) -> tuple[dict, dict]:
+    middle = ["layer_norm", "relu", "linear"]
+    nodes = [{"id": "embed", "op": "embedding"}]
+    for i in range(count - 3):
+        op = middle[i % 3]
+        nodes.append({"id": f"n{i}", "op": op, **({"params": {"out": "d"}} if op == "linear" else {})})
+    nodes += [{"id": "head", "op": "logits"}, {"id": "loss", "op": "cross_entropy"}]
+    edges = [{"from": "tokens", "to": "embed.ids"}]
+    for a, b in pairwise(nodes[:-1]):
+        edges.append({"from": f"{a['id']}.out", "to": f"{b['id']}.x"})
+    edges += [{"from": "head.out", "to": "loss.logits"}, {"from": "head.out", "to": "logits"}]
+    positions = {f"/{n['id']}": [(i % 25) * 250, (i // 25) * 130] for i, n in enumerate(nodes)}
+    document = {"microgpt_graph": 1, "description": f"a chain of {count} nodes", "dims": {"d": 16},
+                "nodes": nodes, "edges": edges}
+    return document, {"version": 1, "positions": positions, "collapsed": []}
+
+
+# Fit the graph in view, let the page paint it, then pan (or zoom) a step every frame.
+FRAMES_JS = """
+const [kind, frames, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+EditorView.fit();
+const stamps = [];
+let i = 0;
+function step(now) {
+  stamps.push(now);
+  if (kind === "pan") EditorView.panBy(i % 120 < 60 ? 4 : -4, i % 80 < 40 ? 2 : -2);
+  else { const r = EditorView.area.getBoundingClientRect();
+         EditorView.zoomAt(i % 60 < 30 ? 1.02 : 1 / 1.02, r.left + r.width / 2 + 50, r.top + r.height / 2); }
+  if (++i < frames) requestAnimationFrame(step); else done(stamps);
+}
+setTimeout(() => requestAnimationFrame(step), 1500);
+"""
+
+# One edit at a time: a linear's `out` set to a name bound nowhere (an error), then back (none); each waits for
+# what its check found to be drawn.
+EDITS_JS = """
+const [count, done] = [arguments[0], arguments[arguments.length - 1]];
+EditorCheck.latencies = [];
+performance.clearResourceTimings();
+let i = 0;
+function next() {
+  if (i === count) {
+    const checks = performance.getEntriesByType("resource").filter(e => e.name.includes("/api/graph/check"));
+    return done([EditorCheck.latencies, checks.map(e => e.duration)]);
+  }
+  const wanted = EditorCheck.latencies.length + 1;
+  Edits.setParam("n2", "out", i % 2 === 0 ? "width_bound_nowhere" : "d");
+  EditorModel.endMerge();
+  i++;
+  const poll = () => EditorCheck.latencies.length >= wanted ? setTimeout(next, 30) : setTimeout(poll, 2);
+  poll();
+}
+next();
+"""
+
+
+def cpu_model() -> str:
+    found = re.search(r"Model name:\s*(.+)", subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout)
+    return found.group(1).strip() if found else "unknown processor"
+
+
+def fps(stamps: list[float]) -> tuple[float, float, float]:
+    """Frames per second over the whole run, at the median frame, and the longest frame in ms."""
+    gaps = [b - a for a, b in pairwise(stamps)]
+    return 1000 * len(gaps) / (stamps[-1] - stamps[0]), 1000 / statistics.median(gaps), max(gaps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--frames", type=int, default=300)
+    parser.add_argument("--edits", type=int, default=20)
+    args = parser.parse_args()
+    workspace = make_workspace(Path(tempfile.mkdtemp(prefix="bench-editor-")))
+    studio = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
+                               "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = re.search(r"http://\S+", studio.stdout.readline()).group(0)
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    options.binary_location = "/usr/bin/chromium"
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_script_timeout(300)
+    try:
+        driver.get(url)
+        WebDriverWait(driver, 120).until(lambda d: d.execute_script("return document.body.dataset.editor") == "ready")
+        document, layout = big_document(args.nodes)
+        draft = {"mode": "graph", "family": "graph", "edited": False, "extra": {}, "document": document,
+                 "layout": layout, "settings": {"file": "tiny.txt", "seq_len": "16", "batch_size": "4"}}
+        driver.execute_script(f"EditorModel.reset({json.dumps(draft)});")
+        WebDriverWait(driver, 120).until(lambda d: d.execute_script("return document.body.dataset.checked"))
+        drawn = driver.execute_script("return document.querySelectorAll('#editor-nodes .node:not(.wall)').length")
+        results = {kind: fps(driver.execute_async_script(FRAMES_JS, kind, args.frames)) for kind in ("pan", "zoom")}
+        latencies, requests = driver.execute_async_script(EDITS_JS, args.edits)
+    finally:
+        driver.quit()
+        studio.send_signal(signal.SIGINT)
+        studio.communicate(timeout=60)
+    print(f"studio editor, {drawn} nodes drawn, headless Chromium, {cpu_model()}")
+    for kind, (rate, typical, longest) in results.items():
+        print(f"  {kind}: {rate:.1f} frames/s over {args.frames} frames, {typical:.1f} at the median frame, "
+              f"longest frame {longest:.1f} ms")
+    print(f"  edit to errors shown: median {statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms "
+          f"over {len(latencies)} edits; of it the debounce (50 ms) and the request to /api/graph/check "
+          f"(median {statistics.median(requests):.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
