@@ -34,6 +34,7 @@ const Canvas = {
     on("redo", () => EditorModel.redo());
     on("zoom-in", () => EditorView.zoomCentre(1.25));
     on("zoom-out", () => EditorView.zoomCentre(0.8));
+    on("zoom-reset", () => EditorView.zoomCentre(1 / EditorView.transform.k));
     on("fit", () => EditorView.fit());
     on("save", () => RunIO.save().catch(err => say(err.message, true, "canvas")));
     on("start", () => RunIO.start().catch(err => say(err.message, true, "canvas")));
@@ -84,7 +85,8 @@ const Canvas = {
     EditorRender.render();
     EditorCheck.decorate();
     EditorCheck.schedule();
-    if (reason.startsWith("set ")) Inspector.showMode(); else { Inspector.draw(); Palette.draw(); }
+    Inspector.draw();
+    if (!reason.startsWith("set ")) Palette.draw();
     document.getElementById("family").value = draft.family;
     document.getElementById("undo").disabled = !EditorModel.undoStack.length;
     document.getElementById("redo").disabled = !EditorModel.redoStack.length;

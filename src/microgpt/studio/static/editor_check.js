@@ -6,6 +6,7 @@
 "use strict";
 
 const CHECK_DELAY_MS = 50;
+const VERDICT_POLL_MS = 300; // a big graph's causality verdict comes with a later check of the same draft
 
 const EditorCheck = {
   timer: null,
@@ -38,6 +39,7 @@ const EditorCheck = {
       if (this.editedAt !== null) this.latencies.push(performance.now() - this.editedAt);
       this.editedAt = null;
       document.body.dataset.checked = String(serial);
+      if (graph.causality && graph.causality.pending) this.timer = setTimeout(() => this.run(), VERDICT_POLL_MS);
     } catch (err) {
       if (serial === this.serial) say(err.message, true, "canvas");
     }
@@ -97,7 +99,9 @@ const EditorCheck = {
     for (const badge of document.querySelectorAll("#editor-nodes .badge")) {
       const id = badge.closest(".node").dataset.id;
       const stats = nodes[`${bodyName}/${id}`];
-      setText(badge, stats ? `${compact(stats.parameters)} params · ${bytes(stats.memory_bytes)} · ${Math.round(100 * (stats.share || 0))}%` : "");
+      const each = stats ? Math.max(1, stats.instances || 1) : 1; // a group body's figures sum its instances
+      setText(badge, stats ? `${compact(stats.parameters / each)} params · ${bytes(stats.memory_bytes / each)} · `
+        + `${Math.round(100 * (stats.share || 0) / each)}%` : "");
     }
   },
 
@@ -114,8 +118,7 @@ const EditorCheck = {
     const checked = this.graph;
     const estimates = document.getElementById("estimates");
     const causality = this.graph.causality;
-    const verdict = causality ? element("span", {id: "causality", class: causality.ok ? "sound" : "leaks"},
-      causality.ok ? `causal: ${causality.message || "no position sees the future"}` : `not causal: ${causality.message}`) : "";
+    const verdict = causality ? element("span", {id: "causality", class: verdictClass(causality)}, verdictLine(causality)) : "";
     const ok = checked && checked.parameters !== null && checked.parameters !== undefined && !this.errors().length;
     if (!ok) {
       estimates.replaceChildren(verdict);
@@ -131,6 +134,16 @@ const EditorCheck = {
     estimates.className = "";
   },
 };
+
+function verdictLine(causality) {
+  if (causality.ok === true) return `causal: ${causality.message || "no position sees the future"}`;
+  if (causality.ok === false) return `not causal: ${causality.message}`;
+  return causality.pending ? "causality: being checked…" : "causality: not checked (the other problems first)";
+}
+
+function verdictClass(causality) {
+  return causality.ok === true ? "sound" : causality.ok === false ? "leaks" : "pending";
+}
 
 // "BODY/NODE" (a key of the layout and of the check's answers) as {body, node}.
 function splitKey(key) {
@@ -189,7 +202,7 @@ function runSettings(draft) {
 
 function compact(n) {
   if (n === null || n === undefined) return "?";
-  return n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(n);
+  return n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(Math.round(n));
 }
 
 function bytes(n) {

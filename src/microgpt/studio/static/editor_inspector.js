@@ -5,17 +5,35 @@
 "use strict";
 
 const Inspector = {
+  drawnKeys: {}, // section id -> the setting keys its fields are for
+
+  // The fields are made again only where their keys change (another family); otherwise each shows the draft's
+  // value, except the one being typed in.
   draw() {
     const draft = EditorModel.draft;
-    const family = document.getElementById("inspector-family");
     this.showMode();
-    family.replaceChildren(...(draft.mode === "family" ? Family.keysOf("shape", draft.family).map(key => settingField(key)) : []));
+    this.fields("inspector-family", draft.mode === "family" ? Family.keysOf("shape", draft.family) : []);
+    this.fields("inspector-data", Family.keysOf("data"));
+    this.fields("inspector-training", Family.keysOf("training"));
     const dims = Object.entries(draft.document.dims || {}).map(([k, v]) => `${k}=${v}`).join(", ");
-    document.getElementById("inspector-dims").replaceChildren(textField("dims", "dims", dims, "d=64, heads=4",
-      text => Edits.setDims(text), {"data-dims": "yes", title: "the document's sizes by name: name=size, ..."}));
-    document.getElementById("inspector-data").replaceChildren(...Family.keysOf("data").map(key => settingField(key)));
-    document.getElementById("inspector-training").replaceChildren(...Family.keysOf("training").map(key => settingField(key)));
+    const dimsField = document.querySelector("#inspector-dims input");
+    if (!dimsField) {
+      document.getElementById("inspector-dims").replaceChildren(textField("dims", "dims", dims, "d=64, heads=4",
+        text => Edits.setDims(text), {"data-dims": "yes", title: "the document's sizes by name: name=size, ..."}));
+    } else if (document.activeElement !== dimsField) dimsField.value = dims;
     this.drawNode();
+  },
+
+  fields(id, keys) {
+    const box = document.getElementById(id);
+    if (JSON.stringify(this.drawnKeys[id]) !== JSON.stringify(keys)) {
+      box.replaceChildren(...keys.map(key => settingField(key)));
+      this.drawnKeys[id] = keys;
+      return;
+    }
+    for (const input of box.querySelectorAll("[data-setting]")) {
+      if (input !== document.activeElement) showSetting(input, EditorModel.draft.settings[input.dataset.setting]);
+    }
   },
 
   // The line on what the draft is, and the family's settings only while it is a family's.
@@ -31,6 +49,9 @@ const Inspector = {
 
   drawNode() {
     const box = document.getElementById("inspector-node");
+    if (box.contains(document.activeElement) && document.activeElement.tagName === "INPUT") {
+      return this.showErrors(EditorCheck.errors()); // its params are being typed: keep the field
+    }
     const ids = [...EditorView.selection];
     const node = ids.length === 1 ? EditorModel.node(EditorView.bodyName(), ids[0]) : null;
     if (!node) {
@@ -84,21 +105,18 @@ function paramsOf(node) {
 
 function settingField(key) {
   const setting = Family.spec.settings[key];
-  const value = EditorModel.draft.settings[key];
   let input;
   if (setting.input === "switch") {
     input = element("select", {}, element("option", {value: ""}, `default (${setting.default})`),
       element("option", {value: "true"}, "on"), element("option", {value: "false"}, "off"));
-    input.value = value === true ? "true" : value === false ? "false" : "";
   } else if (setting.input === "choice") {
     input = element("select", {}, element("option", {value: ""}, `default (${setting.default})`),
       ...setting.options.map(option => element("option", {value: option}, option)));
-    input.value = value || "";
   } else {
     input = element("input", {placeholder: setting.default, size: 10});
-    input.value = value === undefined || value === null ? "" : value;
   }
   input.setAttribute("data-setting", key);
+  showSetting(input, EditorModel.draft.settings[key]);
   input.setAttribute("id", `setting-${key}`);
   const read = () => setting.input === "switch" ? (input.value === "" ? null : input.value === "true") : input.value;
   const edited = () => Edits.setSetting(key, read());
@@ -107,6 +125,12 @@ function settingField(key) {
   input.addEventListener("blur", () => EditorModel.endMerge());
   return element("label", {class: "field", title: `${setting.flag}: ${setting.help}`, for: `setting-${key}`},
     element("span", {}, key), input);
+}
+
+function showSetting(input, value) {
+  if (Family.spec.settings[input.dataset.setting].input === "switch") {
+    input.value = value === true ? "true" : value === false ? "false" : "";
+  } else input.value = value === undefined || value === null ? "" : value;
 }
 
 function textField(id, label, value, placeholder, onEdit, attributes = {}) {
