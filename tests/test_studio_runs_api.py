@@ -7,6 +7,7 @@ is refused with a reason."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -195,3 +196,33 @@ def test_downloading_an_empty_selection_says_so(client, workspace):
     (workspace / "checkpoints" / "quiet").mkdir(parents=True)
     answer = client.get("/api/csv", params={"run": "checkpoints/quiet"})
     assert answer.status_code == 400 and "no metrics records yet" in answer.json()["error"]
+
+
+def write_log(path, steps: int, eval_every: int, tail: bytes = b"") -> None:
+    with open(path, "wb") as log:
+        for step in range(1, steps + 1):
+            record = {"step": step, "loss": 3.0 / step, "time": step * 0.01, "lr": 1e-3}
+            if step % eval_every == 0:
+                record["val_loss"] = 3.5 / step
+            log.write(json.dumps(record).encode() + b"\n")
+        log.write(tail)
+
+
+def test_a_long_logs_history_is_an_even_sample_with_every_validation_record(tmp_path):
+    from microgpt.studio.metrics import read_history
+
+    log = tmp_path / "run.metrics.jsonl"
+    write_log(log, 100_000, 1000, tail=b'{"step": 100001, "lo')  # a line being written is left for the stream
+    history = read_history(log, 64, 400)
+    assert history["records"] == 100_000 and history["offset"] == log.stat().st_size - len(b'{"step": 100001, "lo')
+    assert history["last"] == {"step": 100_000, "time": 1000.0}
+    columns = history["columns"]
+    assert len(columns["step"]) <= 400 and columns["step"][-1] == 100_000
+    assert sum(v is not None for v in columns["val_loss"]) == 100  # each of the 100 evaluations, one a bucket
+    gaps = [b - a for a, b in itertools.pairwise(columns["step"])]
+    assert max(gaps) < 2 * 100_000 / len(gaps), "no stretch of the run is left out"
+    assert all(a > b for a, b in itertools.pairwise(columns["loss"]))  # a falling curve stays a falling curve
+    short = tmp_path / "short.metrics.jsonl"
+    write_log(short, 300, 50)
+    every = read_history(short, 64, 2000)["columns"]  # short: every line is read
+    assert every["step"] == list(range(1, 301)) and every["loss"] == [3.0 / s for s in range(1, 301)]

@@ -164,6 +164,16 @@ def chart_range(driver, chart: str) -> float:
                       "return c && c._fullLayout && c._fullLayout.xaxis ? c._fullLayout.xaxis.range[1] : -1;")
 
 
+def line_reaches_last_step(driver, chart: str) -> bool:
+    """Whether the line a chart draws (its SVG path) ends at the last step of the data it holds now."""
+    return js(driver, f"""const c = document.getElementById('chart-{chart}');
+        const path = c && c.querySelector('.scatterlayer .trace path.js-line');
+        if (!path || !c._fullLayout) return false;
+        const xs = (path.getAttribute('d').match(/[ML]([-\\d.]+),/g) || []).map(m => parseFloat(m.slice(1)));
+        const last = Math.max(...c.data[0].x.filter(x => x !== null));
+        return xs.length > 0 && Math.abs(Math.max(...xs) - c._fullLayout.xaxis.l2p(last)) < 2;""")
+
+
 def test_the_tabs_are_aria_tabs_moved_between_with_the_arrow_keys(browser):
     assert browser.find_element(By.CSS_SELECTOR, "nav").get_attribute("role") == "tablist"
     tabs = browser.find_elements(By.CSS_SELECTOR, ".tab")
@@ -255,6 +265,9 @@ def test_the_learning_rate_chart_follows_a_training_run(browser, studio):
     first = chart_range(browser, "lr")
     wait(browser, lambda d: chart_range(d, "lr") > first + 20)  # its x axis goes on with the steps
     assert chart_range(browser, "loss") > first + 20
+    for _ in range(3):  # and the line drawn goes on with it, to the last step the chart was given
+        later = chart_range(browser, "lr")
+        wait(browser, lambda d, later=later: chart_range(d, "lr") > later and line_reaches_last_step(d, "lr"))
 
 
 def test_a_training_runs_row_shows_its_live_progress(browser):
@@ -362,12 +375,21 @@ def test_downloading_an_empty_selection_says_so(browser):
     assert js(browser, "return window.csvFetches") == 0
 
 
-def test_overlay_two_runs_in_their_colours(browser):
-    for run in ("checkpoints/ens", "checkpoints/ens-2"):
+def test_overlay_two_runs_in_their_colours(browser, studio):
+    """A run at a higher learning rate beside the long one, overlaid from Compare."""
+    http = studio[2]
+    graph = ensemble_graph(steps=300)
+    graph["nodes"][-1]["values"].update(lr="0.01", eval_every="20", val_tokens="64")
+    assert http.post("/api/save", json={"name": "fast", "graph": graph}).status_code == 200
+    assert http.post("/api/runs/fast/start").status_code == 200
+    wait_until(lambda: studio_state(http, "fast").get("returncode") == 0, "run fast to finish")
+    wait(browser, lambda d: js(d, "const s = document.querySelector('#runs-table tr[data-run=\"checkpoints/fast\"] "
+                                  "td.status'); return s && s.textContent") == "finished")  # read in one go: redrawn
+    for run in ("checkpoints/long", "checkpoints/fast"):
         js(browser, f"document.querySelector('#runs-table input[data-run=\"{run}\"]').click()")
     shot(browser, "compare")
     browser.find_element(By.ID, "overlay").click()
-    wait(browser, lambda d: {"ens: loss", "ens-2: loss"} <= set(js(
+    wait(browser, lambda d: {"long: loss", "fast: loss"} <= set(js(
         d, "const c = document.getElementById('chart-loss'); return c && c.data ? c.data.map(t => t.name) : [];")))
     colours = js(browser, "return document.getElementById('chart-loss').data.map(t => t.line.color)")
     assert len(set(colours)) == 2
@@ -384,8 +406,9 @@ def test_evaluate_names_the_checkpoint_it_scores(browser):
     Select(browser.find_element(By.ID, "eval-file")).select_by_value("tiny.txt")
     browser.find_element(By.CSS_SELECTOR, 'input[name="eval-kind"][value="file"]').click()
     browser.find_element(By.ID, "evaluate").click()
-    wait(browser, lambda d: "tokens scored" in d.find_element(By.ID, "eval-result").text)
-    assert browser.find_element(By.ID, "eval-result").text.startswith("checkpoints/ens (step 3), scoring tiny.txt:")
+    wait(browser, lambda d: d.find_element(By.ID, "eval-result").get_attribute("class") in ("done", "failed"))
+    result = browser.find_element(By.ID, "eval-result").text
+    assert result.startswith("checkpoints/ens (step 3), scoring tiny.txt:\n") and "tokens scored" in result, result
 
 
 def test_nothing_but_the_canvas_scrolls_sideways_at_800_by_600(studio):

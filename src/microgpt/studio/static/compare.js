@@ -62,7 +62,11 @@ const Compare = {
   },
 
   show(answer) {
-    this.rows = answer.runs.map(row => ({...row, status: runStatus(row)}));
+    this.rows = answer.runs.map(row => {  // a run training before its first save: its step from its progress
+      const live = row.studio && row.studio.progress;
+      return {...row, status: runStatus(row), step: row.step ?? (live ? live.step : null),
+        steps: row.steps ?? (live ? live.steps : null)};
+    });
     this.draw();
   },
 

@@ -116,6 +116,7 @@ const Sample = {
     const checkpoint = select.value;
     const named = select.selectedOptions.length ? select.selectedOptions[0].textContent : checkpoint;
     out.textContent = `evaluating ${named} on ${file}...`;
+    out.className = "evaluating";
     try {
       const result = await api("/api/eval", {body: {checkpoint,
         backend: document.getElementById("sample-backend").value, [kind === "prompts" ? "prompts" : "file"]: file}});
