@@ -19,6 +19,7 @@ const Watch = {
   source: null,
   states: [],
   table: [],
+  runsAsked: 0,   // how many /api/runs were asked (refreshRuns): only the latest answer is shown
   drawTimer: null,
   plotly: null,   // the promise of plotly.min.js (loadPlotly)
   loading: false, // while followOnly reads the histories
@@ -242,8 +243,10 @@ const Watch = {
   // ---- the runs ---------------------------------------------------------------------------------
 
   async refreshRuns() {
+    const asked = ++this.runsAsked;
     try {
       const answer = await api("/api/runs");
+      if (asked !== this.runsAsked) return;  // a later answer is coming: an earlier one must not overwrite it
       this.table = answer.runs;
       RunColours.list(answer.runs.map(row => row.path));
       RunList.draw();
