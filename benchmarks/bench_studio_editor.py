@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import statistics
@@ -130,7 +131,9 @@ def main() -> None:
         driver.quit()
         studio.send_signal(signal.SIGINT)
         studio.communicate(timeout=60)
-    print(f"studio editor, {drawn} nodes drawn, headless Chromium, {cpu_model()}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"studio editor, {drawn} nodes drawn, headless Chromium, {cpu_model()}, {os.cpu_count()} cores, "
+          f"load average {load}")
     for kind, (rate, typical, longest) in results.items():
         print(f"  {kind}: {rate:.1f} frames/s over {args.frames} frames, {typical:.1f} at the median frame, "
               f"longest frame {longest:.1f} ms")

@@ -332,6 +332,82 @@ def test_copy_and_paste_two_nodes_with_their_wire(browser):
     wait(browser, lambda d: "expert3" not in node_ids(d))
 
 
+def test_the_add_menu_at_the_pointer(browser):
+    ActionChains(browser).move_to_element_with_offset(canvas(browser), -300, 230).double_click().perform()
+    menu = browser.find_element(By.ID, "add-menu")
+    wait(browser, lambda d: menu.is_displayed())
+    assert browser.switch_to.active_element.get_attribute("id") == "add-search"
+    browser.switch_to.active_element.send_keys("layer_n")
+    assert [e.get_attribute("data-name") for e in menu.find_elements(By.CSS_SELECTOR, ".add-item")] == ["layer_norm"]
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait(browser, lambda d: "layer_norm" in node_ids(d))
+    assert not menu.is_displayed()
+    assert browser.execute_script("return EditorView.inView({x: EditorModel.position('', 'layer_norm')[0],"
+                                  " y: EditorModel.position('', 'layer_norm')[1]})")
+    # a right-click opens it too; Escape closes it
+    ActionChains(browser).move_to_element_with_offset(canvas(browser), -300, 230).context_click().perform()
+    wait(browser, lambda d: menu.is_displayed())
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+    assert not menu.is_displayed()
+    click_empty_canvas(browser)
+    node(browser, "layer_norm").click()
+    press(browser, Keys.DELETE)
+    wait(browser, lambda d: "layer_norm" not in node_ids(d))
+
+
+def test_a_group_made_from_a_box_selection(browser):
+    """Shift-drag a box around the router and the mix, then Group: one instance takes their place, wired as they
+    were (each wire in a port, typed as the check typed it), and the graph checks as before; collapse it, and
+    undo both."""
+    click_empty_canvas(browser)
+    before = checked(browser)
+    box = browser.execute_script("""const a = document.querySelector('#editor-nodes .node[data-id="router"]')
+        .getBoundingClientRect(), b = document.querySelector('#editor-nodes .node[data-id="mix"]')
+        .getBoundingClientRect(), c = document.getElementById('editor-area').getBoundingClientRect();
+        return [Math.min(a.left, b.left) - c.left - 8, Math.min(a.top, b.top) - c.top - 8,
+                Math.max(a.right, b.right) - c.left + 8, Math.max(a.bottom, b.bottom) - c.top + 8,
+                c.width, c.height];""")
+    left, top, right, bottom, width, height = box
+    ActionChains(browser).key_down(Keys.SHIFT) \
+        .move_to_element_with_offset(canvas(browser), int(left - width / 2), int(top - height / 2)).click_and_hold() \
+        .move_by_offset(int(right - left), int(bottom - top)).release().key_up(Keys.SHIFT).perform()
+    assert browser.execute_script("return [...EditorView.selection].sort().join()") == "mix,router"
+    browser.find_element(By.ID, "group-selection").click()
+    wait(browser, lambda d: "group1" in node_ids(d) and "router" not in node_ids(d))
+    assert {("stream_add2.stream", "group1.stream"), ("tokens", "group1.ids"), ("group1.out", "loss.logits"),
+            ("group1.out", "logits")} <= wires(browser), wires(browser)
+    group = browser.execute_script("return EditorModel.draft.document.groups.group1")
+    assert {n["id"] for n in group["nodes"]} == {"router", "mix"}
+    assert group["inputs"]["stream"] == "stream[16]" and group["outputs"]["out"] == "logits"
+    settled(browser, before)
+    wait(browser, lambda d: not problems(d) and "parameters" in d.find_element(By.ID, "estimates").text)
+    # collapsed, it is drawn smaller; expanded again as it was
+    tall = browser.execute_script("return EditorRender.geometry.get('group1').height")
+    browser.find_element(By.CSS_SELECTOR, '#editor-nodes .node[data-id="group1"] .node-button.collapse').click()
+    wait(browser, lambda d: d.execute_script("return EditorRender.geometry.get('group1').height") < tall)
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: d.execute_script("return EditorRender.geometry.get('group1').height") == tall)
+    press(browser, Keys.CONTROL, "z")  # and the group undone: the two nodes back, wired as before
+    wait(browser, lambda d: {"router", "mix"} <= set(node_ids(d)) and "group1" not in node_ids(d))
+    assert ("router.weights", "mix.weights") in wires(browser)
+
+
+def test_a_minimap_once_the_graph_is_large(browser):
+    assert not browser.find_element(By.ID, "minimap-box").is_displayed()
+    click_empty_canvas(browser)
+    browser.execute_script("Selection.set(EditorModel.body('').nodes.map(n => n.id))")
+    press(browser, Keys.CONTROL, "c")
+    for _ in range(3):
+        press(browser, Keys.CONTROL, "v")
+    wait(browser, lambda d: len(node_ids(d)) == 32)
+    wait(browser, lambda d: d.find_element(By.ID, "minimap-box").is_displayed())
+    shot(browser, "compose-minimap")
+    for _ in range(3):
+        press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: len(node_ids(d)) == 8)
+    wait(browser, lambda d: not d.find_element(By.ID, "minimap-box").is_displayed())
+
+
 def test_the_draft_survives_a_reload(browser):
     before = sorted(node_ids(browser))
     browser.refresh()

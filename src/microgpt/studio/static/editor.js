@@ -42,6 +42,7 @@ const Canvas = {
       if (event.target.value) RunIO.load(event.target.value).catch(err => say(err.message, true));
     });
     document.getElementById("run-name").addEventListener("input", () => DraftStore.store());
+    window.addEventListener("pagehide", () => DraftStore.storeNow()); // a reload within the store's delay
     EditorModel.onChange(reason => this.changed(reason));
     const kept = DraftStore.restore();
     if (kept) {

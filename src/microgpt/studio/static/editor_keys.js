@@ -8,6 +8,7 @@ const NUDGE = 10;
 
 const Keys = {
   clipboard: null, // {nodes, edges, positions} copied from a body
+  pastes: 0,       // pastes since the copy: each lands a step further on
 
   init() {
     document.addEventListener("keydown", event => {
@@ -107,16 +108,18 @@ const Keys = {
       edges: body.edges.filter(e => ids.has(splitRef(e.from).node) && ids.has(splitRef(e.to).node)),
       positions: Object.fromEntries([...ids].map(id => [id, EditorModel.position(bodyName, id) || [0, 0]])),
     };
+    this.pastes = 0;
     say(`copied ${ids.size} node(s)`, false, "canvas");
   },
 
-  // Beside the originals when they are in view, else in the middle of the view.
+  // Beside the originals (each paste a step further) when that is in view, else in the middle of the view.
   paste() {
     if (!this.clipboard) return;
     const spots = Object.values(this.clipboard.positions);
     const left = Math.min(...spots.map(p => p[0])), top = Math.min(...spots.map(p => p[1]));
-    let offset = {x: 40, y: 40};
-    if (!EditorView.inView({x: left + 40, y: top + 40})) {
+    const step = 40 * ++this.pastes;
+    let offset = {x: step, y: step};
+    if (!EditorView.inView({x: left + step, y: top + step})) {
       const centre = EditorView.centre();
       offset = {x: centre.x - left, y: centre.y - top};
     }
