@@ -4,7 +4,9 @@ build a two-expert ensemble from the palette by dragging and wiring (real pointe
 ActionChains), see a shape error appear on a wire and a port and clear, train it and see its curve in Watch;
 open a group and come back by the breadcrumb; undo and redo with Ctrl+Z, Ctrl+Shift+Z and Ctrl+Y; wire with
 the keyboard alone and delete a wire with the Delete key; copy and paste two nodes with the wire between them;
-a refused wire says why; the draft survives a reload. With STUDIO_SCREENSHOTS=DIR the editor is saved there
+a refused wire says why; the add menu at the pointer; a group made from a box selection, collapsed and
+undone; the minimap of a large graph; pan, zoom at the pointer and fit; the arrows moving the focused node;
+the draft survives a reload. With STUDIO_SCREENSHOTS=DIR the editor is saved there
 as PNGs (docs/studio-compose*.png)."""
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -406,6 +409,40 @@ def test_a_minimap_once_the_graph_is_large(browser):
         press(browser, Keys.CONTROL, "z")
     wait(browser, lambda d: len(node_ids(d)) == 8)
     wait(browser, lambda d: not d.find_element(By.ID, "minimap-box").is_displayed())
+
+
+def test_pan_zoom_at_the_pointer_and_fit(browser):
+    click_empty_canvas(browser)
+    before = browser.execute_script("return {...EditorView.transform}")
+    ActionChains(browser).move_to_element_with_offset(canvas(browser), -100, 250).click_and_hold() \
+        .move_by_offset(60, -40).release().perform()  # a drag on empty canvas pans
+    after = browser.execute_script("return {...EditorView.transform}")
+    assert (round(after["x"] - before["x"]), round(after["y"] - before["y"]), after["k"]) == (60, -40, before["k"])
+    point = browser.execute_script("const r = EditorView.area.getBoundingClientRect();"
+                                   "return EditorView.toWorld(r.left + r.width / 2 + 50, r.top + r.height / 2 + 20)")
+    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(canvas(browser), 50, 20), 0, -200).perform()
+    wait(browser, lambda d: d.execute_script("return EditorView.transform.k") > after["k"])
+    still = browser.execute_script("const r = EditorView.area.getBoundingClientRect();"
+                                   "return EditorView.toWorld(r.left + r.width / 2 + 50, r.top + r.height / 2 + 20)")
+    assert abs(still["x"] - point["x"]) < 1 and abs(still["y"] - point["y"]) < 1  # the point under the pointer stays
+    # the drawing moves by one transform on the stage, the SVG itself untouched
+    assert "scale(" in browser.find_element(By.ID, "editor-stage").get_attribute("style")
+    browser.find_element(By.ID, "fit").click()
+    assert all(browser.execute_script(f"return EditorView.inView({{x: EditorModel.position('', '{n}')[0] + 5,"
+                                      f" y: EditorModel.position('', '{n}')[1] + 5}})") for n in node_ids(browser))
+
+
+def test_arrow_keys_move_the_focused_node(browser):
+    x, y = browser.execute_script("return EditorModel.position('', 'loss')")
+    browser.execute_script("document.querySelector('#editor-nodes .node[data-id=\"loss\"]').focus()")
+    press(browser, Keys.ARROW_RIGHT)
+    wait(browser, lambda d: d.execute_script("return EditorModel.position('', 'loss')") == [x + 10, y])
+    wait(browser, lambda d: d.execute_script("return document.activeElement.dataset.id") == "loss")
+    press(browser, Keys.ARROW_DOWN)
+    wait(browser, lambda d: d.execute_script("return EditorModel.position('', 'loss')") == [x + 10, y + 10])
+    press(browser, Keys.CONTROL, "z")
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: d.execute_script("return EditorModel.position('', 'loss')") == [x, y])
 
 
 def test_the_draft_survives_a_reload(browser):
