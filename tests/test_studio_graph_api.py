@@ -9,6 +9,8 @@ import copy
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -546,3 +548,54 @@ def test_the_studios_files_are_never_written_through_a_link_out(client, workspac
     one_line(client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(), "layout": LAYOUT}), 403)
     assert list(outside.iterdir()) == []
     assert not (workspace / "studio.yaml").exists()
+
+
+def nested(depth: int, repeat: int, leaf: list[dict]) -> dict:
+    """small_gpt whose blocks are group g0, which holds `repeat` copies of g1, ..., down to a body of `leaf`."""
+    document = small_gpt()
+    groups = {f"g{depth}": {"inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"}, "nodes": leaf,
+                            "edges": [{"from": "x", "to": "n.x"}, {"from": "n.out", "to": "x"}] if leaf else
+                            [{"from": "x", "to": "x"}]}}
+    for i in reversed(range(depth)):  # each group after the one it uses
+        groups[f"g{i}"] = {"inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"},
+                           "nodes": [{"id": "a", "group": f"g{i + 1}", "repeat": repeat}],
+                           "edges": [{"from": "x", "to": "a.x"}, {"from": "a.x", "to": "x"}]}
+    document["groups"] = groups
+    document["nodes"][1] = {"id": "blocks", "group": "g0"}
+    return document
+
+
+@pytest.mark.parametrize("document", [
+    nested(30, 4, [{"id": "n", "op": "layer_norm"}]),  # 4^30 LayerNorms
+    nested(30, 1000, []),  # 1000^30 copies of an empty group
+    {**small_gpt(), "groups": {"big": {"inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"},
+                                       "nodes": [{"id": "a", "group": "transformer_block", "repeat": 1000}],
+                                       "edges": [{"from": "x", "to": "a.x"}, {"from": "a.x", "to": "x"}]}},
+     "nodes": [{**node, "group": "big", "repeat": 1000} if node["id"] == "blocks" else node
+               for node in small_gpt()["nodes"]]}])
+def test_a_graph_whose_groups_multiply_past_the_limit_is_refused_at_once_where_it_does(client, document):
+    started = time.perf_counter()
+    result = check(client, document)
+    assert time.perf_counter() - started < 1.0, "the check must stay bounded: it ran the expansion"
+    assert result["errors"][0]["path"] == ["blocks"] and "more than 200,000" in result["errors"][0]["message"]
+
+
+def test_the_studio_answers_while_a_check_runs(studio, monkeypatch):
+    release = threading.Event()
+
+    def slow(body, workspace):
+        release.wait(5)
+        return graph_api.GraphCheck()
+
+    monkeypatch.setattr("microgpt.studio.app.check_request", slow)
+    with TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN}) as client:
+        checking = threading.Thread(target=client.post, args=("/api/graph/check",), kwargs={"json": {}})
+        checking.start()  # one event loop serves both requests, as the studio's server does
+        try:
+            time.sleep(0.2)
+            started = time.perf_counter()
+            assert client.get("/api/free-name").status_code == 200
+            assert time.perf_counter() - started < 2, "the check held the event loop"
+        finally:
+            release.set()
+            checking.join()

@@ -64,6 +64,7 @@ USER_ERRORS = (ConfigError, DataError, CheckpointError)  # a request's mistake: 
 MAX_MODEL_PROCESSES = 2  # sample and eval subprocesses at once (each loads a model: about 100 MB and up)
 MAX_SAMPLE_TOKENS = 20_000  # the longest sample the page asks for
 HISTORY_READERS = 2  # metrics logs read at once (each holds a few blocks of its log: the server's memory stays low)
+GRAPH_CHECKERS = 2  # graph checks at once, each off the event loop (a big graph's takes seconds: the rest answers)
 
 
 class BusyError(ConfigError):
@@ -104,6 +105,8 @@ class Studio:
         self.stopping = False
         self.model_processes = 0  # sample and eval subprocesses running now
         self.history_readers = anyio.CapacityLimiter(HISTORY_READERS)
+        self.graph_checkers = anyio.CapacityLimiter(GRAPH_CHECKERS)
+        self.saving = anyio.CapacityLimiter(1)  # one save at a time: a name's check and its write are one step
         routes = [
             Route("/", self.index), Route("/static/{name}", self.static),
             Route("/api/canvas", self.canvas), Route("/api/check", self.check, methods=["POST"]),
@@ -201,7 +204,9 @@ class Studio:
         return JSONResponse(palette())
 
     async def graph_check(self, request: Request) -> JSONResponse:
-        return JSONResponse(check_request(await self.body(request), self.workspace).as_json())
+        body = await self.body(request)
+        checked = await anyio.to_thread.run_sync(check_request, body, self.workspace, limiter=self.graph_checkers)
+        return JSONResponse(checked.as_json())
 
     async def graph_from_family(self, request: Request) -> JSONResponse:
         return JSONResponse(from_family_request(await self.body(request), self.workspace))
@@ -226,23 +231,27 @@ class Studio:
         """The graph as run NAME of studio.yaml, once it has no problem; a name that has a run or a checkpoint
         already is refused (409, names.guard_name) unless the body says "overwrite": true."""
         body = await self.body(request)
+        return JSONResponse(*await anyio.to_thread.run_sync(self.saved, body, limiter=self.saving))
+
+    def saved(self, body: dict) -> tuple[dict, int]:
+        """(the answer, its status) of a save, off the event loop: a graph run's waits for its causality verdict."""
         name = check_run_name(body.get("name"))
         if "document" in body:  # the node editor's graph mode: graphs/NAME.json, its layout, the run (graph_save.py)
             saved = save_graph_run(self.workspace, name, body)
             if "errors" in saved:
-                return JSONResponse({"error": f"the graph has {len(saved['errors'])} problem(s); fix them first",
-                                     "errors": saved["errors"]}, status_code=400)
-            return JSONResponse(saved)
+                return {"error": f"the graph has {len(saved['errors'])} problem(s); fix them first",
+                        "errors": saved["errors"]}, 400
+            return saved, 200
         checked = check_graph(body.get("graph") or {}, self.workspace)
         if checked.errors:
-            return JSONResponse({"error": f"the canvas has {len(checked.errors)} problem(s); fix them first",
-                                 "errors": checked.errors}, status_code=400)
+            return {"error": f"the canvas has {len(checked.errors)} problem(s); fix them first",
+                    "errors": checked.errors}, 400
         layout = None if body.get("layout") is None else layout_target(self.workspace, name, body["layout"])
         guard_name(self.workspace, name, checked.settings, body.get("overwrite") is True)
         saved = write_named_run(self.workspace, name, checked.settings)
         if layout is not None:
             saved["layout"] = save_layout(self.workspace, layout)
-        return JSONResponse(saved)
+        return saved, 200
 
     # ---- runs -------------------------------------------------------------------------------
 

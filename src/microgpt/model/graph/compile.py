@@ -66,6 +66,7 @@ class _Compiler:
         self.order_keys: list[tuple] = []  # each node's place in the document, for the parameters' order
         self.values: dict[int, ValueType] = {}
         self.instances: list[Instance] = []
+        self.sizes: dict[tuple, tuple[int, int]] = {}  # (group, its scope) -> what one instance flattens to
         self.run_dims = {"vocab": vocab, "T": seq_len}
 
     def new_value(self, kind: ValueType) -> int:
@@ -245,6 +246,11 @@ class _Compiler:
         if repeat != 1 and set(inputs) != set(outputs):
             raise ConfigError(f"{where}: repeat {repeat} chains each copy's outputs into the next one's inputs, so "
                               f"group {name}'s outputs ({', '.join(outputs)}) must be its inputs ({', '.join(inputs)})")
+        primitives, copies = self.size(name, inner)
+        if (len(self.nodes) + repeat * primitives > MAX_NODES
+                or len(self.instances) + repeat * (1 + copies) > MAX_NODES):
+            raise GraphError(f"{where}: {repeat} cop{'y' if repeat == 1 else 'ies'} of group {name} would flatten the "
+                             f"graph to more than {MAX_NODES:,} primitives or group copies; make it smaller", path)
         values = {}
         for port in inputs:
             vids = given.get(port, [])
@@ -267,6 +273,38 @@ class _Compiler:
         return values
 
     defining: tuple | None = None  # the groups being expanded, innermost last
+
+    def size(self, name: str, scope: dict) -> tuple[int, int]:
+        """(primitives, group copies) one instance of group `name` flattens to in `scope`, counted without
+        expanding it (each group a product of its repeat), capped past MAX_NODES, so that a document whose
+        nesting multiplies to billions is refused at once. A node that does not evaluate counts as nothing here:
+        the expansion says what is wrong with it."""
+        key = (name, repr(sorted(scope.items())))
+        if key in self.sizes:
+            return self.sizes[key]
+        order = list(self.groups)
+        primitives = copies = 0
+        for spec in self.groups[name].get("nodes", []):
+            if primitives > MAX_NODES or copies > MAX_NODES:
+                break
+            if "op" in spec:
+                primitives += 1
+                continue
+            inner_name = spec.get("group")
+            if inner_name not in self.groups or order.index(inner_name) >= order.index(name):
+                continue  # unknown, or not defined before (the expansion refuses both)
+            try:
+                inner = self.group_scope(self.groups[inner_name], inner_name, spec.get("params", {}), scope, name)
+                repeat = evaluate(spec.get("repeat", 1), scope, name)
+            except ConfigError:
+                continue
+            if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 < repeat <= MAX_REPEAT:
+                continue
+            inner_primitives, inner_copies = self.size(inner_name, inner)
+            primitives += repeat * inner_primitives
+            copies += repeat * (1 + inner_copies)
+        self.sizes[key] = (min(primitives, MAX_NODES + 1), min(copies, MAX_NODES + 1))
+        return self.sizes[key]
 
     def group_scope(self, group: dict, name: str, given: dict, scope: dict, where: str) -> dict:
         """The scope inside a group instance: the enclosing one, then the group's params, each the instance's
