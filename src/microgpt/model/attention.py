@@ -10,7 +10,8 @@ layout `rope_apply` expects for stacked blocks, and (G*B, T, w) blocks for
 
 The same forward serves training and decoding: given a KV cache (one ring per
 head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new
-row, it adds the new keys and values to the cache and attends to all it holds.
+row, it adds the new keys and values to the cache and attends to all it holds. `forward_last` is the
+forward of each sequence's last row alone (exact evaluation scores only that row).
 """
 
 from __future__ import annotations
@@ -109,6 +110,25 @@ class Attention:
             merge_heads(mixed, out, g)
             group_saved.append(saved)
         return self.wo.forward(mixed), (x, mixed, group_saved)  # (B*T, d)
+
+    def forward_last(self, x, batch: int, seq_len: int):
+        """Output (B, d) of each sequence's last row alone, for x (B*T, d) at positions 0 .. T - 1 (forward
+        only): keys and values from every row, the query from the last, attending to all of them (the
+        backend's window_attention over the sequence as a ring of T slots)."""
+        be, T = self.be, seq_len
+        last = x.reshape(batch, T, -1)[:, T - 1].copy()  # (B, d)
+        q, k, v = self.wq.forward(last), self.wk.forward(x), self.wv.forward(x)  # (B, d), (B*T, d) x2
+        mixed = be.zeros(last.shape)  # (B, d)
+        for g in self.groups:
+            n, w = g.count * batch, g.width
+            cos, sin = self.rope.tables(w, T)  # each (T, w)
+            q_heads, k_heads, v_heads = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # (n, w), (n*T, w) x2
+            be.rope_apply(q_heads, cos[T - 1 :], sin[T - 1 :])
+            be.rope_apply(k_heads, cos, sin)
+            out = be.window_attention(q_heads.reshape(n, 1, w), k_heads.reshape(n, T, w), v_heads.reshape(n, T, w),
+                                      T - 1, T, 1.0 / math.sqrt(w))  # (n, 1, w)
+            merge_heads(mixed, out, g)
+        return self.wo.forward(mixed)  # (B, d)
 
     def backward(self, dy, saved, batch: int, seq_len: int):
         """dx (B*T, d) for dy (B*T, d) and forward's `saved` (a training forward: no cache, start 0)."""

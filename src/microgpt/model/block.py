@@ -36,6 +36,14 @@ class Block:
         out = self.be.add(after_attn, ffn_output)  # (B*T, d)
         return out, (ln1_saved, attn_saved, ln2_saved, ff_saved)
 
+    def forward_last(self, x, batch: int, seq_len: int):
+        """Output (B, d) of each sequence's last row alone, for x (B*T, d) (forward only; Attention.forward_last)."""
+        attn_input, _ = self.ln1.forward(x)  # (B*T, d): every row's keys and values are needed
+        last = x.reshape(batch, seq_len, -1)[:, seq_len - 1].copy()  # (B, d)
+        after_attn = self.be.add(last, self.attn.forward_last(attn_input, batch, seq_len))  # (B, d)
+        ffn_output, _ = self.ff.forward(self.ln2.forward(after_attn)[0])  # (B, d)
+        return self.be.add(after_attn, ffn_output)
+
     def backward(self, dout, saved, batch: int, seq_len: int):
         ln1_saved, attn_saved, ln2_saved, ff_saved = saved
         d_after_attn = self.ln2.backward(self.ff.backward(dout, ff_saved), ln2_saved)  # (B*T, d)

@@ -10,7 +10,9 @@ depends on the tokenizer; bits per character divides the same total by the
 characters the scored tokens stand for, so models with different tokenizers
 compare on it. Windows are batched (many
 per forward); only the scored rows of the logits are read back, and the
-log-softmax and the sum run on the host in float64.
+log-softmax and the sum run on the host in float64. With stride 1 a GPT
+computes only the scored row past its last block's keys and values
+(`GPT.last_logits`), its windows split over the backend's streams.
 """
 
 from __future__ import annotations
@@ -86,8 +88,7 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
         windows = spans[:, :seq_len]  # (B, T)
         targets = spans[:, seq_len - stride + 1 :]  # (B, S): the tokens the scored rows predict
         scored = starts[:, None] + rows[None, :] + 1 >= first[:, None]  # (B, S): the last window may repeat some
-        logits = model.logits(windows).reshape(len(first), seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
-        nll = nll_rows(model.be.to_host(logits).reshape(len(first) * stride, -1), targets.reshape(-1))
+        nll = nll_rows(scored_logits(model, windows, stride), targets.reshape(-1))
         total += float(np.sum(nll[scored.reshape(-1)]))
         kept = targets.reshape(-1)[scored.reshape(-1)]  # (scored,) each position once
         characters += len(kept) if tokenizer is None else tokenizer.count_characters(kept)
@@ -99,6 +100,16 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
                              "(with a lower --lr if it diverged)")
     return Evaluation(positions=positions, nll=total / positions, seconds=time.perf_counter() - start,
                       characters=characters)
+
+
+def scored_logits(model, windows: np.ndarray, stride: int) -> np.ndarray:
+    """Host logits (B*S, vocab) of the last S = stride rows of each window (B, T): for stride 1 through the
+    model's `last_logits` where it has one (GPT: its last block runs those rows alone), else a full forward."""
+    batch, seq_len = windows.shape
+    if stride == 1 and hasattr(model, "last_logits"):
+        return model.last_logits(windows)  # (B, vocab)
+    logits = model.logits(windows).reshape(batch, seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
+    return model.be.to_host(logits).reshape(batch * stride, -1)
 
 
 def nll_rows(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:

@@ -8,12 +8,14 @@ softmax cross-entropy between them. `GPT` runs them over a batch (one pass, or
 one per shard of it where the backend runs several streams at once,
 model/shards.py); `logits` is the forward alone; `next_token_logits` is the
 same forward over the newest tokens of one sequence, reading and extending a
-KV cache (decode.py).
+KV cache (decode.py); `last_logits` the last position's logits of each sequence, the last block over that
+row alone (what exact evaluation scores).
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -25,7 +27,7 @@ from microgpt.model.gpt.decode import Decoder
 from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
-from microgpt.model.shards import Sharded
+from microgpt.model.shards import Sharded, shard_count
 
 
 def param_specs(config: GPTConfig, prefix: str = "") -> list[ParamSpec]:
@@ -58,14 +60,15 @@ class Layers:
         self.final_norm = LayerNorm(backend, views, f"{prefix}final_norm")
         self.head = Linear(backend, views, f"{prefix}head")
 
-    def blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0):
-        """The last block's output (B*T, d) for device ids (B*T,), and what each block saved.
+    def blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0, last_block: bool = True):
+        """The last block's output (B*T, d) for device ids (B*T,), and what each block saved (without
+        last_block: the output of the one before it, the embedding for a single block).
 
         caches: None, or one KV cache per layer; it and start are as in Attention.forward.
         """
         x = self.be.embedding_gather(self.tok_emb, ids, batch * seq_len, self.config.d_model)  # (B*T, d)
         block_saved = []
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(self.blocks if last_block else self.blocks[:-1]):
             cache = None if caches is None else caches[layer]
             x, saved = block.forward(x, batch, seq_len, cache, start)  # (B*T, d)
             block_saved.append(saved)
@@ -77,6 +80,13 @@ class Layers:
         h, norm_saved = self.final_norm.forward(x)  # (B*T, d)
         logits = self.head.forward(h)  # (B*T, vocab)
         return logits, (ids, batch, seq_len, h, norm_saved, block_saved)
+
+    def last_logits(self, ids, batch: int, seq_len: int):
+        """Logits (B, vocab) of each sequence's last row for device ids (B*T,): the blocks before the last over
+        every row, the last block, the final LayerNorm and the head over the last rows alone."""
+        x, _ = self.blocks_forward(ids, batch, seq_len, last_block=False)  # (B*T, d)
+        h, _ = self.final_norm.forward(self.blocks[-1].forward_last(x, batch, seq_len))  # (B, d)
+        return self.head.forward(h)  # (B, vocab)
 
     def backward(self, dlogits, saved) -> None:
         """Every parameter gradient from dlogits (B*T, vocab), the gradient of forward's logits, added into
@@ -168,6 +178,21 @@ class GPT:
         batch, seq_len = self.layers.check_ids(ids)
         logits, _ = self.layers.forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
         return logits
+
+    def last_logits(self, ids: np.ndarray) -> np.ndarray:
+        """Host logits (B, vocab) of the last position of each of host ids (B, T), forward only: what exact
+        evaluation scores. The last block runs only those rows (Layers.last_logits), and the sequences are
+        split over the backend's streams as in `loss`."""
+        batch, seq_len = self.layers.check_ids(ids)
+        shards = np.array_split(ids, shard_count(self.be, batch))
+
+        def shard_logits(shard: np.ndarray) -> np.ndarray:
+            logits = self.layers.last_logits(self.be.ids(shard.reshape(-1)), len(shard), seq_len)  # (b, vocab)
+            return self.be.to_host(logits)
+
+        parts = self.be.run_streams([partial(shard_logits, shard) for shard in shards]) if len(shards) > 1 else \
+            [shard_logits(ids)]
+        return np.concatenate(parts)  # (B, vocab)
 
     def loss(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
