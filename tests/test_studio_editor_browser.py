@@ -317,6 +317,13 @@ def test_a_refused_wire_says_why(browser):
     ActionChains(browser).release().perform()
     assert ("expert.logits", "router.stream") not in wires(browser)
     assert "logits cannot go to a stream input" in browser.find_element(By.ID, "message").text
+    # an input that takes one wire: a new wire replaces its old one, undoably (the mix took both logits: many)
+    drag_wire(browser, "zeros.out", "expert2.stream")
+    wait(browser, lambda d: ("zeros.out", "expert2.stream") in wires(d))
+    assert ("stream_add.stream", "expert2.stream") not in wires(browser)
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: ("stream_add.stream", "expert2.stream") in wires(d)
+         and ("zeros.out", "expert2.stream") not in wires(d))
 
 
 def test_copy_and_paste_two_nodes_with_their_wire(browser):
