@@ -599,3 +599,13 @@ def test_the_studio_answers_while_a_check_runs(studio, monkeypatch):
         finally:
             release.set()
             checking.join()
+
+
+@pytest.mark.parametrize("cooperative", ["d99999999999n3,d64n3", "d4000000000x16n2", "d8192x1n1", "d64n3,d2x8"])
+def test_an_expert_spec_past_any_model_is_one_line_on_its_setting_at_once(client, cooperative):
+    started = time.perf_counter()
+    answer = client.post("/api/graph/from-family", json={"family": "ensemble", "settings": {"cooperative": cooperative}})
+    assert time.perf_counter() - started < 1.0, "the spec's heads were made one by one"
+    error, = answer.json()["errors"]
+    assert error["setting"] == "cooperative" and "\n" not in error["message"]
+    assert check(client, None, {**SETTINGS, "cooperative": cooperative}, family="ensemble")["errors"] == [error]

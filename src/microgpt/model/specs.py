@@ -27,6 +27,8 @@ EXPERT_GRAMMAR = ("an expert's d<width> without a head count reads as max(1, wid
                   "original's reading (d64: d4x16); d1x64 is one head of 64")
 FF_PER_D_MODEL = 4  # d_ff = 4 x d_model when a spec does not give ff<d_ff>
 EXPERT_HEAD_WIDTH = 16  # the original µGPT's head width for a spec that gives no head count
+MAX_SPEC_NUMBER = 2**31  # a width, count, layers or ff past this is no model here (and its heads are not made)
+MAX_HEADS = 4096  # heads in one spec: far past any model here, and a tuple made at once
 _SPEC = re.compile(r"d(?:(?P<count>\d+)x(?P<width>\d+)|(?P<widths>\d+(?:\+\d+)*))n(?P<layers>\d+)(?:ff(?P<ff>\d+))?")
 
 
@@ -60,7 +62,17 @@ def parse_spec(text: str, expert: bool = False) -> ModelSpec:
     match = _SPEC.fullmatch(text.strip())
     if match is None:
         grammar = f"{SPEC_GRAMMAR}; {EXPERT_GRAMMAR}" if expert else SPEC_GRAMMAR
-        raise ConfigError(f"model spec {text!r} is not valid; a spec is {grammar}")
+        raise ConfigError(f"model spec {text[:80]!r} is not valid; a spec is {grammar}")
+    numbers = re.findall(r"\d+", text)
+    if any(len(number) > 10 or int(number) > MAX_SPEC_NUMBER for number in numbers):
+        raise ConfigError(f"model spec {text[:80]!r} has a number past {MAX_SPEC_NUMBER:,}; no model here is that "
+                          "big")
+    heads = (int(match.group("count")) if match.group("count") else
+             len(match.group("widths").split("+")) if not expert or "+" in match.group("widths")
+             else max(1, int(match.group("widths")) // EXPERT_HEAD_WIDTH))
+    if heads > MAX_HEADS:
+        raise ConfigError(f"model spec {text[:80]!r} has {heads:,} heads; a spec has at most {MAX_HEADS:,} (give "
+                          "fewer, wider heads: d<count>x<width>)")
     if match.group("count"):
         head_dims = (int(match.group("width")),) * int(match.group("count"))
     else:
@@ -80,7 +92,10 @@ def parse_spec_list(text: str, flag: str = "--compare", expert: bool = False) ->
     items = [item.strip() for item in text.split(",")]
     if not all(items):
         raise ConfigError(f"{flag} {text!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
-    specs = [parse_spec(item, expert) for item in items]
+    try:
+        specs = [parse_spec(item, expert) for item in items]
+    except ConfigError as exc:  # said on the flag that gave it (an editor shows it under that field)
+        raise ConfigError(f"{flag}: {exc}") from None
     seen: set[str] = set()
     for spec in specs:
         if flag == "--compare" and spec.text in seen:
