@@ -442,3 +442,16 @@ def test_samples_whose_page_went_away_give_their_slots_back(workspace):
 @pytest.mark.parametrize("path", ["/api/metrics?run=", "/api/csv?run=", "/api/config?name=", "/api/sample?checkpoint="])
 def test_a_name_too_long_for_the_file_system_is_one_line(client, path):
     one_line_error(client.get(path + "x" * 300), 400)
+
+
+@pytest.mark.parametrize("body, said", [('{"name": 1' + "0" * 5000 + "}", "thousands of digits"),
+                                        (b'\xff\xfe{"a', "must be a JSON object")])
+def test_a_number_too_long_to_read_is_said_as_such(client, body, said):
+    answer = client.post("/api/graph/check", content=body, headers={"Content-Type": "application/json"})
+    assert said in one_line_error(answer, 400)
+
+
+def test_a_graph_run_that_names_no_graph_is_one_line_on_load(client, workspace):
+    (workspace / "studio.yaml").write_text("runs:\n  bare: {family: graph}\n", encoding="utf-8")
+    message = one_line_error(client.get("/api/config", params={"name": "bare"}), 400)
+    assert "without a graph" in message and "None" not in message

@@ -150,8 +150,11 @@ class Studio:
                                   "bodies")
         try:
             value = json.loads(raw)
-        except (ValueError, RecursionError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise ConfigError("the request body must be a JSON object") from None
+        except ValueError:  # a whole number of more digits than Python reads
+            raise ConfigError("the request body has a number thousands of digits long; no setting is that "
+                              "large") from None
         if not isinstance(value, dict):
             raise ConfigError("the request body must be a JSON object")
         return value

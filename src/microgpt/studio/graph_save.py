@@ -201,6 +201,9 @@ def run_for_editor(named: NamedRun, workspace) -> dict:
         layout = _layout_file(workspace, named.id)
         return drawn if layout is None else {**drawn, "layout": layout}
     source = named.values.get("graph")
+    if source is None:
+        raise ConfigError(f"run {named.id} of {CONFIG_FILE} is a graph run without a graph; give it graph: PATH (a "
+                          "graph document in the workspace), or save it again from the editor")
     if isinstance(source, dict):
         document = source
     else:
