@@ -106,6 +106,11 @@ def type_into(driver, key: str, text: str) -> None:
     field.send_keys(text)
 
 
+def text_of(driver, element_id: str) -> str:
+    """An element's text, read in one go (the estimates and the problems are redrawn by every check)."""
+    return driver.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.innerText : ''")
+
+
 def choose(driver, key: str, value: str) -> None:
     Select(setting(driver, key)).select_by_value(value)
 
@@ -152,14 +157,14 @@ def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser
                        ("gen", "0")):
         type_into(browser, key, value)
     choose(browser, "backend", "numpy")
-    wait(browser, lambda d: "parameters" in d.find_element(By.ID, "estimates").text)
+    wait(browser, lambda d: "parameters" in text_of(d, "estimates"))
     type_into(browser, "cooperative", "d2x8n1,d2x8")
-    wait(browser, lambda d: "model spec 'd2x8' is not valid" in d.find_element(By.ID, "graph-errors").text)
-    assert "parameters" not in browser.find_element(By.ID, "estimates").text
+    wait(browser, lambda d: "model spec 'd2x8' is not valid" in text_of(d, "graph-errors"))
+    assert "parameters" not in text_of(browser, "estimates")
     shot(browser, "compose-family")
     setting(browser, "cooperative").send_keys("n1")
-    wait(browser, lambda d: not d.find_element(By.ID, "graph-errors").text
-         and "parameters" in d.find_element(By.ID, "estimates").text)
+    wait(browser, lambda d: not text_of(d, "graph-errors")
+         and "parameters" in text_of(d, "estimates"))
     # the ensemble drawn as it is: two experts on the stream, their logits into the mix
     wait(browser, lambda d: {"expert1", "expert2", "mix", "router"} <= set(d.execute_script(
         "return [...document.querySelectorAll('#editor-nodes .node')].map(n => n.dataset.id)")))
@@ -172,7 +177,7 @@ def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser
     assert expert_specs(browser) == "d2x8n1,d4x16n2"  # the whole edit of that field is one step
     browser.find_element(By.ID, "redo").click()
     assert expert_specs(browser) == "d2x8n1,d2x8n1"
-    wait(browser, lambda d: not d.find_element(By.ID, "graph-errors").text)
+    wait(browser, lambda d: not text_of(d, "graph-errors"))
 
 
 def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):

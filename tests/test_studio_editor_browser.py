@@ -171,8 +171,13 @@ def settled(driver, before: str) -> None:
     wait(driver, lambda d: checked(d) != before)
 
 
+def text_of(driver, element_id: str) -> str:
+    """An element's text, read in one go (the estimates and the problems are redrawn by every check)."""
+    return driver.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.innerText : ''")
+
+
 def problems(driver) -> str:
-    return driver.find_element(By.ID, "graph-errors").text
+    return text_of(driver, "graph-errors")
 
 
 def test_build_a_two_expert_ensemble_from_the_palette(browser):
@@ -217,10 +222,10 @@ def test_build_a_two_expert_ensemble_from_the_palette(browser):
     wait(browser, lambda d: {("mix.out", "logits"), ("expert2.logits", "mix.logits")} <= wires(d))
     got = wires(browser)
     assert got == set(WIRES), set(WIRES) ^ got
-    wait(browser, lambda d: "parameters" in d.find_element(By.ID, "estimates").text and not problems(d))
+    wait(browser, lambda d: "parameters" in text_of(d, "estimates") and not problems(d))
     shape = browser.find_element(By.CSS_SELECTOR, '.wire[data-from="zeros.out"][data-to="expert.stream"] .wire-shape')
     assert shape.text == "[T, 16]"
-    wait(browser, lambda d: d.find_element(By.ID, "causality").text.startswith("causal: "))  # the verdict, once in
+    wait(browser, lambda d: text_of(d, "causality").startswith("causal: "))  # the verdict, once in
     shot(browser, "compose")
 
 
@@ -311,9 +316,10 @@ def test_wire_without_a_mouse_and_delete_a_wire_with_the_keyboard(browser):
 
 def test_a_refused_wire_says_why(browser):
     source, target = port(browser, "expert.logits", "out"), port(browser, "router.stream", "in")
-    ActionChains(browser).click_and_hold(source).move_to_element(target).perform()
+    ActionChains(browser).click_and_hold(source).move_by_offset(30, 10).move_to_element(target).perform()
     hint = browser.find_element(By.ID, "editor-hint")
-    assert hint.is_displayed() and hint.text == "logits cannot go to a stream input", hint.text
+    wait(browser, lambda d: hint.is_displayed(), timeout=10)
+    assert hint.text == "logits cannot go to a stream input", hint.text
     ActionChains(browser).release().perform()
     assert ("expert.logits", "router.stream") not in wires(browser)
     assert "logits cannot go to a stream input" in browser.find_element(By.ID, "message").text
@@ -390,7 +396,7 @@ def test_a_group_made_from_a_box_selection(browser):
     assert {n["id"] for n in group["nodes"]} == {"router", "mix"}
     assert group["inputs"]["stream"] == "stream[16]" and group["outputs"]["out"] == "logits"
     settled(browser, before)
-    wait(browser, lambda d: not problems(d) and "parameters" in d.find_element(By.ID, "estimates").text)
+    wait(browser, lambda d: not problems(d) and "parameters" in text_of(d, "estimates"))
     # collapsed, it is drawn smaller; expanded again as it was
     tall = browser.execute_script("return EditorRender.geometry.get('group1').height")
     browser.find_element(By.CSS_SELECTOR, '#editor-nodes .node[data-id="group1"] .node-button.collapse').click()
@@ -459,3 +465,24 @@ def test_the_draft_survives_a_reload(browser):
     wait(browser, lambda d: sorted(node_ids(d)) == before)
     assert browser.find_element(By.ID, "run-name").get_attribute("value") == "experts"
     assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="file"]').get_attribute("value") == "tiny.txt"
+
+
+def test_saving_over_a_taken_name_asks_and_defaults_to_a_new_one(browser, studio):
+    """The run "experts" has trained: Save of another graph under its name asks first, and Enter takes the new
+    name offered."""
+    click_empty_canvas(browser)
+    node(browser, "loss").click()
+    type_into(browser, '#inspector-node [data-param="weight"]', "0.5")
+    wait(browser, lambda d: d.execute_script("return EditorModel.draft.document.nodes.find(n => n.id === 'loss')"
+                                             ".params.weight") == 0.5)
+    browser.find_element(By.ID, "save").click()
+    dialog = wait(browser, lambda d: d.find_elements(By.ID, "name-dialog"))[0]
+    assert "experts" in dialog.text
+    assert browser.switch_to.active_element.get_attribute("id") == "name-dialog-save-as"
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait(browser, lambda d: d.find_element(By.ID, "run-name").get_attribute("value") == "experts-2")
+    wait(browser, lambda d: "--run experts-2" in d.find_element(By.ID, "saved-yaml").text)
+    named = load_run(studio[1] / "studio.yaml", "experts-2")
+    assert named.values["family"] == "graph" and (studio[1] / named.values["graph"]).is_file()
+    assert (studio[1] / "studio" / "layout" / "experts-2.json").is_file()
+    assert load_run(studio[1] / "studio.yaml", "experts").values["graph"] != named.values["graph"]
