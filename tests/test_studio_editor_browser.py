@@ -6,7 +6,8 @@ open a group and come back by the breadcrumb; undo and redo with Ctrl+Z, Ctrl+Sh
 the keyboard alone and delete a wire with the Delete key; copy and paste two nodes with the wire between them;
 a refused wire says why; the add menu at the pointer; a group made from a box selection, collapsed and
 undone; the minimap of a large graph; pan, zoom at the pointer and fit; the arrows moving the focused node;
-the draft survives a reload. With STUDIO_SCREENSHOTS=DIR the editor is saved there
+the draft survives a reload; a taken run name asks before a save; a structural edit of a family's drawing
+makes it a graph, and undo makes it the family again. With STUDIO_SCREENSHOTS=DIR the editor is saved there
 as PNGs (docs/studio-compose*.png)."""
 
 from __future__ import annotations
@@ -267,6 +268,16 @@ def test_open_a_group_and_come_back(browser):
                                    ".map(p => p.dataset.ref)")
     assert set(walls) == {"tokens", "stream", "logits", "write"}
     shot(browser, "compose-group")
+    # an edit inside edits the group's definition: the library's expert copied into the document first
+    assert "expert" not in (browser.execute_script("return EditorModel.draft.document.groups") or {})
+    click_empty_canvas(browser)
+    node(browser, "head").click()
+    type_into(browser, '#inspector-node [data-param="bias"]', "false")
+    wait(browser, lambda d: d.execute_script("const g = (EditorModel.draft.document.groups || {}).expert;"
+                                             "return g && g.nodes.find(n => n.id === 'head').params.bias") is False)
+    click_empty_canvas(browser)
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: "expert" not in (d.execute_script("return EditorModel.draft.document.groups") or {}))
     browser.find_element(By.CSS_SELECTOR, '#breadcrumbs .crumb[data-depth="0"]').click()
     wait(browser, lambda d: "router" in node_ids(d))
     assert browser.find_element(By.ID, "breadcrumbs").text == "graph"
@@ -486,3 +497,18 @@ def test_saving_over_a_taken_name_asks_and_defaults_to_a_new_one(browser, studio
     assert named.values["family"] == "graph" and (studio[1] / named.values["graph"]).is_file()
     assert (studio[1] / "studio" / "layout" / "experts-2.json").is_file()
     assert load_run(studio[1] / "studio.yaml", "experts").values["graph"] != named.values["graph"]
+
+
+def test_a_structural_edit_turns_a_family_into_a_graph_and_undo_turns_it_back(browser):
+    Select(browser.find_element(By.ID, "family")).select_by_value("gpt")
+    wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line") and "head" in node_ids(d))
+    click_empty_canvas(browser)
+    node(browser, "head").click()
+    press(browser, Keys.DELETE)
+    wait(browser, lambda d: text_of(d, "mode-line").startswith("edited: this trains as a graph document"))
+    assert browser.find_element(By.ID, "family").get_attribute("value") == "graph"
+    assert not browser.find_element(By.ID, "inspector-family-section").is_displayed()
+    press(browser, Keys.CONTROL, "z")
+    wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line") and "head" in node_ids(d))
+    assert browser.find_element(By.ID, "family").get_attribute("value") == "gpt"
+    assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="d_model"]').is_displayed()
