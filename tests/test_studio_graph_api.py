@@ -309,6 +309,9 @@ def assert_laid_out(document: dict, layout: dict) -> None:
         places = positions_of(layout, body)
         assert set(places) == {node["id"] for node in nodes}, body
         assert len({tuple(xy) for xy in places.values()}) == len(places), f"two nodes of {body or 'the top'} overlap"
+        for a, (xa, ya) in places.items():  # as drawn: the editor's nodes are 190 wide, a group's up to 140 high
+            for b, (xb, yb) in places.items():
+                assert a == b or abs(xa - xb) >= 190 or abs(ya - yb) >= 140, f"{a} and {b} of {body!r} overlap"
 
 
 def test_from_family_draws_an_ensemble_as_a_stream_bus_over_its_experts(client):

@@ -25,7 +25,8 @@ from microgpt.model.graph.library import with_library
 
 VERSION = 1
 COLUMN = 240  # px between node centres in a row: a node is drawn about 180 wide
-ROW = 120  # px between rows: a node is about 60 high, and its wires need the rest
+ROW = 180  # px between rows: the editor draws a group's node up to about 140 high (its ports, summary and
+# buttons), and its wires need the rest; an ensemble's experts sit half a column from the adds above them
 
 
 def _node(end: str) -> str | None:
