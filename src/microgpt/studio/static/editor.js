@@ -77,6 +77,7 @@ const Canvas = {
   },
 
   changed(reason) {
+    EditorCheck.schedule(); // first: the server checks while the page draws
     const draft = EditorModel.draft;
     EditorView.path = EditorView.path.filter(name => Ports.group(draft.document, name));
     const bodyName = EditorView.bodyName();
@@ -85,7 +86,6 @@ const Canvas = {
     EditorLayout.place(bodyName);
     EditorRender.render();
     EditorCheck.decorate();
-    EditorCheck.schedule();
     Inspector.draw();
     if (!reason.startsWith("set ")) Palette.draw();
     document.getElementById("family").value = draft.family;

@@ -1,5 +1,5 @@
-// The Compose editor's checks: every edit is sent to the server 50 ms after the last one (the latest answer
-// wins), and what comes back is drawn on the canvas: each wire's shape, each error on the node and port it
+// The Compose editor's checks: every edit is sent to the server, at most one request per 50 ms (the latest
+// answer wins), and what comes back is drawn on the canvas: each wire's shape, each error on the node and port it
 // names (the message on hover and focus) and in the list of problems, each group's parameters, memory and
 // share of the step, the estimates and the causality verdict. A family's draft is checked as its family and
 // shape settings (the server draws the same from-family graph), a setting's problem on its inspector field.
@@ -11,20 +11,26 @@ const VERDICT_POLL_MS = 300; // a big graph's causality verdict comes with a lat
 const EditorCheck = {
   timer: null,
   serial: 0,
+  sentAt: -Infinity,  // performance.now() of the last request
   graph: null,        // the last answer of /api/graph/check for the draft as it is
   editedAt: null,     // performance.now() of the first edit not yet shown
   latencies: [],      // edit to errors shown, ms (read by the benchmark)
   wires: new Map(),   // "body|from|to" -> {type, shape}
 
+  // The first edit after a quiet spell is sent at once; edits that follow within 50 ms of a request wait for
+  // the last of them (typing sends one check per pause, not one per key).
   schedule() {
     unsay("canvas");
     if (this.editedAt === null) this.editedAt = performance.now();
     document.getElementById("estimates").classList.add("stale");
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.run(), CHECK_DELAY_MS);
+    const quiet = performance.now() - this.sentAt;
+    if (quiet >= CHECK_DELAY_MS) this.run();
+    else this.timer = setTimeout(() => this.run(), CHECK_DELAY_MS - quiet);
   },
 
   async run() {
+    this.sentAt = performance.now();
     const serial = ++this.serial;
     const draft = EditorModel.draft;
     try {

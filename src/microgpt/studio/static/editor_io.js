@@ -8,9 +8,10 @@ const DRAFT_KEY = "microgpt-studio-draft";
 const DraftStore = {
   timer: null,
 
+  // Soon, when the page is idle (not in the way of an edit's check); the page going stores it at once.
   store() {
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.storeNow(), 200);
+    this.timer = setTimeout(() => (window.requestIdleCallback || (f => f()))(() => this.storeNow(), {timeout: 1000}), 200);
   },
 
   storeNow() {

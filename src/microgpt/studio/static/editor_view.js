@@ -117,6 +117,7 @@ const Minimap = {
   svg: null,
   box: null,   // the bounds it draws
   timer: null,
+  drawn: null, // the boxes it drew, as text
 
   init(svg) {
     this.svg = svg;
@@ -150,11 +151,15 @@ const Minimap = {
     this.timer = setTimeout(() => this.draw([...EditorRender.geometry.values()]), MINIMAP_DELAY_MS);
   },
 
+  // Drawn again only when a box moved, came or went (an edit of params changes nothing here).
   draw(nodes) {
+    const drawn = nodes.length > MINIMAP_FROM ? nodes.map(n => `${n.x},${n.y},${n.width},${n.height}`).join(";") : "";
+    if (drawn === this.drawn) return this.follow();
+    this.drawn = drawn;
     this.svg.parentElement.classList.toggle("shown", nodes.length > MINIMAP_FROM);
     this.box = null;
     this.svg.replaceChildren();
-    if (nodes.length <= MINIMAP_FROM) return;
+    if (nodes.length <= MINIMAP_FROM) return this.follow();
     const bounds = EditorRender.bounds();
     this.box = {x: bounds.x - 40, y: bounds.y - 40, width: bounds.width + 80, height: bounds.height + 80};
     const scale = this.scale();
