@@ -455,3 +455,11 @@ def test_a_graph_run_that_names_no_graph_is_one_line_on_load(client, workspace):
     (workspace / "studio.yaml").write_text("runs:\n  bare: {family: graph}\n", encoding="utf-8")
     message = one_line_error(client.get("/api/config", params={"name": "bare"}), 400)
     assert "without a graph" in message and "None" not in message
+
+
+@pytest.mark.parametrize("method, path, status, said", [("GET", "/api/nothing", 404, "has no /api/nothing"),
+                                                        ("GET", "/api/save", 405, "takes POST, not GET"),
+                                                        ("PUT", "/api/runs/x/start", 405, "takes POST, not PUT"),
+                                                        ("POST", "/", 405, "not POST")])
+def test_a_route_or_method_the_studio_has_not_is_one_line_of_json(client, method, path, status, said):
+    assert said in one_line_error(client.request(method, path), status)

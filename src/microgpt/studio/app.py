@@ -28,6 +28,7 @@ from pathlib import Path
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -122,7 +123,8 @@ class Studio:
             Route("/api/graph/layout", self.graph_layout, methods=["POST"]),
             Route("/api/files", self.files), Route("/api/free-name", self.free_name), Route("/api/log", self.log),
         ]
-        handlers = {**{kind: self.error for kind in USER_ERRORS}, OSError: file_error, Exception: failure}
+        handlers = {**{kind: self.error for kind in USER_ERRORS}, HTTPException: self.no_route, OSError: file_error,
+                    Exception: failure}
         inner = Starlette(routes=routes, exception_handlers=handlers)
         self.app = Guard(LastResort(inner), token, host, port)
 
@@ -138,6 +140,17 @@ class Studio:
         if isinstance(exc, BusyError):
             return JSONResponse({"error": str(exc)}, status_code=429)
         return JSONResponse({"error": str(exc)}, status_code=400)
+
+    @staticmethod
+    async def no_route(request: Request, exc: HTTPException) -> JSONResponse:
+        """A path no route has (404), or a method its route does not take (405), as one line of JSON."""
+        path = request.url.path[:100]
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "GET")
+            message = f"{path} takes {allowed}, not {request.method}"
+        else:
+            message = f"the studio has no {path}; open the page at the URL it printed"
+        return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
 
     @staticmethod
     async def body(request: Request) -> dict:
