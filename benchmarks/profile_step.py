@@ -372,7 +372,7 @@ def print_torch(config: GPTConfig, batch: int, steps: int, threads: int, rounds:
         if kind == "other aten ops":
             others[event.key] = event.self_cpu_time_total / 1e6 / steps
     python = profiled - sum(seconds.values())
-    print(f"  torch {torch.__version__}, B={batch}, {threads} threads: {1000 * plain:.2f} ms/step, "
+    print(f"  torch {torch.__version__}, B={batch}, {threads} thread{'s' if threads > 1 else ''}: {1000 * plain:.2f} ms/step, "
           f"{1000 * profiled:.2f} profiled")
     for label in (GEMM, "fused attention (SDPA)", "other aten ops", ALLOCATION, COPIES):
         print(f"    {label:34s} {1000 * seconds[label]:8.3f} ms {100 * seconds[label] / profiled:5.1f}%")
