@@ -463,3 +463,10 @@ def test_a_graph_run_that_names_no_graph_is_one_line_on_load(client, workspace):
                                                         ("POST", "/", 405, "not POST")])
 def test_a_route_or_method_the_studio_has_not_is_one_line_of_json(client, method, path, status, said):
     assert said in one_line_error(client.request(method, path), status)
+
+
+def test_a_studio_yaml_that_is_not_yaml_is_one_line_everywhere(client, workspace):
+    (workspace / "studio.yaml").write_text("\0 garbage: [\n", encoding="utf-8")
+    for answer in (client.get("/api/configs"), client.get("/api/free-name"), client.get("/api/config?name=a"),
+                   client.post("/api/runs/a/start")):
+        assert "not valid YAML" in one_line_error(answer, 400)

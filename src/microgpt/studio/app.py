@@ -131,15 +131,12 @@ class Studio:
     # ---- errors ---------------------------------------------------------------------------
 
     async def error(self, request: Request, exc: Exception) -> JSONResponse:
-        if isinstance(exc, WorkspaceError):
-            return JSONResponse({"error": str(exc)}, status_code=403)
+        line = " ".join(str(exc).split())  # one line, even where a parser's message has several (YAML's)
         if isinstance(exc, NameTaken):
-            return JSONResponse({"error": str(exc), "exists": True, "suggested": exc.suggested}, status_code=409)
-        if isinstance(exc, RunDirError):
-            return JSONResponse({"error": str(exc)}, status_code=409)
-        if isinstance(exc, BusyError):
-            return JSONResponse({"error": str(exc)}, status_code=429)
-        return JSONResponse({"error": str(exc)}, status_code=400)
+            return JSONResponse({"error": line, "exists": True, "suggested": exc.suggested}, status_code=409)
+        status = (403 if isinstance(exc, WorkspaceError) else 409 if isinstance(exc, RunDirError)
+                  else 429 if isinstance(exc, BusyError) else 400)
+        return JSONResponse({"error": line}, status_code=status)
 
     @staticmethod
     async def no_route(request: Request, exc: HTTPException) -> JSONResponse:
