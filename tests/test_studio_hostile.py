@@ -470,3 +470,17 @@ def test_a_studio_yaml_that_is_not_yaml_is_one_line_everywhere(client, workspace
     for answer in (client.get("/api/configs"), client.get("/api/free-name"), client.get("/api/config?name=a"),
                    client.post("/api/runs/a/start")):
         assert "not valid YAML" in one_line_error(answer, 400)
+
+
+@pytest.mark.parametrize("make", ["directory", "fifo", "not a graph"])
+def test_a_graph_run_whose_graph_cannot_be_read_is_refused_at_start(client, studio, workspace, make):
+    place = workspace / "g.json"
+    if make == "directory":
+        place.mkdir()
+    elif make == "fifo":
+        os.mkfifo(place)
+    else:
+        place.write_text("[1, 2]", encoding="utf-8")
+    (workspace / "studio.yaml").write_text("runs:\n  g: {family: graph, graph: g.json, steps: 2}\n", encoding="utf-8")
+    assert "g.json" in one_line_error(client.post("/api/runs/g/start"), 400)
+    assert "g" not in studio.manager.runs

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
+from microgpt.model.graph.document import read_document
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
 from microgpt.studio.names import guard_name
@@ -91,6 +92,8 @@ class RunManager:
         """A named run's checkpoint directory and its settings, every path in them held inside the workspace."""
         named = load_run(self.workspace.config, check_run_name(name))
         self.workspace.check_run_paths(named.values, origin=f" of run {name} in {self.workspace.config.name}")
+        if isinstance(named.values.get("graph"), str):  # read as training reads it, so a bad one is said now
+            read_document(self.workspace.inside(named.values["graph"], what=f"the graph of run {name}"))
         settings = Settings({}, named)
         model = settings.path("model")
         checkpoint = self.workspace.inside(str(model)) if model is not None else self.workspace.root / DEFAULT_ROOT / name
