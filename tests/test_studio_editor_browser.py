@@ -7,11 +7,13 @@ the keyboard alone and delete a wire with the Delete key; copy and paste two nod
 a refused wire says why; the add menu at the pointer; a group made from a box selection, collapsed and
 undone; the minimap of a large graph; pan, zoom at the pointer and fit; the arrows moving the focused node;
 the draft survives a reload; a taken run name asks before a save; a structural edit of a family's drawing
-makes it a graph, and undo makes it the family again. With STUDIO_SCREENSHOTS=DIR the editor is saved there
+makes it a graph, and undo makes it the family again; a graph run loaded back with its layout. With
+STUDIO_SCREENSHOTS=DIR the editor is saved there
 as PNGs (docs/studio-compose*.png)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -512,3 +514,17 @@ def test_a_structural_edit_turns_a_family_into_a_graph_and_undo_turns_it_back(br
     wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line") and "head" in node_ids(d))
     assert browser.find_element(By.ID, "family").get_attribute("value") == "gpt"
     assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="d_model"]').is_displayed()
+
+
+def test_load_a_graph_run_back_with_its_layout(browser, studio):
+    """The run saved as experts-2 comes back as it was drawn: its document and its saved positions."""
+    saved = json.loads((studio[1] / "studio" / "layout" / "experts-2.json").read_text(encoding="utf-8"))
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#load-run option[value="experts-2"]'))
+    Select(browser.find_element(By.ID, "load-run")).select_by_value("experts-2")
+    wait(browser, lambda d: "expert2" in node_ids(d) and text_of(d, "mode-line") == "a graph document: it trains as drawn")
+    assert browser.execute_script("return EditorModel.position('', 'zeros')") == saved["positions"]["/zeros"]
+    assert browser.find_element(By.ID, "run-name").get_attribute("value") == "experts-2"
+    assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="file"]').get_attribute("value") == "tiny.txt"
+    click_empty_canvas(browser)  # the keys are the canvas's again, not the list's
+    press(browser, Keys.CONTROL, "z")  # loading is one step: the gpt draft is back
+    wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line"))
