@@ -190,9 +190,7 @@ class GPT:
             logits = self.layers.last_logits(self.be.ids(shard.reshape(-1)), len(shard), seq_len)  # (b, vocab)
             return self.be.to_host(logits)
 
-        parts = self.be.run_streams([partial(shard_logits, shard) for shard in shards]) if len(shards) > 1 else \
-            [shard_logits(ids)]
-        return np.concatenate(parts)  # (B, vocab)
+        return np.concatenate(self.be.run_streams([partial(shard_logits, shard) for shard in shards]))  # (B, vocab)
 
     def loss(self, windows: np.ndarray) -> float:
         """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
