@@ -8,8 +8,7 @@ a refused wire says why; the add menu at the pointer; a group made from a box se
 undone; the minimap of a large graph; pan, zoom at the pointer and fit; the arrows moving the focused node;
 the draft survives a reload; a taken run name asks before a save; a structural edit of a family's drawing
 makes it a graph, and undo makes it the family again; a graph run loaded back with its layout. With
-STUDIO_SCREENSHOTS=DIR the editor is saved there
-as PNGs (docs/studio-compose*.png)."""
+STUDIO_SCREENSHOTS=DIR the editor is saved there as PNGs (docs/studio-compose*.png)."""
 
 from __future__ import annotations
 
