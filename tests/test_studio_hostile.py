@@ -484,3 +484,13 @@ def test_a_graph_run_whose_graph_cannot_be_read_is_refused_at_start(client, stud
     (workspace / "studio.yaml").write_text("runs:\n  g: {family: graph, graph: g.json, steps: 2}\n", encoding="utf-8")
     assert "g.json" in one_line_error(client.post("/api/runs/g/start"), 400)
     assert "g" not in studio.manager.runs
+
+
+def test_a_checkpoint_directory_linked_out_of_the_workspace_is_refused_at_start(client, studio, workspace):
+    assert client.post("/api/save", json={"name": "lnk", "graph": lookahead_graph(steps=2)}).status_code == 200
+    outside = workspace.parent / "elsewhere"
+    outside.mkdir()
+    (workspace / "checkpoints").mkdir(exist_ok=True)
+    (workspace / "checkpoints" / "lnk").symlink_to(outside)
+    assert "outside the workspace" in one_line_error(client.post("/api/runs/lnk/start"), 403)
+    assert "lnk" not in studio.manager.runs and list(outside.iterdir()) == []

@@ -96,7 +96,8 @@ class RunManager:
             read_document(self.workspace.inside(named.values["graph"], what=f"the graph of run {name}"))
         settings = Settings({}, named)
         model = settings.path("model")
-        checkpoint = self.workspace.inside(str(model)) if model is not None else self.workspace.root / DEFAULT_ROOT / name
+        checkpoint = self.workspace.inside(str(model) if model is not None else f"{DEFAULT_ROOT}/{name}",
+                                           what=f"the checkpoint of run {name}")  # a link planted there is said
         return checkpoint, settings
 
     def threads_in_use(self) -> int:
