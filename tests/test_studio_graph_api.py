@@ -553,6 +553,14 @@ def test_the_studios_files_are_never_written_through_a_link_out(client, workspac
     assert not (workspace / "studio.yaml").exists()
 
 
+@pytest.mark.parametrize("where", ["graphs/g1.json", "studio/layout/g1.json"])
+def test_a_directory_where_the_studio_writes_its_file_is_one_line_and_kept(client, workspace, where):
+    (workspace / where).mkdir(parents=True)
+    message = one_line(client.post("/api/save", json=graph_body(overwrite=True)), 400)
+    assert f"{where} is a directory" in message
+    assert (workspace / where).is_dir() and written(workspace) == set()
+
+
 def nested(depth: int, repeat: int, leaf: list[dict]) -> dict:
     """small_gpt whose blocks are group g0, which holds `repeat` copies of g1, ..., down to a body of `leaf`."""
     document = small_gpt()

@@ -91,6 +91,9 @@ def _own_file(workspace, relative: str) -> Path:
     folder = workspace.inside(str(Path(relative).parent), what=f"the folder of {relative}")
     if path.is_symlink():
         raise WorkspaceError(f"{relative} is a symlink; the studio writes its own file there: remove the link")
+    if path.is_dir():
+        raise ConfigError(f"{relative} is a directory; the studio writes its own file there: move it, or save "
+                          "under another name")
     for inner in [folder, *folder.parents]:
         if is_checkpoint(inner):
             raise WorkspaceError(f"{relative} would be inside the checkpoint {workspace.relative(inner)}; move it")
