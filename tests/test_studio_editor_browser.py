@@ -335,8 +335,10 @@ def test_a_refused_wire_says_why(browser):
     ActionChains(browser).release().perform()
     assert ("expert.logits", "router.stream") not in wires(browser)
     assert "logits cannot go to a stream input" in browser.find_element(By.ID, "message").text
-    # an input that takes one wire: a new wire replaces its old one, undoably (the mix took both logits: many)
-    drag_wire(browser, "zeros.out", "expert2.stream")
+    # dragged the other way, from an input to an output; an input that takes one wire: the new wire replaces
+    # its old one, undoably (the mix's input, which takes any number, took both experts' logits)
+    ActionChains(browser).click_and_hold(port(browser, "expert2.stream", "in")) \
+        .move_to_element(port(browser, "zeros.out", "out")).release().perform()
     wait(browser, lambda d: ("zeros.out", "expert2.stream") in wires(d))
     assert ("stream_add.stream", "expert2.stream") not in wires(browser)
     press(browser, Keys.CONTROL, "z")
