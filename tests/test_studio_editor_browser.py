@@ -241,6 +241,10 @@ def test_a_shape_error_appears_on_the_wire_and_port_and_clears(browser):
     assert browser.find_element(By.CSS_SELECTOR, '.wire[data-from="zeros.out"][data-to="expert.stream"] '
                                                  '.wire-shape').text == "[T, 8]"
     assert "expects" in problems(browser), problems(browser)
+    browser.execute_script("document.querySelector('#editor-nodes .port.has-error').focus()")  # its message on focus
+    wait(browser, lambda d: d.find_element(By.ID, "editor-hint").is_displayed(), timeout=10)
+    assert "expects [T, stream_dim]=[T, 16], got [T, 8]" in browser.find_element(By.ID, "editor-hint").text
+    assert "got [T, 8]" in wrong.get_attribute("aria-description")
     shot(browser, "compose-error")
     type_into(browser, '#inspector-node [data-param="width"]', "")
     wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#editor-canvas .has-error") and not problems(d))

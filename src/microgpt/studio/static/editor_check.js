@@ -65,6 +65,7 @@ const EditorCheck = {
     document.querySelectorAll("#editor-canvas .has-error").forEach(el => {
       el.classList.remove("has-error");
       delete el.dataset.error;
+      el.removeAttribute("aria-description");
     });
     for (const wire of document.querySelectorAll("#editor-wires .wire")) {
       const known = this.wires.get(`${bodyName}|${wire.dataset.from}|${wire.dataset.to}`);
@@ -180,6 +181,7 @@ function setText(el, text) {
 function addError(el, message) {
   el.classList.add("has-error");
   el.dataset.error = el.dataset.error ? `${el.dataset.error}\n${message}` : message;
+  el.setAttribute("aria-description", el.dataset.error); // what a screen reader says with its name
   const title = el.querySelector(":scope > title");
   if (title) title.textContent = el.dataset.error;
 }

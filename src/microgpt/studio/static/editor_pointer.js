@@ -24,6 +24,13 @@ const Pointer = {
     }));
     area.addEventListener("click", onCanvas(event => this.clickButton(event)));
     area.addEventListener("pointermove", event => this.hover(event));
+    area.addEventListener("focusin", event => { // an error's message beside what has the focus, as on hover
+      const error = event.target.closest && event.target.closest("[data-error]");
+      if (!error || Wiring.start) return;
+      const box = error.getBoundingClientRect();
+      showHint(error.dataset.error, box.right, box.top, true);
+    });
+    area.addEventListener("focusout", () => { if (!Wiring.start) hideHint(); });
     document.addEventListener("keydown", event => {
       if (event.key === " " && !isTyping(event.target) && composeActive()) { this.spaceHeld = true; event.preventDefault(); }
     });
