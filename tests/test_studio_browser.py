@@ -238,7 +238,7 @@ def test_sample_from_it_and_evaluate_it(browser):
     temperature.send_keys("hot")
     browser.find_element(By.ID, "generate").click()
     wait(browser, lambda d: d.find_element(By.ID, "completion").get_attribute("class") == "failed")
-    assert message(browser).startswith("sampling settings must be numbers")
+    assert message(browser) == "temperature must be a number, not 'hot'"
     assert browser.execute_script("return window.sampleRequests") == 1, "the refusal was read from its response"
     temperature.send_keys(Keys.CONTROL, "a")
     temperature.send_keys("0.8")

@@ -494,3 +494,15 @@ def test_a_checkpoint_directory_linked_out_of_the_workspace_is_refused_at_start(
     (workspace / "checkpoints" / "lnk").symlink_to(outside)
     assert "outside the workspace" in one_line_error(client.post("/api/runs/lnk/start"), 403)
     assert "lnk" not in studio.manager.runs and list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("query, said", [("tokens=abc", "tokens must be a whole number, not 'abc'"),
+                                         ("seed=1e400", "seed must be a whole number, not '1e400'"),
+                                         ("top_k=1.5", "top-k must be a whole number, not '1.5'"),
+                                         ("temperature=hot", "temperature must be a number, not 'hot'"),
+                                         ("tokens=-5", "--tokens must be a whole number of at least 0, got -5"),
+                                         ("top_p=2", "--top-p must be a number above 0 and at most 1, got 2.0")])
+def test_a_bad_sampling_setting_is_one_line_naming_it(client, workspace, query, said):
+    microgpt.train(str(workspace / "tiny.txt"), steps=1, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    assert one_line_error(client.get(f"/api/sample?checkpoint=ck&{query}"), 400) == said

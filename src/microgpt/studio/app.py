@@ -92,6 +92,16 @@ def whole_number(text: str, name: str) -> int:
     return int(text)
 
 
+def sample_number(query, key: str, default: str, kind: type):
+    """A sampling setting of the query read as `kind` (int or float), or one line naming it and what it got."""
+    text = query.get(key, default)
+    try:
+        return kind(text)
+    except ValueError:
+        raise ConfigError(f"{key.replace('_', '-')} must be {'a whole number' if kind is int else 'a number'}, not "
+                          f"{text[:40]!r}") from None
+
+
 def plotly_bundle() -> Path:
     """plotly.min.js as the installed plotly wheel ships it."""
     return Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
@@ -417,11 +427,12 @@ class Studio:
         q = request.query_params
         checkpoint = self.checkpoint(q.get("checkpoint"))
         try:
-            chosen = SampleSettings(prompt=q.get("prompt", ""), tokens=int(q.get("tokens", "200")),
-                                    temperature=float(q.get("temperature", "0.8")), top_k=int(q.get("top_k", "0")),
-                                    top_p=float(q.get("top_p", "1")), seed=int(q.get("seed", "0")))
-        except ValueError as exc:
-            raise ConfigError(f"sampling settings must be numbers ({exc})") from None
+            chosen = SampleSettings(prompt=q.get("prompt", ""), tokens=sample_number(q, "tokens", "200", int),
+                                    temperature=sample_number(q, "temperature", "0.8", float),
+                                    top_k=sample_number(q, "top_k", "0", int), top_p=sample_number(q, "top_p", "1", float),
+                                    seed=sample_number(q, "seed", "0", int))
+        except ValueError as exc:  # a number out of its range: the flag's own line
+            raise ConfigError(str(exc)) from None
         if "\0" in chosen.prompt:
             raise ConfigError("the prompt holds a NUL character, which no text file or tokenizer has; remove it")
         if chosen.tokens > MAX_SAMPLE_TOKENS:
