@@ -327,11 +327,13 @@ def test_from_family_draws_an_ensemble_as_a_stream_bus_over_its_experts(client):
     experts = [top[f"expert{i}"] for i in (1, 2, 3)]
     adds = [top["prior_narrow"]] + [top[f"stream{i}"] for i in (1, 2, 3)]
     assert len({y for _, y in experts}) == 1 and len({y for _, y in adds}) == 1, "each in one row"
-    assert adds[0][1] < experts[0][1] < top["mix"][1] < top["loss"][1], "the bus above, the mix below"
+    assert adds[0][1] < experts[0][1] < top["mix"][1], "the bus above, the mix below"
     assert [x for x, _ in experts] == sorted(x for x, _ in experts), "side by side, in order"
     for i, (x, _) in enumerate(experts):
         assert adds[i][0] < x < adds[i + 1][0], "each between the stream it reads and the add it writes"
-    assert top["router"][1] == top["mix"][1] and top["prior"][1] < adds[0][1]
+    assert max(x for x, _ in experts) < top["mix"][0] < top["loss"][0], "the logits flow right, into the mix"
+    assert top["router"][1] == adds[0][1] and adds[-1][0] < top["router"][0] < top["mix"][0], "the router on the bus"
+    assert top["prior"][0] < adds[0][0]
 
 
 def test_from_family_draws_lookahead_as_a_trunk_with_its_heads_side_by_side(client):
@@ -339,12 +341,13 @@ def test_from_family_draws_lookahead_as_a_trunk_with_its_heads_side_by_side(clie
                                                          "settings": {"lookahead": 3, "d_model": 16}}).json()
     top = positions_of(answer["layout"], "")
     trunk = [top[node] for node in ("tok_emb", "blocks", "final_norm", "head", "loss")]
-    assert len({x for x, _ in trunk}) == 1 and [y for _, y in trunk] == sorted(y for _, y in trunk)
+    assert len({y for _, y in trunk}) == 1 and [x for x, _ in trunk] == sorted(x for x, _ in trunk), "a row"
     heads = [top[f"head{k}"] for k in (1, 2, 3)]
-    assert {y for _, y in heads} == {top["final_norm"][1]} and len({x for x, _ in heads}) == 3
+    assert len({y for _, y in heads}) == 1 and heads[0][1] > trunk[0][1], "side by side, below the trunk"
+    assert [x for x, _ in heads] == sorted(x for x, _ in heads) and heads[0][0] > top["blocks"][0]
     assert_laid_out(answer["document"], answer["layout"])
     gpt = client.post("/api/graph/from-family", json={"family": "gpt", "settings": {"n_layers": 2}}).json()
-    assert len({x for x, _ in positions_of(gpt["layout"], "").values()}) == 1, "gpt is a column"
+    assert len({y for _, y in positions_of(gpt["layout"], "").values()}) == 1, "gpt is a row"
 
 
 def test_from_family_reports_each_bad_shape_setting_and_refuses_a_family_without_a_graph(client):
@@ -355,7 +358,7 @@ def test_from_family_reports_each_bad_shape_setting_and_refuses_a_family_without
     assert refused.status_code == 400 and "from-family" in refused.json()["error"]
 
 
-def test_any_document_is_laid_out_downward_without_overlaps_even_with_a_cycle(client):
+def test_any_document_is_laid_out_left_to_right_without_overlaps_even_with_a_cycle(client):
     for path in sorted(EXAMPLES.glob("*.json")):
         document = json.loads(path.read_text(encoding="utf-8"))
         layout = client.post("/api/graph/layout", json={"document": document}).json()["layout"]
@@ -364,7 +367,7 @@ def test_any_document_is_laid_out_downward_without_overlaps_even_with_a_cycle(cl
         for edge in document["edges"]:
             source, target = edge["from"].partition(".")[0], edge["to"].partition(".")[0]
             if source in top and target in top:
-                assert top[source][1] < top[target][1], (path.name, edge)
+                assert top[source][0] < top[target][0], (path.name, edge)
     draft = small_gpt()
     draft["nodes"] += [{"id": "a", "op": "relu"}, {"id": "b", "op": "relu"}]
     draft["edges"] += [{"from": "a.out", "to": "b.x"}, {"from": "b.out", "to": "a.x"}]

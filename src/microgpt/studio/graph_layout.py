@@ -4,15 +4,17 @@ A layout is {"version": 1, "positions": {"BODY/NODE": [x, y]}, "collapsed": []}:
 else the group whose body holds the node (every group the document uses, the library's too, so the editor can
 open one). It never enters the document (docs/graphs.md); the studio keeps it in studio/layout/NAME.json.
 
-- `layered(body)`: the graph flows down. A node's row is one below the lowest row of the nodes it reads (its
-  longest path from the body's inputs); a row's nodes are ordered by the mean column of what they read (fewer
-  crossings), then by the document's order, and centred on x = 0. An edge that closes a cycle (a draft can
-  have one) is left out of the rows.
-- the ensemble's top level: the stream as a bus row (the prior's narrow, then each stream add), the experts
-  side by side in the row below it, each between the stream it reads and the add it writes, their logits
-  fanning down into the mix, the router beside the mix, the loss under it;
-- lookahead's top level: the trunk in a column (embedding, blocks, final LayerNorm, head, loss), its heads side
-  by side to the right of the final LayerNorm, level with it.
+- `layered(body)`: the graph flows left to right, as a node's ports do (inputs on its left, outputs on its
+  right). A node's column is one right of the rightmost column of the nodes it reads (its longest path from
+  the body's inputs); a column's nodes are ordered by the mean row of what they read (fewer crossings), then
+  by the document's order, and centred on y = 0. An edge that closes a cycle (a draft can have one) is left
+  out of the columns.
+- the ensemble's top level: the stream as a bus along the top (the prior, its narrow, then each stream add),
+  the experts side by side in the row below it, each between the stream it reads and the add it writes, their
+  logits fanning down into the mix below and right of them, the router on the bus after the last add, the
+  loss after the mix;
+- lookahead's top level: the trunk in a row (embedding, blocks, final LayerNorm, head, loss), its heads side
+  by side in the row below, from under the final LayerNorm on, each reading the blocks' states.
 A node that a family's rule does not place (a document edited since) goes where the layered layout puts it,
 below the rest.
 """
@@ -67,15 +69,15 @@ def layered(body: dict) -> dict[str, list[int]]:
     rows: dict[int, list[str]] = {}
     for node_id in ids:
         rows.setdefault(row[node_id], []).append(node_id)
-    column: dict[str, float] = {}
+    lane: dict[str, float] = {}  # a node's place down its column, in rows from the middle
     positions: dict[str, list[int]] = {}
-    for y in sorted(rows):
-        order = {node_id: i for i, node_id in enumerate(rows[y])}
-        placed = sorted(rows[y], key=lambda n: (_mean([column[s] for s in reads[n] if s in column], order[n]),
+    for x in sorted(rows):
+        order = {node_id: i for i, node_id in enumerate(rows[x])}
+        placed = sorted(rows[x], key=lambda n: (_mean([lane[s] for s in reads[n] if s in lane], order[n]),
                                                 order[n]))
         for i, node_id in enumerate(placed):
-            column[node_id] = i - (len(placed) - 1) / 2
-            positions[node_id] = [round(column[node_id] * COLUMN), y * ROW]
+            lane[node_id] = i - (len(placed) - 1) / 2
+            positions[node_id] = [x * COLUMN, round(lane[node_id] * ROW)]
     return positions
 
 
@@ -87,20 +89,20 @@ def _ensemble(document: dict) -> dict[str, list[int]]:
     ids = {node["id"] for node in document.get("nodes", [])}
     experts = sorted(int(m.group(1)) for i in ids if (m := re.fullmatch(r"expert(\d+)", i)))
     n = len(experts)
-    at = {"prior": [0, 0], "empty": [0, ROW], "prior_narrow": [0, ROW]}
+    at = {"prior": [0, 0], "empty": [COLUMN, 0], "prior_narrow": [COLUMN, 0]}
     for i in experts:
-        at[f"stream{i}"] = [i * COLUMN, ROW]  # the bus row: each add where expert i writes
-        at[f"expert{i}"] = [round((i - 0.5) * COLUMN), 2 * ROW]  # between the stream it reads and its add
-    middle = round((n / 2) * COLUMN)
-    at.update(mix=[middle, 3 * ROW], router=[middle + COLUMN, 3 * ROW], loss=[middle, 4 * ROW])
+        at[f"expert{i}"] = [2 * i * COLUMN, ROW]  # below the bus, between the stream it reads and its add
+        at[f"stream{i}"] = [(2 * i + 1) * COLUMN, 0]  # the bus: each add where expert i writes
+    at.update(router=[(2 * n + 2) * COLUMN, 0], mix=[(2 * n + 3) * COLUMN, 2 * ROW],
+              loss=[(2 * n + 4) * COLUMN, 2 * ROW])
     return at
 
 
 def _lookahead(document: dict) -> dict[str, list[int]]:
-    at = {node_id: [0, i * ROW] for i, node_id in enumerate(("tok_emb", "blocks", "final_norm", "head", "loss"))}
+    at = {node_id: [i * COLUMN, 0] for i, node_id in enumerate(("tok_emb", "blocks", "final_norm", "head", "loss"))}
     heads = sorted(int(m.group(1)) for node in document.get("nodes", [])
                    if (m := re.fullmatch(r"head(\d+)", node["id"])))
-    at.update({f"head{k}": [k * COLUMN, 2 * ROW] for k in heads})
+    at.update({f"head{k}": [(1 + k) * COLUMN, ROW] for k in heads})  # the row below, from under final_norm
     return at
 
 
@@ -113,7 +115,7 @@ def _top(document: dict, family_name: str | None) -> dict[str, list[int]]:
     if rule is None:
         return auto
     chosen = {node_id: xy for node_id, xy in rule(document).items() if node_id in auto}
-    below = max((y for _, y in chosen.values()), default=-ROW) + ROW
+    below = max((y for _, y in chosen.values()), default=-ROW) + ROW - min(y for _, y in auto.values())
     return {node_id: chosen.get(node_id) or [x, y + below] for node_id, (x, y) in auto.items()}
 
 
