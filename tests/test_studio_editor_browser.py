@@ -228,6 +228,11 @@ def test_build_a_two_expert_ensemble_from_the_palette(browser):
     shape = browser.find_element(By.CSS_SELECTOR, '.wire[data-from="zeros.out"][data-to="expert.stream"] .wire-shape')
     assert shape.text == "[T, 16]"
     wait(browser, lambda d: text_of(d, "causality").startswith("causal: "))  # the verdict, once in
+    node(browser, "expert2").click()  # a group's costs, and the tokens/s it alone would run at
+    costs = browser.find_element(By.CSS_SELECTOR, "#inspector-node .node-costs")
+    wait(browser, lambda d: "alone" in costs.text, timeout=10)
+    assert re.fullmatch(r"[\d.]+k? parameters · [\d.]+ (B|KiB|MiB) of a step's memory · [\d.]+% of its operations · "
+                        r"alone ≈ [\d.]+[kM]? tokens/s", costs.text), costs.text
     shot(browser, "compose")
 
 

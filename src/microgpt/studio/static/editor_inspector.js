@@ -61,10 +61,12 @@ const Inspector = {
     const rows = [element("div", {class: "node-heading"}, `${node.id}: ${node.op !== undefined ? `op ${node.op}` : `group ${node.group}`}`)];
     const doc = node.op !== undefined ? (Ports.ops[node.op] || {}).doc : (Ports.group(EditorModel.draft.document, node.group) || {}).description;
     if (doc) rows.push(element("div", {class: "note"}, doc));
+    rows.push(element("div", {class: "node-costs note"}));
     for (const param of paramsOf(node)) {
       const value = (node.params || {})[param.name];
       rows.push(textField(`param-${param.name}`, param.name, value === undefined ? "" : JSON.stringify(value).replace(/^"(.*)"$/, "$1"),
-        param.default === null || param.default === undefined ? "required" : String(param.default),
+        param.default === null || param.default === undefined ? (node.group !== undefined ? "from where it is used" : "required")
+          : String(param.default),
         text => Edits.setParam(node.id, param.name, text), {"data-param": param.name}));
     }
     if (node.group !== undefined) {
@@ -92,7 +94,24 @@ const Inspector = {
       const key = `${EditorView.bodyName()}/${ids[0]}`;
       const mine = errors.filter(e => (e.at || []).includes(key) || (!e.at && pathSteps(e.path || []).some(s => `${s.body}/${s.node}` === key)));
       box.replaceChildren(...mine.map(e => element("div", {class: "field-error"}, e.message)));
+      this.showCosts(key);
     }
+  },
+
+  // What the selected node costs, from the last check: its parameters and memory, its share of a step's
+  // operations, and the tokens/s it alone would run at (the model's expected tokens/s over that share).
+  showCosts(key) {
+    const box = document.querySelector("#inspector-node .node-costs");
+    const checked = EditorCheck.graph || {};
+    const stats = (checked.nodes || {})[key];
+    if (!box) return;
+    if (!stats) return box.replaceChildren();
+    const each = Math.max(1, stats.instances || 1); // a group body's figures sum its instances
+    const share = (stats.share || 0) / each;
+    const parts = [`${compact(stats.parameters / each)} parameters`, `${bytes(stats.memory_bytes / each)} of a step's memory`,
+      `${(100 * share).toFixed(share < 0.1 ? 1 : 0)}% of its operations`];
+    if (checked.tokens_per_second && share > 0) parts.push(`alone ≈ ${compact(checked.tokens_per_second / share)} tokens/s`);
+    box.textContent = parts.join(" · ") + (each > 1 ? ` (each of ${each} instances)` : "");
   },
 };
 

@@ -38,7 +38,6 @@ function showView(name) {
     t.tabIndex = chosen ? 0 : -1;
   });
   PageState.save();
-  if (name === "compose" && typeof Canvas !== "undefined" && Canvas.drawEdges) Canvas.drawEdges();
   if (name === "watch") Watch.draw();
   if (name === "compare" || name === "sample") Watch.refreshRuns();
   if (name === "sample") Sample.refreshFiles();
