@@ -256,10 +256,15 @@ def test_sample_from_it_and_evaluate_it(browser):
     assert "expert 1 0." in title and "expert 2 0." in title, title
     assert completion.text.startswith("the cat")
     assert "expert 1" in browser.find_element(By.ID, "routing-legend").text
-    Select(browser.find_element(By.ID, "eval-file")).select_by_value("prompts.tsv")
     browser.find_element(By.CSS_SELECTOR, 'input[name="eval-kind"][value="prompts"]').click()
+    Select(browser.find_element(By.ID, "eval-file")).select_by_value("tiny.txt")  # no prompt<TAB>answer lines
+    browser.find_element(By.ID, "evaluate").click()
+    wait(browser, lambda d: d.find_element(By.ID, "eval-result").get_attribute("class") == "failed")
+    assert message(browser).startswith("tiny.txt line 1 has no tab"), "the status line says it, as the result does"
+    Select(browser.find_element(By.ID, "eval-file")).select_by_value("prompts.tsv")
     browser.find_element(By.ID, "evaluate").click()
     wait(browser, lambda d: "of 2 correct" in d.find_element(By.ID, "eval-result").text)
+    assert message(browser) == "evaluated"
     shot(browser, "sample")
 
 

@@ -506,3 +506,11 @@ def test_a_bad_sampling_setting_is_one_line_naming_it(client, workspace, query, 
     microgpt.train(str(workspace / "tiny.txt"), steps=1, d_model=8, n_layers=1, seq_len=8, batch_size=2,
                    backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
     assert one_line_error(client.get(f"/api/sample?checkpoint=ck&{query}"), 400) == said
+
+
+def test_a_failed_evaluation_says_the_problem_as_the_page_names_its_file(client, workspace):
+    microgpt.train(str(workspace / "tiny.txt"), steps=1, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    (workspace / "notab.txt").write_text("no tab here\n", encoding="utf-8")
+    answer = client.post("/api/eval", json={"checkpoint": "ck", "prompts": "notab.txt", "backend": "numpy"})
+    assert one_line_error(answer, 400).startswith("notab.txt line 1 has no tab")

@@ -500,7 +500,8 @@ class Studio:
             self.free_model_slot()
         if code != 0:
             lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
-            raise ConfigError(lines[-1] if lines else f"eval exited with status {code}")
+            line = lines[-1].removeprefix("microgpt eval: error: ") if lines else f"eval exited with status {code}"
+            raise ConfigError(line.replace(f"{self.workspace.root}/", ""))  # the workspace's files as the page names them
         return JSONResponse(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
 
     async def routing(self, request: Request) -> JSONResponse:

@@ -117,6 +117,7 @@ const Sample = {
     const named = select.selectedOptions.length ? select.selectedOptions[0].textContent : checkpoint;
     out.textContent = `evaluating ${named} on ${file}...`;
     out.className = "evaluating";
+    say("evaluating...", false, "eval"); // the status line follows it (an earlier view's error is not left there)
     try {
       const result = await api("/api/eval", {body: {checkpoint,
         backend: document.getElementById("sample-backend").value, [kind === "prompts" ? "prompts" : "file"]: file}});
@@ -126,9 +127,11 @@ const Sample = {
         : `${result.positions.toLocaleString()} tokens scored\nNLL ${result.nll.toFixed(4)} nats per token\n` +
           `perplexity ${result.perplexity}\nbits per character ${result.bits_per_char === null ? "-" : result.bits_per_char.toFixed(4)}`);
       out.className = "done";
+      say("evaluated", false, "eval");
     } catch (err) {
       out.textContent = err.message;
       out.className = "failed";
+      say(err.message, true, "eval");
     }
   },
 };
