@@ -1,4 +1,7 @@
-"""What the canvas draws: each model family as a chain of typed components, each owning some settings.
+"""Each model family's settings as a chain of typed components, each owning some settings.
+
+The node editor (static/editor_*.js) shows a family's shape components in its inspector, draws the family's
+own graph for them (studio/graph_api.py), and saves a family run as this chain (studio/compose.py checks it).
 
 A component has a kind, a title, the type of value it takes (`accepts`) and gives (`gives`), and the setting
 keys it owns (the train flags' YAML keys, whose checks are the CLI's). A connection joins a component that
@@ -74,8 +77,9 @@ FAMILY_CANVAS: dict[str, FamilyCanvas] = {
 }
 
 
-# Registered families the canvas does not draw, and why.
-NOT_ON_CANVAS = {"graph": "a graph is no chain of components; a node editor, not this canvas, is to draw it"}
+# Registered families with no chain of settings, and why.
+NOT_ON_CANVAS = {"graph": "its model is its document, which the node editor draws and edits as nodes and wires; "
+                          "it has no shape settings of its own"}
 
 
 def offered_families() -> list[str]:
