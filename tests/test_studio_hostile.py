@@ -514,3 +514,21 @@ def test_a_failed_evaluation_says_the_problem_as_the_page_names_its_file(client,
     (workspace / "notab.txt").write_text("no tab here\n", encoding="utf-8")
     answer = client.post("/api/eval", json={"checkpoint": "ck", "prompts": "notab.txt", "backend": "numpy"})
     assert one_line_error(answer, 400).startswith("notab.txt line 1 has no tab")
+
+
+@pytest.mark.parametrize("tokenizer", ["/etc/passwd", "../tokenizer.json"])
+def test_a_tokenizer_file_outside_the_workspace_is_refused_in_the_check_and_at_start(client, studio, workspace,
+                                                                                      tokenizer):
+    document = {"microgpt_graph": 1, "dims": {"d": 8}, "nodes": [
+        {"id": "emb", "op": "embedding"}, {"id": "head", "op": "logits"}, {"id": "loss", "op": "cross_entropy"}],
+        "edges": [{"from": "tokens", "to": "emb.ids"}, {"from": "emb.out", "to": "head.x"},
+                  {"from": "head.out", "to": "loss.logits"}, {"from": "head.out", "to": "logits"}]}
+    answer = client.post("/api/graph/check", json={"document": document,
+                                                   "settings": {"file": "tiny.txt", "tokenizer": tokenizer}}).json()
+    assert [error["setting"] for error in answer["errors"]] == ["tokenizer"]
+    assert "outside the workspace" in answer["errors"][0]["message"]
+    (workspace / "g.json").write_text(json.dumps(document), encoding="utf-8")
+    (workspace / "studio.yaml").write_text(f"runs:\n  t: {{family: graph, graph: g.json, tokenizer: '{tokenizer}'}}\n",
+                                           encoding="utf-8")
+    assert "outside the workspace" in one_line_error(client.post("/api/runs/t/start"), 403)
+    assert "t" not in studio.manager.runs

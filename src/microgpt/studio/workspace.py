@@ -3,8 +3,8 @@
 `Workspace.inside` resolves a path a request gives (relative to the workspace; symlinks followed) and refuses
 one that lands outside the workspace, through `..` or a link, or that names a hidden studio file; every file
 a request reads is resolved and checked so (`file_inside`, `run_log`), and every path-valued setting of a run
-(`check_run_paths`). A workspace whose `.studio`, `.studio/logs` or `checkpoints` is a symlink is refused at
-start, since the studio writes there. `StudioLock`
+(`check_run_paths`: `model`, `file`, a tokenizer.json's `tokenizer`). A workspace whose `.studio`,
+`.studio/logs` or `checkpoints` is a symlink is refused at start, since the studio writes there. `StudioLock`
 is an fcntl lock on `.studio/studio.lock`, so a second studio on the same workspace is refused, naming the
 process that serves it. `runs` lists every checkpoint of the workspace as training/run_list.py makes the
 rows (what `microgpt runs` prints), each named relative to the workspace.
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from microgpt.core.checks import Path as PathCheck
 from microgpt.core.errors import ConfigError
+from microgpt.data.tokenizer import is_tokenizer_file
 from microgpt.settings.known import known_settings
 from microgpt.studio.metrics import log_of
 from microgpt.training.run_files import DEFAULT_ROOT, open_own
@@ -81,7 +82,8 @@ class Workspace:
         WorkspaceError naming it, so that nothing a run reads or writes lands outside."""
         for key, value in values.items():
             field = known_settings().get(key)
-            if field is not None and isinstance(field.check, PathCheck) and value is not None:
+            if field is not None and value is not None and (isinstance(field.check, PathCheck) or (
+                    key == "tokenizer" and is_tokenizer_file(value))):  # a tokenizer.json's path, not a kind
                 self.run_of(str(value), what=f"{field.flag}{origin}")  # the workspace itself is none of them
 
     def links_out(self, directory: Path) -> bool:
