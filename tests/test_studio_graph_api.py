@@ -260,6 +260,12 @@ def test_settings_problems_are_errors_on_their_setting(client):
     assert error["setting"] == "batch_size" and "--max-memory" in error["message"]
 
 
+def test_a_text_shorter_than_one_window_is_an_error_before_training(client, workspace):
+    (workspace / "short.txt").write_text("abc", encoding="utf-8")
+    errors = check(client, small_gpt(), {"file": "short.txt", "seq_len": 16})["errors"]
+    assert len(errors) == 1 and "has 3 tokens, fewer than seq_len + 1 = 17" in errors[0]["message"]
+
+
 def test_the_vocabulary_and_context_come_from_the_settings(client, workspace):
     result = check(client, small_gpt(), {"file": "tiny.txt", "seq_len": 8})
     wires = {(w["from"], w["to"]): w["shape"] for w in result["wires"]}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from microgpt.core.checks import shown
 from microgpt.core.errors import ConfigError, DataError
-from microgpt.data.corpus import default_corpus
+from microgpt.data.corpus import default_corpus, split_validation
 from microgpt.data.tokenizer import tokenizer_kind
 from microgpt.data.tokenizer.char import CharTokenizer
 from microgpt.model.family import family
@@ -137,6 +137,8 @@ def run_settings(given: dict, family_name: str | None, workspace, checked) -> Ru
                 kind.check_training(run.config, train_config)
         run.seq_len = settings.value("seq_len")
         resolved = train_config if dataset is not None else with_held_out(train_config, len(text), run.seq_len)
+        if run.characters is not None:  # a char per token: the text's windows are known before training
+            split_validation(range(len(text)), resolved.val_tokens, run.seq_len)
         settings.check_all_used(resolved)
         run.micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     except (ConfigError, DataError) as exc:
