@@ -195,7 +195,7 @@ def test_sizes_past_any_model_are_one_line_errors(client):
     (error,) = check(client, document)["errors"]
     assert "no layer is that wide" in error["message"] and error["path"] == []
     document["dims"]["d"] = 2**31
-    result = check(client, document, {**SETTINGS, "seq_len": 2**31})
+    result = check(client, document, {**SETTINGS, "batch_size": 2**31})  # (a seq_len past the text is that error)
     (error,) = result["errors"]
     assert error["setting"] == "batch_size" and "needs more than 1024.0 TiB" in error["message"]
     assert result["memory"] == "more than 1024.0 TiB" and result["tokens_per_second"] is None
