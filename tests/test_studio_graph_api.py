@@ -585,19 +585,31 @@ def nested(depth: int, repeat: int, leaf: list[dict]) -> dict:
     return document
 
 
-@pytest.mark.parametrize("document", [
-    nested(30, 4, [{"id": "n", "op": "layer_norm"}]),  # 4^30 LayerNorms
-    nested(30, 1000, []),  # 1000^30 copies of an empty group
-    {**small_gpt(), "groups": {"big": {"inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"},
-                                       "nodes": [{"id": "a", "group": "transformer_block", "repeat": 1000}],
-                                       "edges": [{"from": "x", "to": "a.x"}, {"from": "a.x", "to": "x"}]}},
-     "nodes": [{**node, "group": "big", "repeat": 1000} if node["id"] == "blocks" else node
-               for node in small_gpt()["nodes"]]}])
-def test_a_graph_whose_groups_multiply_past_the_limit_is_refused_at_once_where_it_does(client, document):
+def towers(count: int) -> dict:
+    """small_gpt whose blocks are `count` towers of 1000 blocks side by side, summed."""
+    document = small_gpt()
+    towers = [{"id": f"t{i}", "group": "transformer_block", "repeat": 1000} for i in range(count)]
+    document["nodes"] = [document["nodes"][0], *towers, {"id": "sum", "op": "add"}, *document["nodes"][2:]]
+    document["edges"] = [edge for edge in document["edges"] if "blocks" not in edge["from"] + edge["to"]] + [
+        *({"from": "tok_emb.out", "to": f"t{i}.x"} for i in range(count)),
+        *({"from": f"t{i}.x", "to": "sum.in"} for i in range(count)), {"from": "sum.out", "to": "final_norm.x"}]
+    return document
+
+
+@pytest.mark.parametrize("document, where", [
+    (nested(30, 4, [{"id": "n", "op": "layer_norm"}]), "blocks"),  # 4^30 LayerNorms
+    (nested(30, 1000, []), "blocks"),  # 1000^30 copies of an empty group
+    ({**small_gpt(), "groups": {"big": {"inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"},
+                                        "nodes": [{"id": "a", "group": "transformer_block", "repeat": 1000}],
+                                        "edges": [{"from": "x", "to": "a.x"}, {"from": "a.x", "to": "x"}]}},
+      "nodes": [{**node, "group": "big", "repeat": 1000} if node["id"] == "blocks" else node
+                for node in small_gpt()["nodes"]]}, "blocks"),
+    (towers(20), "t0")])  # 20 x 11,000 primitives, each tower under the limit
+def test_a_graph_whose_groups_multiply_past_the_limit_is_refused_at_once_where_it_does(client, document, where):
     started = time.perf_counter()
     result = check(client, document)
     assert time.perf_counter() - started < 1.0, "the check must stay bounded: it ran the expansion"
-    assert result["errors"][0]["path"] == ["blocks"] and "more than 200,000" in result["errors"][0]["message"]
+    assert result["errors"][0]["path"] == [where] and "more than 200,000" in result["errors"][0]["message"]
 
 
 def test_the_studio_answers_while_a_check_runs(studio, monkeypatch):

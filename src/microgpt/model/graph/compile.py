@@ -246,11 +246,6 @@ class _Compiler:
         if repeat != 1 and set(inputs) != set(outputs):
             raise ConfigError(f"{where}: repeat {repeat} chains each copy's outputs into the next one's inputs, so "
                               f"group {name}'s outputs ({', '.join(outputs)}) must be its inputs ({', '.join(inputs)})")
-        primitives, copies = self.size(name, inner)
-        if (len(self.nodes) + repeat * primitives > MAX_NODES
-                or len(self.instances) + repeat * (1 + copies) > MAX_NODES):
-            raise GraphError(f"{where}: {repeat} cop{'y' if repeat == 1 else 'ies'} of group {name} would flatten the "
-                             f"graph to more than {MAX_NODES:,} primitives or group copies; make it smaller", path)
         values = {}
         for port in inputs:
             vids = given.get(port, [])
@@ -275,27 +270,32 @@ class _Compiler:
     defining: tuple | None = None  # the groups being expanded, innermost last
 
     def size(self, name: str, scope: dict) -> tuple[int, int]:
-        """(primitives, group copies) one instance of group `name` flattens to in `scope`, counted without
-        expanding it (each group a product of its repeat), capped past MAX_NODES, so that a document whose
-        nesting multiplies to billions is refused at once. A node that does not evaluate counts as nothing here:
-        the expansion says what is wrong with it."""
+        """(primitives, group copies) one instance of group `name` flattens to in `scope` (body_size's), kept by
+        group and scope."""
         key = (name, repr(sorted(scope.items())))
-        if key in self.sizes:
-            return self.sizes[key]
+        if key not in self.sizes:
+            self.sizes[key] = self.body_size(self.groups[name], scope, list(self.groups).index(name))
+        return self.sizes[key]
+
+    def body_size(self, body: dict, scope: dict, before: int) -> tuple[int, int]:
+        """(primitives, group copies) a body flattens to in `scope`, counted without expanding it (each group a
+        product of its repeat; only the groups listed before position `before`, as the expansion allows), capped
+        past MAX_NODES, so that a document that multiplies to billions is refused at once. A node that does not
+        evaluate counts as nothing here: the expansion says what is wrong with it."""
         order = list(self.groups)
         primitives = copies = 0
-        for spec in self.groups[name].get("nodes", []):
+        for spec in body.get("nodes", []):
             if primitives > MAX_NODES or copies > MAX_NODES:
                 break
             if "op" in spec:
                 primitives += 1
                 continue
             inner_name = spec.get("group")
-            if inner_name not in self.groups or order.index(inner_name) >= order.index(name):
+            if inner_name not in self.groups or order.index(inner_name) >= before:
                 continue  # unknown, or not defined before (the expansion refuses both)
             try:
-                inner = self.group_scope(self.groups[inner_name], inner_name, spec.get("params", {}), scope, name)
-                repeat = evaluate(spec.get("repeat", 1), scope, name)
+                inner = self.group_scope(self.groups[inner_name], inner_name, spec.get("params", {}), scope, "")
+                repeat = evaluate(spec.get("repeat", 1), scope, "")
             except ConfigError:
                 continue
             if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 < repeat <= MAX_REPEAT:
@@ -303,8 +303,7 @@ class _Compiler:
             inner_primitives, inner_copies = self.size(inner_name, inner)
             primitives += repeat * inner_primitives
             copies += repeat * (1 + inner_copies)
-        self.sizes[key] = (min(primitives, MAX_NODES + 1), min(copies, MAX_NODES + 1))
-        return self.sizes[key]
+        return min(primitives, MAX_NODES + 1), min(copies, MAX_NODES + 1)
 
     def group_scope(self, group: dict, name: str, given: dict, scope: dict, where: str) -> dict:
         """The scope inside a group instance: the enclosing one, then the group's params, each the instance's
@@ -389,6 +388,12 @@ def compile_graph(document: dict, vocab: int, seq_len: int, trace: Trace | None 
     check_document(document)
     compiler = _Compiler(document, vocab, seq_len, trace)
     scope = compiler.dims()
+    parts = {node["id"]: compiler.body_size({"nodes": [node]}, scope, len(compiler.groups))
+             for node in document.get("nodes", [])}  # counted before anything is expanded (a size each)
+    if sum(p for p, _ in parts.values()) > MAX_NODES or sum(c for _, c in parts.values()) > MAX_NODES:
+        biggest = max(parts, key=lambda node_id: sum(parts[node_id]))
+        raise GraphError(f"{biggest}: the graph flattens to more than {MAX_NODES:,} primitives or group copies, the "
+                         f"most of them in {biggest}; make it smaller", (biggest,))
     tokens = compiler.new_value(ValueType("token_ids"))
     outputs = compiler.expand(document, scope, (), {"tokens": tokens}, GRAPH_OUTPUTS, (), 0, "the graph")
     logits = outputs["logits"]
