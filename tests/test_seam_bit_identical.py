@@ -3,7 +3,8 @@
 The earlier code is taken from this repository's own history (`git archive`) and run beside this code in
 subprocesses, on the same machine, so the comparison is exact whatever the CPU. Where the history is not
 there (a shallow clone, no git), the tests skip and say so. The format-1 checkpoint of tests/fixtures,
-written by that code, must also read back exactly as that code reads it.
+written by that code, must also read back as that code reads it: the same greedy text, and the same NLL up to
+the rounding of exact eval's newer order of sums.
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ def test_sixty_steps_are_bit_identical_to_the_code_before_the_seam(before_seam, 
 
 def test_the_format_1_fixture_reads_as_the_code_before_the_seam_read_it(before_seam):
     args = (str(FIXTURES / "format1"), str(FIXTURES / "format1-corpus.txt"))
-    assert run_with(REPO / "src", READ_FIXTURE, *args) == run_with(before_seam, READ_FIXTURE, *args)
+    now, before = run_with(REPO / "src", READ_FIXTURE, *args), run_with(before_seam, READ_FIXTURE, *args)
+    assert now["greedy"] == before["greedy"]
+    # Exact eval has since run the last block on each window's last row alone (GPT.last_logits): the same sums
+    # in float64 in another order, so the NLL may differ in its last bits (1.6e-10 relative seen); a wrong read
+    # of a single weight would move it by far more than 1e-9.
+    assert float(now["nll"]) == pytest.approx(float(before["nll"]), rel=1e-9, abs=0)
 
 
 def test_resuming_the_format_1_fixture_is_bit_identical_to_the_code_before_the_seam(before_seam, tmp_path):

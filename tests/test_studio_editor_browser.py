@@ -182,6 +182,22 @@ def problems(driver) -> str:
     return text_of(driver, "graph-errors")
 
 
+def test_a_first_visit_draws_the_first_familys_own_graph_and_a_wide_one_legibly(browser):
+    assert Select(browser.find_element(By.ID, "family")).first_selected_option.get_attribute("value") == "gpt"
+    wait(browser, lambda d: {"tok_emb", "blocks", "final_norm", "head", "loss"} == set(node_ids(d)))
+    Select(browser.find_element(By.ID, "family")).select_by_value("ensemble")
+    wait(browser, lambda d: {"expert1", "expert2", "mix", "router"} <= set(node_ids(d)))
+    # nine columns are wider than the canvas: the first view zooms out only so far that the text stays legible,
+    # from the graph's left edge, and Fit shows the whole
+    wait(browser, lambda d: d.execute_script("return EditorView.transform.k") >= 0.7)
+    assert browser.execute_script("const r = document.querySelector('#editor-nodes .node[data-id=\"prior_narrow\"], "
+                                  "#editor-nodes .node[data-id=\"empty\"]').getBoundingClientRect(), "
+                                  "a = document.getElementById('editor-area').getBoundingClientRect(); "
+                                  "return r.left >= a.left && r.right <= a.right")
+    browser.find_element(By.ID, "fit").click()
+    assert browser.execute_script("return EditorView.transform.k") < 0.7
+
+
 def test_build_a_two_expert_ensemble_from_the_palette(browser):
     Select(browser.find_element(By.ID, "family")).select_by_value("graph")
     wait(browser, lambda d: sorted(node_ids(d)) == ["embed", "head", "loss", "norm"])

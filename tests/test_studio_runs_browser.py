@@ -403,6 +403,7 @@ def test_evaluate_names_the_checkpoint_it_scores(browser):
     Select(browser.find_element(By.ID, "sample-checkpoint")).select_by_value("checkpoints/ens")
     assert browser.find_element(By.ID, "sample-swatch").get_attribute("data-run") == "checkpoints/ens"
     Select(browser.find_element(By.ID, "sample-backend")).select_by_value("numpy")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#eval-file option[value="tiny.txt"]'))
     Select(browser.find_element(By.ID, "eval-file")).select_by_value("tiny.txt")
     browser.find_element(By.CSS_SELECTOR, 'input[name="eval-kind"][value="file"]').click()
     browser.find_element(By.ID, "evaluate").click()

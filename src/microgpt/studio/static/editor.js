@@ -51,12 +51,14 @@ const Canvas = {
       EditorModel.reset(kept.draft);
     } else {
       Family.fitNext = true;
-      EditorModel.reset(Family.fresh(select.value));
+      const fresh = Family.fresh(select.value);
+      EditorModel.reset(fresh);
+      if (fresh.mode === "family") Family.regenerate(); // the family's own graph, not the minimal one drawn meanwhile
       freeRunName().then(name => { if (!this.runNameTyped()) document.getElementById("run-name").value = name; })
         .catch(err => say(err.message, true));
     }
     if (kept && kept.draft.layout.viewport) { EditorView.transform = {...kept.draft.layout.viewport}; EditorView.apply(); }
-    else EditorView.fit();
+    else EditorView.fit(true);
     RunIO.refreshRunList();
   },
 
@@ -91,7 +93,7 @@ const Canvas = {
     document.getElementById("family").value = draft.family;
     document.getElementById("undo").disabled = !EditorModel.undoStack.length;
     document.getElementById("redo").disabled = !EditorModel.redoStack.length;
-    if (reason === "amend" && Family.fitNext) { Family.fitNext = false; EditorView.fit(); }
+    if (reason === "amend" && Family.fitNext) { Family.fitNext = false; EditorView.fit(true); }
     if (draft.mode === "family" && (reason.startsWith("set ") || reason === "reset" || reason === "undo" || reason === "redo")) {
       if (reason.startsWith("set ") || !Object.keys(draft.layout.positions).length) Family.regenerate();
     }

@@ -17,18 +17,12 @@ const Sample = {
   },
 
   showCheckpoints(runs) {
-    const select = document.getElementById("sample-checkpoint");
-    const chosen = select.value;
     const options = [];
     for (const row of runs.filter(r => r.step !== null && r.step !== undefined)) {
-      if (!row.best_of) options.push(element("option", {value: row.path}, `${row.path} (step ${row.step})`));
-      if (row.best_checkpoint) {
-        options.push(element("option", {value: row.best_checkpoint},
-          `${row.best_checkpoint} (best validation, step ${row.best_step})`));
-      }
+      if (!row.best_of) options.push([row.path, `${row.path} (step ${row.step})`]);
+      if (row.best_checkpoint) options.push([row.best_checkpoint, `${row.best_checkpoint} (best validation, step ${row.best_step})`]);
     }
-    select.replaceChildren(...options);
-    if (options.some(option => option.value === chosen)) select.value = chosen;
+    setOptions(document.getElementById("sample-checkpoint"), options);
     this.showSwatch();
   },
 
@@ -43,7 +37,7 @@ const Sample = {
   async refreshFiles() {
     try {
       const {files} = await api("/api/files");
-      document.getElementById("eval-file").replaceChildren(...files.map(f => element("option", {value: f}, f)));
+      setOptions(document.getElementById("eval-file"), files.map(f => [f, f]));
     } catch (err) {
       say(err.message, true);
     }
@@ -135,3 +129,13 @@ const Sample = {
     }
   },
 };
+
+// A select's options made [value, label] pairs, rebuilt only where they changed (a refresh then keeps the
+// element a user or a test holds), the chosen value kept while it is still offered.
+function setOptions(select, pairs) {
+  const now = [...select.options].map(o => [o.value, o.textContent]);
+  if (JSON.stringify(now) === JSON.stringify(pairs)) return;
+  const chosen = select.value;
+  select.replaceChildren(...pairs.map(([value, label]) => element("option", {value}, label)));
+  if (pairs.some(([value]) => value === chosen)) select.value = chosen;
+}
