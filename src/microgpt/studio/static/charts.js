@@ -55,6 +55,8 @@ const Watch = {
     this.runs = {};
     PageState.save();
     this.loading = true;  // drawn once, when every history is in
+    // plotly.min.js parsed while the histories come (draw() would ask for it only once they are in)
+    if (document.getElementById("watch").classList.contains("active")) this.loadPlotly().catch(() => {});
     try {
       await Promise.all(paths.map(path => this.loadHistory(path)));
     } finally {
