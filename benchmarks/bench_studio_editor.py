@@ -21,10 +21,13 @@ import tempfile
 from itertools import pairwise
 from pathlib import Path
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.support.ui import WebDriverWait
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:
+    sys.exit("bench_studio_editor.py needs selenium (the studio extra): pip install -e '.[studio]'")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from studio_workspace import make_workspace
