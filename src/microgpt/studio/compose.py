@@ -265,7 +265,9 @@ def corpus_of(file: str | None, workspace, max_corpus: int | None):
 
 
 def corpus_text(file: str | None, workspace, max_corpus: int | None) -> str:
-    """The text a run would train on: a file inside the workspace (read as train reads it), or the bundled docs."""
+    """The text a run would train on: a file inside the workspace (read as train reads it), or the bundled docs.
+    The last file's text is kept by its path, modification time, size and limit (graph checks run on worker
+    threads, two at a time: the key and its text are stored and read as one item)."""
     if file is None:
         return default_corpus()[0]
     path = workspace.inside(file, what="the data file")
@@ -274,10 +276,13 @@ def corpus_text(file: str | None, workspace, max_corpus: int | None) -> str:
         stat = path.stat()
     except OSError:
         return read_corpus(path, limit)  # its one line: no such file, a name too long, unreadable
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
-    if workspace.corpus_cache.get("key") != key:
-        workspace.corpus_cache.update(key=key, text=read_corpus(path, limit))
-    return workspace.corpus_cache["text"]
+    key = (str(path), stat.st_mtime_ns, stat.st_size, limit)
+    kept_key, kept_text = workspace.corpus_cache.get("last", (None, None))
+    if kept_key == key:
+        return kept_text
+    text = read_corpus(path, limit)
+    workspace.corpus_cache["last"] = (key, text)  # one item: a check of another file on another thread never mixes
+    return text
 
 
 def yaml_value(value):

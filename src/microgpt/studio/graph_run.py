@@ -28,7 +28,7 @@ from microgpt.training.data_parallel import micro_batch_size
 DEFAULT_VOCAB = 65  # tinyshakespeare's characters, as `graph check`: the vocabulary while the data is in doubt
 MODE_KEYS = ("family", "graph")  # the editor's mode and its document say these, not the settings
 CALCULATOR_CHARACTERS = string.digits + "+= \n"  # a calculator prior reads ids as these; letters fill the rest
-_cache: dict = {}  # the default corpus, and the last text's characters (by the text's identity)
+_cache: dict = {}  # "default": the default corpus; "characters": (the last text, its characters), by identity
 
 
 @dataclass
@@ -88,9 +88,14 @@ def _read(settings: dict, checked) -> dict:
 
 
 def _characters(text: str) -> str:
-    if _cache.get("text") is not text:
-        _cache.update(text=text, characters="".join(sorted(set(text))))
-    return _cache["characters"]
+    """The text's characters, sorted; the last text's kept as one item (text, characters), since two checks
+    run at once on worker threads."""
+    kept_text, kept = _cache.get("characters", (None, None))
+    if kept_text is text:
+        return kept
+    characters = "".join(sorted(set(text)))
+    _cache["characters"] = (text, characters)
+    return characters
 
 
 def _corpus(values: dict, workspace):
