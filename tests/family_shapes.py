@@ -38,4 +38,5 @@ TINY = {  # family -> its shape settings
 GRAPH_HEADS = 2  # TINY_GRAPH's: the main head and "ahead"
 VARIANTS = [(name, shape) for name, shape in TINY.items()] + [  # (family, shape): every head kind there is
     ("lookahead", {**TINY["lookahead"], "lookahead_mode": "gap", "head_layers": 2}),
+    ("lookahead", {**TINY["lookahead"], "lookahead_mode": "hydra", "head_layers": 2}),
 ]

@@ -39,15 +39,17 @@ def drafts_both_ways(model, seed: int, prompt_length: int, passes: int = 25):
     rng = np.random.default_rng(seed)
     stacked, single = SpeculativeDecoder(model, stacked=True), SpeculativeDecoder(model, stacked=False)
     prompt = rng.integers(0, TOKENIZER.size, size=prompt_length).tolist()
-    got, want = [stacked.prefill(prompt)[1]], [single.prefill(prompt)[1]]
+    stacked.prefill(prompt)
+    single.prefill(prompt)
+    got, want = [stacked.head_logits()], [single.head_logits()]
     for _ in range(passes):
         fed = rng.integers(0, TOKENIZER.size, size=rng.integers(1, model.config.lookahead + 2)).tolist()
         np.testing.assert_array_equal(stacked.feed(fed), single.feed(fed))  # the main head is untouched
         kept = int(rng.integers(1, len(fed) + 1))
         stacked.keep(kept)
         single.keep(kept)
-        got.append(stacked.draft())
-        want.append(single.draft())
+        got.append(stacked.head_logits())
+        want.append(single.head_logits())
     return np.array(got), np.array(want), stacked.position
 
 
@@ -76,11 +78,11 @@ def test_within_the_window_the_drafts_are_the_training_forwards():
     ids = np.random.default_rng(9).integers(0, TOKENIZER.size, size=(1, model.config.seq_len))  # (1, T)
     heads = model.heads(ids)[1:]
     decoder = model.speculative_decoder()
-    _, first = decoder.prefill(ids[0, :2])
-    rows = [first]
+    decoder.prefill(ids[0, :2])
+    rows = [decoder.head_logits()]
     for t in ids[0, 2:]:
         decoder.feed([int(t)])
-        rows.append(decoder.draft())
+        rows.append(decoder.head_logits())
     for k, head in enumerate(heads):  # head k's logits at every position from the second on
         want = model.be.to_host(head.logits)[1:]  # (T - 1, vocab)
         np.testing.assert_allclose(np.array(rows)[:, k], want, rtol=F64_RTOL, atol=F64_RTOL * np.abs(want).max())
@@ -89,8 +91,9 @@ def test_within_the_window_the_drafts_are_the_training_forwards():
 def test_a_draft_without_a_pass_is_refused():
     decoder = tiny(get_backend("numpy", dtype=np.float64)).speculative_decoder()
     decoder.prefill([1, 2])
+    decoder.head_logits()
     with pytest.raises(RuntimeError, match="draft follows a pass"):
-        decoder.draft()
+        decoder.draft(3, 1, int)
 
 
 def test_on_the_emulated_gpu_the_heads_run_one_by_one_and_greedy_text_is_plain_greedys(emulated):

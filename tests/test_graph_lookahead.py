@@ -204,3 +204,12 @@ def test_the_originals_future_head_as_a_graph_leaks_and_is_refused():
     found = leaks(heads, ids)
     assert ("future_loss", 0, 1) in found and {name for name, _, _ in found} == {"future_loss"}
     assert_refused(original_head("future"), "future_attn")
+
+
+@pytest.mark.parametrize(("settings", "words"), [({"lookahead_mode": "hydra"}, "--lookahead-mode hydra has no graph"),
+                                                 ({"lookahead_distill": 0.5}, "--lookahead-distill has no graph")])
+def test_what_the_graph_library_cannot_express_is_refused_in_one_line(settings, words):
+    config = family("lookahead").Config(vocab_size=VOCAB, **{**SHAPE, **settings})
+    with pytest.raises(ConfigError) as caught:
+        document_for("lookahead", config)
+    assert words in str(caught.value) and "\n" not in str(caught.value)

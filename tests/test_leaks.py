@@ -130,3 +130,17 @@ def test_the_check_catches_the_originals_future_head():
     ids = np.random.default_rng(5).integers(0, VOCAB, size=(2, seq_len))
     found = leaks(lambda x: [HeadLogits("future", 1, (1, None), head.logits(x).reshape(-1, VOCAB))], ids)
     assert (("future", 0, 1)) in found
+
+
+def test_hydra_heads_do_see_the_tokens_before_their_target():
+    """A hydra head k's logits at t move with each token at t + 1 .. t + k, the tokens it is given."""
+    shape = {**TINY["lookahead"], "lookahead_mode": "hydra"}
+    heads = family_heads("lookahead", shape)
+    ids = np.random.default_rng(3).integers(0, VOCAB, size=(2, shape["seq_len"]))  # (B, T)
+    before = {h.name: h.logits.reshape(2, shape["seq_len"], -1) for h in heads(ids)}
+    for k in range(1, shape["lookahead"] + 1):
+        for j in range(1, k + 1):
+            changed = ids.copy()
+            changed[:, j] = (ids[:, j] + 1) % VOCAB  # position 0's token j after it
+            after = heads(changed)[k].logits.reshape(2, shape["seq_len"], -1)
+            assert not np.allclose(after[:, 0], before[f"lookahead {k}"][:, 0]), (k, j)

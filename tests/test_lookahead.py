@@ -66,6 +66,8 @@ def numeric(model, function, name: str, index: int) -> float:
     {"lookahead": 2, "head_layers": 0},
     {"lookahead": 1, "lookahead_mode": "gap"},
     {"lookahead": 3, "lookahead_mode": "gap", "head_layers": 2, "lookahead_weight": 2.0},
+    {"lookahead": 1, "lookahead_mode": "hydra"},
+    {"lookahead": 3, "lookahead_mode": "hydra", "head_layers": 2, "lookahead_weight": 0.7},
 ])
 def test_the_gradient_is_the_objectives(settings):
     model = tiny(**settings)
@@ -81,7 +83,7 @@ def test_the_gradient_is_the_objectives(settings):
             assert got == pytest.approx(expected, rel=RTOL, abs=1e-9), (name, index)
 
 
-@pytest.mark.parametrize("mode", ["mtp", "gap"])
+@pytest.mark.parametrize("mode", ["mtp", "gap", "hydra"])
 def test_each_head_is_trained_on_its_own_target(mode):
     """The loss each head trains on is the cross-entropy of its logits (from `heads`, what the leak test reads)
     against the token at t + offset, over the positions whose target lies in the window."""
@@ -112,7 +114,7 @@ def test_a_head_that_diverges_stops_training():
     assert not np.isfinite(loss)
 
 
-@pytest.mark.parametrize("mode", ["mtp", "gap"])
+@pytest.mark.parametrize("mode", ["mtp", "gap", "hydra"])
 def test_the_cpu_shards_agree_with_numpy(mode):
     windows = windows_of(batch=5)
     reference = tiny(lookahead=2, lookahead_mode=mode)
@@ -129,7 +131,7 @@ def test_the_cpu_shards_agree_with_numpy(mode):
                                reference.params.to_host(reference.params.grad)["tok_emb"], rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.parametrize("mode", ["mtp", "gap"])
+@pytest.mark.parametrize("mode", ["mtp", "gap", "hydra"])
 def test_the_emulated_cuda_backend_agrees_with_numpy(emulated, mode):
     """Through the backend contract (and the array slicing CuPy shares with NumPy) only: on the CPU emulator of
     tests/cuda_emulator, against numpy in float32."""
@@ -154,9 +156,10 @@ def test_the_emulated_cuda_backend_agrees_with_numpy(emulated, mode):
     ({"lookahead": -1}, ["-1", "future", "docs/lookahead.md"]),
     ({"lookahead": 7}, ["--lookahead 7", "--seq-len 7", "below 7"]),
     ({"lookahead": 6, "lookahead_mode": "gap"}, ["gap", "--seq-len 7", "shows head 6 nothing", "below 6"]),
-    ({"lookahead_mode": "ahead"}, ["--lookahead-mode", "mtp, gap"]),
+    ({"lookahead_mode": "ahead"}, ["--lookahead-mode", "mtp, gap, hydra"]),
     ({"head_layers": -1}, ["--head-layers", "at least 0"]),
     ({"head_layers": 0, "lookahead_mode": "gap"}, ["--head-layers 0", "gap head", "--lookahead-mode mtp"]),
+    ({"head_layers": 0, "lookahead_mode": "hydra"}, ["--head-layers 0", "hydra head", "--lookahead-mode mtp"]),
     ({"lookahead_weight": -1.0}, ["--lookahead-weight", "at least 0"]),
 ])
 def test_bad_shapes_get_one_clear_line(settings, words):
@@ -200,7 +203,7 @@ def test_a_lookahead_run_trains_resumes_bit_identically_samples_and_scores(workd
     assert json.loads(capsys.readouterr().out)["positions"] == 50
 
 
-@pytest.mark.parametrize("mode", ["mtp", "gap"])
+@pytest.mark.parametrize("mode", ["mtp", "gap", "hydra"])
 def test_the_extra_heads_train_the_trunk(mode):
     """The heads' share of the gradient reaches the trunk's blocks and the embedding: with --lookahead-weight 1
     their gradients differ from the main head's alone (weight 0) by the heads' part, which the gradient check

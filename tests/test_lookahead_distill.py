@@ -1,4 +1,4 @@
-"""--lookahead-distill: each mtp head's loss mixes in the main head's distribution at the token it predicts.
+"""--lookahead-distill: each mtp (or hydra) head's loss mixes in the main head's distribution at the token it predicts.
 
 The gradient is checked against central differences of the objective written out here from the heads' logits
 (`heads`, as the leak test reads them): main loss + W x the mean over heads of (1 - B) x CE(true token) +
@@ -47,7 +47,8 @@ def written_out(model, windows, teacher_probs=None) -> float:
 
 @pytest.mark.parametrize("settings", [{"lookahead": 2, "lookahead_distill": 0.5},
                                       {"lookahead": 3, "lookahead_distill": 1.0, "head_layers": 0,
-                                       "lookahead_weight": 2.0}])
+                                       "lookahead_weight": 2.0},
+                                      {"lookahead": 2, "lookahead_distill": 0.4, "lookahead_mode": "hydra"}])
 def test_the_gradient_is_the_distilled_objectives(settings):
     model = tiny(**settings)
     windows = windows_of()

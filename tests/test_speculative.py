@@ -37,13 +37,14 @@ def tiny(dtype=np.float64, vocab_text: str = "abcdefghijk", spread: float = 0.5,
     return model, tokenizer
 
 
-def test_feeding_and_keeping_gives_the_plain_decoders_logits():
+@pytest.mark.parametrize("mode", ["mtp", "hydra"])
+def test_feeding_and_keeping_gives_the_plain_decoders_logits(mode):
     """Past the window too: after any mix of passes and kept prefixes, the main head's logits after each kept
     token are the plain decoder's after the same tokens."""
-    model, _ = tiny()
+    model, _ = tiny(lookahead_mode=mode)
     rng = np.random.default_rng(0)
     spec, kept_tokens = model.speculative_decoder(), [1, 2, 3]
-    main, _ = spec.prefill(kept_tokens)
+    main = spec.prefill(kept_tokens)
     got = [main]
     while len(kept_tokens) < 40:  # seq_len 9: well past it
         fed = rng.integers(0, 11, size=rng.integers(1, 5)).tolist()  # 1 .. K + 1 tokens
@@ -80,10 +81,12 @@ def test_a_pass_from_any_position_gives_the_plain_decoders_logits(prompt_length)
                                        err_msg=f"prompt {prompt_length}, lead {lead}, pass of {size}")
 
 
-@pytest.mark.parametrize(("dtype", "head_layers"), [(np.float64, 1), (np.float32, 1), (np.float64, 0)])
-def test_at_temperature_0_the_text_is_greedy_samplings(dtype, head_layers):
+@pytest.mark.parametrize(("dtype", "head_layers", "mode"), [(np.float64, 1, "mtp"), (np.float32, 1, "mtp"),
+                                                           (np.float64, 0, "mtp"), (np.float64, 1, "hydra"),
+                                                           (np.float32, 1, "hydra"), (np.float64, 2, "hydra")])
+def test_at_temperature_0_the_text_is_greedy_samplings(dtype, head_layers, mode):
     """From prompts of every length up to past seq_len (9), and for 0 to 3 tokens as well as 60."""
-    model, tokenizer = tiny(dtype, head_layers=head_layers)
+    model, tokenizer = tiny(dtype, head_layers=head_layers, lookahead_mode=mode)
     for prompt in ["abcdefghijk"[:n] for n in range(1, 12)]:
         for n_tokens in (0, 1, 2, 3, 60):
             plain = generate(model, tokenizer, prompt, n_tokens, temperature=0)
@@ -139,13 +142,16 @@ CHI2_BOUND = {df: bound for df, bound in enumerate([15.1, 18.4, 21.1, 23.5, 25.7
 # the chi-square distribution's 99.99th percentile by degrees of freedom (standard tables)
 
 
-@pytest.mark.parametrize("settings", [{"temperature": 1.0, "top_k": 0, "top_p": 1.0},
-                                      {"temperature": 0.7, "top_k": 2, "top_p": 1.0},
-                                      {"temperature": 1.0, "top_k": 0, "top_p": 0.8}])
-def test_at_temperature_above_0_the_tokens_are_distributed_as_the_main_heads(settings):
+@pytest.mark.parametrize(("settings", "mode"), [({"temperature": 1.0, "top_k": 0, "top_p": 1.0}, "mtp"),
+                                              ({"temperature": 0.7, "top_k": 2, "top_p": 1.0}, "mtp"),
+                                              ({"temperature": 1.0, "top_k": 0, "top_p": 0.8}, "mtp"),
+                                              ({"temperature": 1.0, "top_k": 0, "top_p": 1.0}, "hydra"),
+                                              ({"temperature": 0.7, "top_k": 2, "top_p": 1.0}, "hydra")])
+def test_at_temperature_above_0_the_tokens_are_distributed_as_the_main_heads(settings, mode):
     """Three tokens after a prompt, over a vocabulary of 3: one pass of two drafts, so both heads' drafts are
-    judged, kept and refused; with top-k, over the cut distributions."""
-    model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2)
+    judged, kept and refused; with top-k, over the cut distributions. Hydra head 2's distribution depends on
+    head 1's draft, drawn before it."""
+    model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2, lookahead_mode=mode)
     chi2, df = chi_square(model, tokenizer, settings, speculation=True)
     assert chi2 < CHI2_BOUND[df], (chi2, df)
     speculation = Speculation()
@@ -154,17 +160,19 @@ def test_at_temperature_above_0_the_tokens_are_distributed_as_the_main_heads(set
     assert 0 < speculation.kept[0] < speculation.checked[0] and speculation.checked[1] > 0  # kept and refused
 
 
-def test_later_rounds_are_distributed_as_the_main_heads_too():
+@pytest.mark.parametrize("mode", ["mtp", "hydra"])
+def test_later_rounds_are_distributed_as_the_main_heads_too(mode):
     """Five tokens over a vocabulary of 2: after the first pass, a second round starts from the token drawn
     after the last kept draft (or from the residual), with drafts from the heads at the last kept position."""
-    model, tokenizer = tiny(vocab_text="ab", spread=0.3, lookahead=2)
+    model, tokenizer = tiny(vocab_text="ab", spread=0.3, lookahead=2, lookahead_mode=mode)
     settings = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
     chi2, df = chi_square(model, tokenizer, settings, speculation=True, length=5)
     assert chi2 < CHI2_BOUND[df], (chi2, df)
 
 
-def test_the_chi_square_check_catches_a_sampler_that_keeps_every_draft(monkeypatch):
-    model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2)
+@pytest.mark.parametrize("mode", ["mtp", "hydra"])
+def test_the_chi_square_check_catches_a_sampler_that_keeps_every_draft(monkeypatch, mode):
+    model, tokenizer = tiny(vocab_text="abc", spread=0.3, lookahead=2, lookahead_mode=mode)
     monkeypatch.setattr("microgpt.use.speculative.accept_or_resample", lambda draft, p, q, rng: (True, draft))
     chi2, df = chi_square(model, tokenizer, {"temperature": 1.0, "top_k": 0, "top_p": 1.0}, speculation=True)
     assert chi2 > 3 * CHI2_BOUND[df], (chi2, df)
@@ -186,7 +194,7 @@ def test_one_token_left_needs_no_pass():
 def test_gap_heads_cannot_draft():
     model, tokenizer = tiny(lookahead_mode="gap")
     with pytest.raises(ConfigError, match="gap heads .* cannot draft; --speculative needs a model trained with "
-                                          "--lookahead-mode mtp"):
+                                          "--lookahead-mode mtp or hydra"):
         generate(model, tokenizer, "a", 3, speculation=Speculation())
 
 

@@ -2,9 +2,10 @@
 over them checks them all, and the text comes out distributed exactly as the main head's.
 
 A model that can draft gives `speculative_decoder()` (model/lookahead/speculative.py): `prefill(context)`
-returns the main head's logits after the context and the draft heads' there, `feed(tokens)` the main head's
-logits after each token fed, `keep(m)` keeps the first m tokens of the last pass, and `draft()` gives the draft
-heads' logits after the last one kept. Each round feeds the next token (already chosen) with K
+returns the main head's logits after the context, `feed(tokens)` the main head's logits after each token fed,
+`keep(m)` keeps the first m tokens of the last pass, and `draft(token, count, pick)` gives the draft heads'
+drafts and logits after the last one kept, `token` being the next (heads that read the tokens before theirs,
+hydra heads, read it and the drafts before their own). Each round feeds the next token (already chosen) with K
 drafts for the tokens after it, drawn from the heads' distributions q_k; the pass gives the main head's
 distribution p after each. Draft k is kept with probability min(1, p(d) / q_k(d)) while all before it were;
 at the first one refused, the token there is drawn from the residual max(0, p - q_k), normalised, and the round
@@ -62,9 +63,8 @@ class Speculation:
             self.checked, self.kept = [0] * decoder.drafts, [0] * decoder.drafts
         if n_tokens == 0:
             return
-        main, drafts = decoder.prefill(context)  # (vocab,), (K, vocab)
+        main = decoder.prefill(context)  # (vocab,)
         check_finite(main, 0)
-        check_finite(drafts, 0)
         choose = (lambda logits: int(np.argmax(logits))) if greedy else (lambda logits: draw(probs(logits), rng))
         token = choose(main)  # the next token: the main head's
         done = 0  # tokens made so far
@@ -75,9 +75,9 @@ class Speculation:
                 self.made += 1
                 yield token
                 return
-            draft_probs = None if greedy else probs(drafts[:room])  # (room, vocab)
-            fed = [token] + ([int(np.argmax(drafts[k])) for k in range(room)] if greedy else
-                             [draw(q, rng) for q in draft_probs])
+            draft_probs = None if greedy else []  # the heads' distributions q, as they are drawn from
+            drafted, _ = decoder.draft(token, room, self.picker(done, draft_probs, probs, rng))
+            fed = [token] + drafted
             mains = decoder.feed(fed)  # (n, vocab)
             check_finite(mains, done)
             self.passes += 1
@@ -92,8 +92,20 @@ class Speculation:
                 return
             if token is None:  # every draft kept: the next token is the main head's after the last of them
                 token = choose(mains[kept - 1])
-            drafts = decoder.draft()  # (K, vocab): the heads' drafts for the tokens after `token`
-            check_finite(drafts, done)
+
+    @staticmethod
+    def picker(done: int, draft_probs: list | None, probs, rng) -> Callable[[np.ndarray], int]:
+        """What turns a head's logits into its draft: their argmax without draft_probs (greedy), else a token
+        drawn from the head's distribution q, which is appended to draft_probs for the judging."""
+
+        def pick(logits: np.ndarray) -> int:
+            check_finite(logits, done)
+            if draft_probs is None:
+                return int(np.argmax(logits))
+            draft_probs.append(probs(logits))
+            return draw(draft_probs[-1], rng)
+
+        return pick
 
     def judge(self, fed: list[int], mains: np.ndarray, draft_probs, probs, rng) -> tuple[int, int | None]:
         """(tokens of `fed` kept, the token that replaces the first refused draft or None): each draft fed[k + 1]

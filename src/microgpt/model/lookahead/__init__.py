@@ -1,8 +1,9 @@
-"""The lookahead family: a GPT trunk with K extra heads that look further ahead (mode mtp, which can draft for
-speculative sampling) or fill a hidden gap (mode gap), none of which sees the token it predicts
-(model/family.py says what a family gives; config.py the settings, heads.py the heads, model.py the model,
-distill.py the heads' distillation toward the main head,
-speculative.py the drafting decoder; docs/lookahead.md why the original's heads leak and these do not).
+"""The lookahead family: a GPT trunk with K extra heads that look further ahead (mode mtp, and mode hydra, whose
+heads also read the tokens before their target; both can draft for speculative sampling) or fill a hidden gap
+(mode gap), none of which sees the token it predicts (model/family.py says what a family gives; config.py the
+settings, heads.py the heads, model.py the model, distill.py the heads' distillation toward the main head,
+speculative.py and hydra_draft.py the drafting decoders; docs/lookahead.md why the original's heads leak and
+these do not).
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ def build(config: LookaheadConfig, backend, tokenizer, seed: int) -> Lookahead:
 
 
 def memory_parts(config: LookaheadConfig, batch: int, backend) -> dict[str, int]:
-    """The trunk's stack (model/transformer_memory.py), plus one extra head's at a time (they run in turn), the
-    trunk states' gradient that the heads add into, and in mode gap the embeddings they read and its gradient."""
+    """The trunk's stack (model/transformer_memory.py), plus one extra head's at a time (they run in turn, each
+    counted as blocks), the trunk states' gradient that the heads add into, and the embeddings they read with
+    their gradients: in mode gap one set, in mode hydra K (one per shift)."""
     trunk = stack_parts(config.head_dims, config.n_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
                         backend)
     head = stack_parts(config.head_dims, config.head_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
                        backend)
     rows = batch * config.seq_len
-    extra_rows = (3 if config.lookahead_mode == "gap" else 1) * rows * config.d_model  # dx; memory and dmemory
+    memories = {"gap": 1, "hydra": config.lookahead}.get(config.lookahead_mode, 0)
+    extra_rows = (1 + 2 * memories) * rows * config.d_model  # dx; memory and dmemory
     element = np.dtype(backend.dtype).itemsize
     return {"activations": trunk["activations"] + head["activations"] + extra_rows * element,
             "workspace": max(trunk["workspace"], head["workspace"])}

@@ -4,7 +4,9 @@ extra heads, each setting declared once here.
 `--lookahead K` adds K heads beside the main next-token head. In mode "mtp" head k predicts the token at
 t + 1 + k from positions <= t (multi-token prediction); in mode "gap" head k predicts the token at t + 1
 while the k positions after t are hidden from it and the positions after them are seen (fill in the
-middle). No head reads the token it is asked for (docs/lookahead.md).
+middle); in mode "hydra" head k predicts the token at t + 1 + k from the trunk's state at t and the embeddings
+of the tokens t + 1 .. t + k (the true ones in training, the drafted ones while sampling: Ankner et al. 2024,
+"Hydra"). No head reads the token it is asked for (docs/lookahead.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from microgpt.core.fields import setting
 from microgpt.model.gpt.config import GPTConfig
 from microgpt.model.gpt.config import config_from as trunk_config_from
 
-MODES = ("mtp", "gap")
+MODES = ("mtp", "gap", "hydra")
 
 
 class HeadCount(Whole):
@@ -55,14 +57,17 @@ class LookaheadConfig(GPTConfig):
     lookahead_mode: str = setting("mtp", "what the extra heads learn: mtp (head k predicts the token at t+1+k "
                                   "from positions up to t, and drafts for sample --speculative) or gap (head k "
                                   "predicts the token at t+1 seeing up to t and from t+k+1 on: fill in the "
-                                  "middle)", Choice(lambda: MODES), metavar="MODE")
+                                  "middle) or hydra (head k predicts the token at t+1+k from the trunk's state at t and the "
+                                  "tokens t+1..t+k, drafted ones while sampling: drafts for sample --speculative "
+                                  "that see the next token)", Choice(lambda: MODES), metavar="MODE")
     head_layers: int = setting(1, "blocks in each extra head, between the shared trunk and the head's own "
-                               "output layer (0, mode mtp only: a linear head on the trunk's last state)", whole(0),
+                               "output layer (0, mode mtp only: a linear head on the trunk's last state; in mode "
+                               "hydra, feed-forward layers that read the tokens)", whole(0),
                                metavar="N")
     lookahead_weight: float = setting(1.0, "the extra heads' share of the loss: main loss + W x their mean loss",
                                       NonNegativeNumber(), metavar="W")
-    lookahead_distill: float = setting(0.0, "mode mtp: the share B of each extra head's loss taken against the "
-                                       "main head's distribution at the token it predicts instead of the true "
+    lookahead_distill: float = setting(0.0, "modes mtp and hydra: the share B of each extra head's loss taken "
+                                       "against the main head's distribution at the token it predicts instead of the true "
                                        "token (self-distillation, for drafts that sample --speculative keeps): "
                                        "(1 - B) x CE(true token) + B x CE(main head's)", Share(), metavar="B")
 
@@ -75,6 +80,10 @@ class LookaheadConfig(GPTConfig):
         if self.head_layers == 0 and self.lookahead_mode == "gap":
             raise ConfigError("--head-layers 0 leaves a gap head without the block that reads past its gap, so it "
                               "would only repeat the main head; give --head-layers 1 or more, or --lookahead-mode mtp")
+        if self.head_layers == 0 and self.lookahead_mode == "hydra":
+            raise ConfigError("--head-layers 0 leaves a hydra head without the layer that reads the tokens after its "
+                              "position, so it would only repeat an mtp head; give --head-layers 1 or more, or "
+                              "--lookahead-mode mtp")
         if self.lookahead_mode == "gap" and self.lookahead >= self.seq_len - 1:
             raise ConfigError(
                 f"--lookahead {self.lookahead} with --lookahead-mode gap hides a gap of up to {self.lookahead} "
@@ -89,7 +98,7 @@ class LookaheadConfig(GPTConfig):
     @property
     def drafts(self) -> bool:
         """Whether the heads can draft tokens for speculative sampling (they predict further ahead)."""
-        return self.lookahead_mode == "mtp"
+        return self.lookahead_mode in ("mtp", "hydra")
 
 
 def upgrade_saved(model: dict) -> dict:

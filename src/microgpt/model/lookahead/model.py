@@ -23,7 +23,8 @@ from microgpt.model.gpt.model import param_specs as trunk_specs
 from microgpt.model.heads import HeadLogits
 from microgpt.model.lookahead.config import LookaheadConfig
 from microgpt.model.lookahead.distill import soft_cross_entropy_grad, teacher_rows
-from microgpt.model.lookahead.heads import FutureHead, GapHead, head_specs
+from microgpt.model.lookahead.heads import FutureHead, GapHead, HydraHead, head_specs, shifted_ids
+from microgpt.model.lookahead.hydra_draft import HydraDecoder
 from microgpt.model.lookahead.speculative import SpeculativeDecoder
 from microgpt.model.params import ParameterViews, ParamSpec
 
@@ -38,7 +39,7 @@ class LookaheadLayers(Layers):
 
     def __init__(self, backend, config: LookaheadConfig, rope, views: ParameterViews):
         super().__init__(backend, config, rope, views)
-        kind = GapHead if config.lookahead_mode == "gap" else FutureHead
+        kind = {"mtp": FutureHead, "gap": GapHead, "hydra": HydraHead}[config.lookahead_mode]
         self.extra = [kind(backend, config, rope, views, f"lookahead.{k}", k) for k in range(1, config.lookahead + 1)]
 
     def loss_and_backward(self, windows: np.ndarray):
@@ -55,9 +56,8 @@ class LookaheadLayers(Layers):
         teacher = be.softmax_rows(main_logits) if config.lookahead_distill else None  # (B*T, vocab)
         main_loss, dlogits = be.fused_softmax_ce_grad(main_logits, on_device[:, 1:].reshape(-1))
         dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
-        memory = dmemory = None
-        if config.lookahead_mode == "gap":
-            memory = be.embedding_gather(self.tok_emb, inputs, batch * seq_len, config.d_model)  # (B*T, d)
+        memory, memory_ids = self.memory(windows[:, :-1], inputs)
+        dmemory = None
         share = config.lookahead_weight / config.lookahead  # each head's weight in the objective
         metrics, objective_losses = {}, []
         for head in self.extra:
@@ -67,12 +67,35 @@ class LookaheadLayers(Layers):
             objective_losses.append(mixed)
             be.add_(dx, dx_head)
             if dmemory_head is not None:
-                dmemory = dmemory_head if dmemory is None else be.add(dmemory, dmemory_head)
+                dmemory = dmemory_head if dmemory is None else self.add_memory(dmemory, dmemory_head)
         self.blocks_backward(dx, inputs, batch, seq_len, block_saved)
         if dmemory is not None:
-            be.embedding_scatter_add(dmemory, inputs, self.d_tok_emb, batch * seq_len, config.d_model)
+            for grad, ids in zip(dmemory if isinstance(dmemory, list) else [dmemory], memory_ids):
+                be.embedding_scatter_add(grad, ids, self.d_tok_emb, batch * seq_len, config.d_model)
         objective = main_loss + config.lookahead_weight * sum(objective_losses) / len(objective_losses)
         return (main_loss if math.isfinite(objective) else objective), metrics
+
+    def memory(self, ids: np.ndarray, inputs):
+        """(memory, the backend ids it was gathered at) that the extra heads read besides the trunk's states, for
+        host ids (B, T) (`inputs`: the same on the backend, (B*T,)): in mode gap the embeddings of the input tokens
+        (B*T, d); in mode hydra a list of K, the j-th (B*T, d) holding at row (b, t) the embedding of the token at
+        t + j (heads.shifted_ids); in mode mtp none."""
+        be, config, rows = self.be, self.config, ids.size
+        if config.lookahead_mode == "gap":
+            return be.embedding_gather(self.tok_emb, inputs, rows, config.d_model), [inputs]  # (B*T, d)
+        if config.lookahead_mode == "hydra":
+            at = [be.ids(shifted_ids(ids, j)) for j in range(1, config.lookahead + 1)]  # K x (B*T,)
+            return [be.embedding_gather(self.tok_emb, i, rows, config.d_model) for i in at], at  # K x (B*T, d)
+        return None, []
+
+    def add_memory(self, total, part):
+        """The memory gradients `total` with `part` added: one array, or (mode hydra) lists, part's perhaps shorter
+        (head k reads the first k embeddings)."""
+        if not isinstance(total, list):
+            return self.be.add(total, part)
+        if len(part) > len(total):
+            total, part = part, total
+        return [self.be.add(a, b) for a, b in zip(total, part)] + total[len(part):]
 
     def head_pass(self, head, x, memory, on_device, batch: int, seq_len: int, share: float, teacher=None):
         """One extra head's forward, loss and backward: (its mean loss against the true token, its loss in the
@@ -113,24 +136,23 @@ class Lookahead(GPT):
 
     def heads(self, ids: np.ndarray) -> list[HeadLogits]:
         """Every head's logits for host ids (B, T), forward only: the main head's, then each extra head's."""
-        layers, config = self.layers, self.config
+        layers = self.layers
         batch, seq_len = layers.check_ids(ids)
         inputs = self.be.ids(ids.reshape(-1))  # (B*T,)
         x, _ = layers.blocks_forward(inputs, batch, seq_len)  # (B*T, d)
         h, _ = layers.final_norm.forward(x)  # (B*T, d)
         found = [HeadLogits("main", 1, (1, None), layers.head.forward(h))]
-        memory = None
-        if config.lookahead_mode == "gap":
-            memory = self.be.embedding_gather(layers.tok_emb, inputs, batch * seq_len, config.d_model)  # (B*T, d)
+        memory, _ = layers.memory(np.asarray(ids), inputs)
         for head in layers.extra:
             logits, _ = head.forward(x, memory, batch, seq_len)  # (B*T, vocab)
             found.append(HeadLogits(f"lookahead {head.k}", head.offset, head.hidden, logits))
         return found
 
-    def speculative_decoder(self) -> SpeculativeDecoder:
-        """A decoder that feeds the main head's token and the heads' drafts in one pass (speculative.py)."""
+    def speculative_decoder(self) -> SpeculativeDecoder | HydraDecoder:
+        """A decoder that feeds the main head's token and the heads' drafts in one pass (speculative.py; with
+        hydra heads, hydra_draft.py)."""
         if not self.config.drafts:
             raise ConfigError(f"this model's heads are gap heads (--lookahead-mode {self.config.lookahead_mode}): "
                               "they see text after the token they predict, so they cannot draft; --speculative "
-                              "needs a model trained with --lookahead-mode mtp")
-        return SpeculativeDecoder(self)
+                              "needs a model trained with --lookahead-mode mtp or hydra")
+        return HydraDecoder(self) if self.config.lookahead_mode == "hydra" else SpeculativeDecoder(self)
