@@ -21,7 +21,6 @@ a setting), "at": the "BODY/NODE" keys of the nodes on that path, "port": a port
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from concurrent import futures
 from concurrent.futures import Future
@@ -33,7 +32,7 @@ from microgpt.core.errors import ConfigError
 from microgpt.core.registry import FAMILIES
 from microgpt.model.family import family
 from microgpt.model.graph.compile import GraphError, Trace, compile_graph
-from microgpt.model.graph.document import parse_document
+from microgpt.model.graph.document import check_read
 from microgpt.model.graph.from_family import WRITERS, document_for
 from microgpt.model.graph.library import with_library
 from microgpt.model.graph.ops.base import ValueType
@@ -151,7 +150,7 @@ def document_of(body: dict, run: RunSettings, checked: GraphCheck) -> dict | Non
                         f"not {type(document).__name__}")
             return None
         try:  # its limits and structure, as a file's
-            return parse_document(json.dumps(document), "the document")
+            return check_read(document, "the document")
         except ConfigError as exc:
             checked.add(str(exc))
             return None
@@ -247,4 +246,4 @@ def layout_request(body: dict) -> dict:
     family_name = body.get("family")
     if family_name is not None and family_name not in _names(FAMILIES):
         raise ConfigError(f"family {shown(family_name)} is not one of: {', '.join(FAMILIES)}")
-    return {"layout": layout_of(parse_document(json.dumps(document), "the document"), family_name)}
+    return {"layout": layout_of(check_read(document, "the document"), family_name)}

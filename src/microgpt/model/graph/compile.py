@@ -92,32 +92,22 @@ class _Compiler:
             raise GraphError(f"{'/'.join(path)}: groups nest deeper than {MAX_NESTING}; flatten some of them", path)
         nodes = {node["id"]: node for node in body.get("nodes", [])}
         where = "/".join(path) if path else "graph"
-        incoming: dict[str, list[tuple[str, str]]] = {}  # target node id ("" for the body's outputs) -> (port, source)
+        # target node id ("" for the body's outputs) -> (port, source, the source's node id or None)
+        incoming: dict[str, list[tuple[str, str, str | None]]] = {}
         for edge in body.get("edges", []):
-            at = {"body": group, "from": edge["from"], "to": edge["to"]}
             target_node, target_port = _end(edge["to"])
-            if target_node is None:
-                if target_port not in outputs:
-                    raise GraphError(f"{where}: an edge goes to {edge['to']!r}, which is neither a node's port nor one "
-                                      f"of the outputs ({', '.join(outputs) or 'none'}) of {body_name}", path, edge=at)
-            elif target_node not in nodes:
-                raise GraphError(f"{where}: an edge goes to {edge['to']!r}, and there is no node {target_node!r}",
-                                 path, edge=at)
             source_node, source_port = _end(edge["from"])
-            if source_node is None and source_port not in inputs:
-                raise GraphError(f"{where}: an edge comes from {edge['from']!r}, which is neither a node's port nor "
-                                 f"one of the inputs ({', '.join(inputs) or 'none'}) of {body_name}", path, edge=at)
-            if source_node is not None and source_node not in nodes:
-                raise GraphError(f"{where}: an edge comes from {edge['from']!r}, and there is no node "
-                                 f"{source_node!r}", path, edge=at)
-            incoming.setdefault(target_node or "", []).append((target_port, edge["from"]))
-        produced: dict[str, int] = {f"{name}": vid for name, vid in inputs.items()}
+            if (target_node not in nodes if target_node is not None else target_port not in outputs) or (
+                    source_node not in nodes if source_node is not None else source_port not in inputs):
+                self.refuse_edge(edge, nodes, inputs, outputs, where, path, body_name, group)
+            incoming.setdefault(target_node or "", []).append((target_port, edge["from"], source_node))
+        produced: dict[str, int] = dict(inputs)
         for position, node_id in self.order(nodes, incoming, where, path):
             spec = nodes[node_id]
             node_path = (*path, node_id)
             self.trace.nodes[node_path] = f"{group}/{node_id}"
             given: dict[str, list[int]] = {}
-            for port, source in incoming.get(node_id, []):
+            for port, source, _ in incoming.get(node_id, []):
                 if source not in produced:
                     raise GraphError(f"{'/'.join(node_path)}.{port}: its edge comes from {source!r}, which that node "
                                      "does not have as an output", node_path, port,
@@ -135,7 +125,7 @@ class _Compiler:
                 raise GraphError(str(exc), node_path) from None
             produced.update({f"{node_id}.{port}": vid for port, vid in made.items()})
         result = {}
-        for port, source in incoming.get("", []):
+        for port, source, _ in incoming.get("", []):
             if port in result:
                 raise GraphError(f"{where}: two edges go to the output {port!r}; an output has one source", path,
                                  port)
@@ -150,10 +140,29 @@ class _Compiler:
                              f"to {missing[0]!r}", path, missing[0])
         return result
 
+    def refuse_edge(self, edge: dict, nodes: dict, inputs: dict, outputs: dict, where: str, path: tuple,
+                    body_name: str, group: str) -> None:
+        """The GraphError of an edge whose end is neither a node's port nor one of the body's own ports."""
+        at = {"body": group, "from": edge["from"], "to": edge["to"]}
+        target_node, target_port = _end(edge["to"])
+        if target_node is None:
+            if target_port not in outputs:
+                raise GraphError(f"{where}: an edge goes to {edge['to']!r}, which is neither a node's port nor one "
+                                 f"of the outputs ({', '.join(outputs) or 'none'}) of {body_name}", path, edge=at)
+        elif target_node not in nodes:
+            raise GraphError(f"{where}: an edge goes to {edge['to']!r}, and there is no node {target_node!r}",
+                             path, edge=at)
+        source_node, source_port = _end(edge["from"])
+        if source_node is None and source_port not in inputs:
+            raise GraphError(f"{where}: an edge comes from {edge['from']!r}, which is neither a node's port nor "
+                             f"one of the inputs ({', '.join(inputs) or 'none'}) of {body_name}", path, edge=at)
+        raise GraphError(f"{where}: an edge comes from {edge['from']!r}, and there is no node {source_node!r}",
+                         path, edge=at)
+
     def order(self, nodes: dict, incoming: dict, where: str, path: tuple) -> list[tuple[int, str]]:
         """(document position, id) of each node, sources first, else in document order; a cycle is refused."""
         ids = list(nodes)
-        needs = {node_id: {_end(source)[0] for _, source in incoming.get(node_id, [])} - {None} for node_id in nodes}
+        needs = {node_id: {source for _, _, source in incoming.get(node_id, [])} - {None} for node_id in nodes}
         readers: dict[str, list[int]] = {}
         waiting = {}  # node -> how many of the nodes it needs are not placed yet
         for i, node_id in enumerate(ids):
@@ -194,8 +203,12 @@ class _Compiler:
             if name not in params:
                 if default is REQUIRED:
                     raise ConfigError(f"{where}: op {op.name} needs the param {name!r}")
-                params[name] = (word(default, scope) if name in op.words
-                                else evaluate(default, scope, f"{where}.{name} (its default {default!r})"))
+                if name in op.words:
+                    params[name] = word(default, scope)
+                elif isinstance(default, str):  # a size in the scope ("vocab", "d")
+                    params[name] = evaluate(default, scope, f"{where}.{name} (its default {default!r})")
+                else:  # a number or a switch, as given: evaluate's own value, the same in every scope
+                    params[name] = evaluate(default, {}, "")
         node = Node(path, op, params, dims=self.run_dims)
         for port in given:
             if port not in op.inputs:

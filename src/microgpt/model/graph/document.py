@@ -107,6 +107,16 @@ def parse_document(text: str, name: str = "graph") -> dict:
     return document
 
 
+def check_read(document, name: str = "graph") -> dict:
+    """A document already read from JSON (a request's body), held to parse_document's limits and checks: its
+    size as JSON text, its depth and count of values, its structure; the same document, not a copy."""
+    if len(json.dumps(document)) > MAX_DOCUMENT_BYTES:  # ASCII: a character a byte
+        raise ConfigError(f"{name} is over {MAX_DOCUMENT_BYTES:,} bytes; a graph document is smaller")
+    _check_size(document, name)
+    check_document(document, name)
+    return document
+
+
 def _check_size(document, name: str) -> None:
     """ConfigError for a document nested deeper than MAX_DEPTH, or holding more than MAX_VALUES values (a YAML
     alias repeats what its anchor holds, so a few lines can stand for billions: a YAML bomb)."""

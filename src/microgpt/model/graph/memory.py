@@ -58,9 +58,24 @@ def _private(program: Program, node, rows: int, batch: int, backend) -> tuple[in
     return rows * out, 2 * rows * out  # an op that does not say: its output again, and twice that at a time
 
 
+# "last": (program, backend, rows, batch, _kept's answer): the studio's check asks twice (node_activations
+# for each node's costs, program_parts for the step's memory)
+_last_kept: dict = {}
+
+
 def _kept(program: Program, rows: int, batch: int, backend) -> tuple[dict[int, int], list[int], list[int]]:
     """(value -> the first node in forward order that saves it, so the last backward to hold it; what each node
-    keeps of its own; each node's largest temporary), in elements."""
+    keeps of its own; each node's largest temporary), in elements; the last program's kept (read, never
+    changed), stored as one item since checks run on threads."""
+    last = _last_kept.get("last")
+    if last is not None and last[0] is program and last[1] is backend and last[2:4] == (rows, batch):
+        return last[4]
+    kept = _count_kept(program, rows, batch, backend)
+    _last_kept["last"] = (program, backend, rows, batch, kept)
+    return kept
+
+
+def _count_kept(program: Program, rows: int, batch: int, backend) -> tuple[dict[int, int], list[int], list[int]]:
     savers: dict[int, int] = {}
     private, temporary = [], []
     for i, node in enumerate(program.nodes):
