@@ -73,12 +73,13 @@ setTimeout(() => requestAnimationFrame(step), 1500);
 EDITS_JS = """
 const [count, done] = [arguments[0], arguments[arguments.length - 1]];
 EditorCheck.latencies = [];
+EditorCheck.phases = [];
 performance.clearResourceTimings();
 let i = 0;
 function next() {
   if (i === count) {
     const checks = performance.getEntriesByType("resource").filter(e => e.name.includes("/api/graph/check"));
-    return done([EditorCheck.latencies, checks.map(e => e.duration)]);
+    return done([EditorCheck.latencies, EditorCheck.phases, checks.map(e => [e.duration, e.responseStart - e.requestStart])]);
   }
   const wanted = EditorCheck.latencies.length + 1;
   Edits.setParam("n2", "out", i % 2 === 0 ? "width_bound_nowhere" : "d");
@@ -89,6 +90,12 @@ function next() {
 }
 next();
 """
+
+
+# The parts of an edit's latency (EditorCheck.phases): the page's own work before the request goes (the edit,
+# its drawing, a wait while edits come faster than one per 50 ms), the request (the server's check and the
+# answer's parsing) and the drawing of what it found.
+PHASES = (("edit to request", "waited"), ("request to answer", "request"), ("answer to drawn", "drawing"))
 
 
 def cpu_model() -> str:
@@ -128,7 +135,7 @@ def main() -> None:
         WebDriverWait(driver, 120).until(lambda d: d.execute_script("return document.body.dataset.checked"))
         drawn = driver.execute_script("return document.querySelectorAll('#editor-nodes .node:not(.wall)').length")
         results = {kind: fps(driver.execute_async_script(FRAMES_JS, kind, args.frames)) for kind in ("pan", "zoom")}
-        latencies, requests = driver.execute_async_script(EDITS_JS, args.edits)
+        latencies, phases, requests = driver.execute_async_script(EDITS_JS, args.edits)
     finally:
         driver.quit()
         studio.send_signal(signal.SIGINT)
@@ -141,7 +148,14 @@ def main() -> None:
               f"longest frame {longest:.1f} ms")
     print(f"  edit to errors shown: median {statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms "
           f"over {len(latencies)} edits (each sent at once, after a quiet 50 ms); of it the request to "
-          f"/api/graph/check (median {statistics.median(requests):.0f} ms)")
+          f"/api/graph/check (median {statistics.median(r[0] for r in requests):.0f} ms)")
+    worst = phases[latencies.index(max(latencies))]
+    print("  of an edit, median (the worst edit's): " + ", ".join(
+        f"{what} {statistics.median(p[key] for p in phases):.0f} ({worst[key]:.0f})" for what, key in PHASES))
+    for kind, chosen in (("with an error", latencies[0::2]), ("without", latencies[1::2])):
+        print(f"    edits {kind}: median {statistics.median(chosen):.0f} ms, max {max(chosen):.0f}")
+    print(f"    the server's answer from the request's arrival to its first byte: median "
+          f"{statistics.median(r[1] for r in requests):.0f} ms, max {max(r[1] for r in requests):.0f}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ const EditorCheck = {
   graph: null,        // the last answer of /api/graph/check for the draft as it is
   editedAt: null,     // performance.now() of the first edit not yet shown
   latencies: [],      // edit to errors shown, ms (read by the benchmark)
+  phases: [],         // of each latency: {waited: to the request, request: to its answer, drawing: of what it found}
   wires: new Map(),   // "body|from|to" -> {type, shape}
+  wireShown: new WeakMap(), // a wire's element -> the "type|shape" it shows
+  marked: [],         // the elements decorate marked with an error
 
   // The first edit after a quiet spell is sent at once; edits that follow within 50 ms of a request wait for
   // the last of them (typing sends one check per pause, not one per key).
@@ -30,7 +33,7 @@ const EditorCheck = {
   },
 
   async run() {
-    this.sentAt = performance.now();
+    const sent = this.sentAt = performance.now();
     const serial = ++this.serial;
     const draft = EditorModel.draft;
     try {
@@ -38,11 +41,16 @@ const EditorCheck = {
         : {document: draft.document, settings: runSettings(draft)};
       const graph = await api("/api/graph/check", {body});
       if (serial !== this.serial) return;
+      const answered = performance.now();
       this.graph = graph;
       this.wires = new Map((graph.wires || []).map(w => [`${w.body}|${w.from}|${w.to}`, w]));
       this.decorate();
       this.showEstimates();
-      if (this.editedAt !== null) this.latencies.push(performance.now() - this.editedAt);
+      if (this.editedAt !== null) {
+        const drawn = performance.now();
+        this.latencies.push(drawn - this.editedAt);
+        this.phases.push({waited: sent - this.editedAt, request: answered - sent, drawing: drawn - answered});
+      }
       this.editedAt = null;
       document.body.dataset.checked = String(serial);
       if (graph.causality && graph.causality.pending) this.timer = setTimeout(() => this.run(), VERDICT_POLL_MS);
@@ -60,19 +68,24 @@ const EditorCheck = {
     return (this.graph && this.graph.errors) || [];
   },
 
+  // What the last answer found, drawn on the open body. Only what differs from what an element shows is
+  // written (a wire's shape is kept by element: the 500 wires of an edit that changed one are not read again).
   decorate() {
     const bodyName = EditorView.bodyName();
-    document.querySelectorAll("#editor-canvas .has-error").forEach(el => {
+    for (const el of this.marked) {
       el.classList.remove("has-error");
       delete el.dataset.error;
       el.removeAttribute("aria-description");
-    });
-    for (const wire of document.querySelectorAll("#editor-wires .wire")) {
+    }
+    this.marked = [];
+    for (const {g: wire} of EditorRender.drawn.wires.values()) {
       const known = this.wires.get(`${bodyName}|${wire.dataset.from}|${wire.dataset.to}`);
+      const shown = known ? `${known.type}|${known.shape}` : "";
+      if (this.wireShown.get(wire) === shown) continue;
+      this.wireShown.set(wire, shown);
       setText(wire.querySelector(".wire-shape"), known ? known.shape || "" : "");
       setText(wire.querySelector("title"), known ? `${known.type}: ${known.shape}` : "");
-      const label = `wire from ${wire.dataset.from} to ${wire.dataset.to}${known ? ` ${known.shape}` : ""}`;
-      if (wire.getAttribute("aria-label") !== label) wire.setAttribute("aria-label", label);
+      wire.setAttribute("aria-label", `wire from ${wire.dataset.from} to ${wire.dataset.to}${known ? ` ${known.shape}` : ""}`);
     }
     const errors = this.errors();
     for (const error of errors) this.mark(error, bodyName);
@@ -88,17 +101,26 @@ const EditorCheck = {
       if (step.body !== bodyName) return;
       const node = document.querySelector(`#editor-nodes .node[data-id="${cssEscape(step.node)}"]`);
       if (!node) return;
-      addError(node, error.message);
+      this.addError(node, error.message);
       if (i === steps.length - 1 && error.port) {
         const port = node.querySelector(`.port.in[data-ref="${cssEscape(portRef(step.node, error.port))}"]`)
           || node.querySelector(`.port[data-ref="${cssEscape(portRef(step.node, error.port))}"]`);
-        if (port) addError(port, error.message);
+        if (port) this.addError(port, error.message);
       }
     });
     if (!steps.length && error.port && bodyName === "") {
       const wall = document.querySelector(`#editor-nodes .port[data-ref="${cssEscape(error.port)}"]`);
-      if (wall) addError(wall, error.message);
+      if (wall) this.addError(wall, error.message);
     }
+  },
+
+  addError(el, message) {
+    if (!el.classList.contains("has-error")) this.marked.push(el);
+    el.classList.add("has-error");
+    el.dataset.error = el.dataset.error ? `${el.dataset.error}\n${message}` : message;
+    el.setAttribute("aria-description", el.dataset.error); // what a screen reader says with its name
+    const title = el.querySelector(":scope > title");
+    if (title) title.textContent = el.dataset.error;
   },
 
   badges(bodyName) {
@@ -176,14 +198,6 @@ function pathSteps(path) {
 // Text changed only where it differs: a check's answer touches only what it changed.
 function setText(el, text) {
   if (el.textContent !== text) el.textContent = text;
-}
-
-function addError(el, message) {
-  el.classList.add("has-error");
-  el.dataset.error = el.dataset.error ? `${el.dataset.error}\n${message}` : message;
-  el.setAttribute("aria-description", el.dataset.error); // what a screen reader says with its name
-  const title = el.querySelector(":scope > title");
-  if (title) title.textContent = el.dataset.error;
 }
 
 // Go to where an error is: its body opened and its node focused; a setting's field focused.

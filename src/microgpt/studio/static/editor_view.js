@@ -53,13 +53,16 @@ const EditorView = {
     Minimap.follow();
   },
 
-  // The SVG drawing sized to what it holds (its own coordinates the canvas's), with room around it.
+  // The SVG drawing sized to what it holds (its own coordinates the canvas's), with room around it; set only
+  // when it changes (a new viewBox lays out and paints the whole drawing again).
   frame(bounds) {
     const box = bounds || {x: 0, y: 0, width: 1, height: 1};
     const x = Math.floor(box.x - STAGE_MARGIN), y = Math.floor(box.y - STAGE_MARGIN);
     const width = Math.ceil(box.width + 2 * STAGE_MARGIN), height = Math.ceil(box.height + 2 * STAGE_MARGIN);
     const svg = this.stage.firstElementChild;
-    svg.setAttribute("viewBox", `${x} ${y} ${width} ${height}`);
+    const viewBox = `${x} ${y} ${width} ${height}`;
+    if (svg.getAttribute("viewBox") === viewBox) return;
+    svg.setAttribute("viewBox", viewBox);
     Object.assign(svg.style, {left: `${x}px`, top: `${y}px`, width: `${width}px`, height: `${height}px`});
   },
 
