@@ -2,6 +2,7 @@
 
     python benchmarks/bench_lookahead.py [--steps 1000] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
     python benchmarks/bench_lookahead.py --sampling CHECKPOINT [CHECKPOINT ...]   # the sampling table alone
+    python benchmarks/bench_lookahead.py --speculative [--jobs 2] [--out DIR]   # train SPECULATIVE_RUNS, then that
 
 Every run has the same trunk (TRUNK: d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64), batch 16, the
 default recipe otherwise, the cpu backend with one thread, `--jobs` runs at a time. The last 10% of the text is
@@ -27,6 +28,10 @@ over the speculative one's, summed over the prompts; the table gives the median 
 each, the median ratio, the same ratio in CPU seconds (process time: steadier than the wall clock when other
 processes share the cores), tokens per pass and each head's acceptance. At temperature 0 the texts must be
 identical. The summary line names the processor, its cores and the load average before and after.
+
+`--speculative` first trains SPECULATIVE_RUNS, each the default lookahead model (`microgpt train TEXT --lookahead
+2 --steps 800 --threads 1`: d_model 96, 4 layers, validation on the text's last 20,000 tokens) with its heads'
+settings, `--jobs` at a time, and prints each one's validation loss before the sampling table of all of them.
 """
 
 from __future__ import annotations
@@ -51,6 +56,14 @@ PROMPTS = 8  # prompts per round, each 64 characters, spread over the text's las
 TEMPERATURES = (0.0, 0.8, 1.0)
 FILL_RATE = 0.1  # the share of held-out tokens hidden for the fill figures
 FILL_TOKENS = 20_000  # held-out tokens the fill figures read (filling is a pass per hole of each window)
+SPECULATIVE_STEPS = 800
+SPECULATIVE_RUNS = {  # name -> the heads' settings of a default lookahead model (--lookahead 2)
+    "mtp (heads of 1 block)": {},
+    "mtp, --lookahead-distill 0.5": {"lookahead_distill": 0.5},
+    "hydra": {"lookahead_mode": "hydra"},
+    "hydra, --lookahead-distill 0.5": {"lookahead_mode": "hydra", "lookahead_distill": 0.5},
+    "hydra, --lookahead 3": {"lookahead_mode": "hydra", "lookahead": 3},
+}
 
 
 def cpu_model() -> str:
@@ -89,6 +102,15 @@ def one_run(job: dict) -> dict:
         counts = json.loads(done.stdout.strip().splitlines()[-1])
         result["prompts"] = f"{counts['correct']} of {counts['total']}"
     return result
+
+
+def speculative_run(job: dict) -> dict:
+    """Train one default lookahead model for SPECULATIVE_STEPS in this process (one thread); its validation loss."""
+    import microgpt
+
+    _, summary = microgpt.train(job["text"], steps=SPECULATIVE_STEPS, gen=0, backend="cpu", threads=1,
+                                model=job["model"], family="lookahead", **{"lookahead": 2, **job["settings"]})
+    return {"name": job["name"], "model": job["model"], "val": summary.val_loss}
 
 
 def prompts_of(text: str) -> list[str]:
@@ -161,6 +183,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the checkpoints here (default: a temporary directory)")
     parser.add_argument("--sampling", nargs="+", metavar="CHECKPOINT",
                         help="only time sampling from these mtp checkpoints (trained on --text), training nothing")
+    parser.add_argument("--speculative", action="store_true",
+                        help="train SPECULATIVE_RUNS on --text (the default lookahead model), then time their sampling")
     args = parser.parse_args()
     text = args.text.read_text(encoding="utf-8")
     load_before = os.getloadavg()[0]
@@ -169,6 +193,17 @@ def main() -> None:
         return
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-lookahead-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.speculative:
+        jobs = [{"name": name, "settings": settings, "text": str(args.text),
+                 "model": str(work / name.replace(" ", "-").replace(",", ""))}
+                for name, settings in SPECULATIVE_RUNS.items()]
+        with ProcessPoolExecutor(args.jobs) as pool:
+            runs = list(pool.map(speculative_run, jobs))
+        print(f"{args.text.name}: the default lookahead model after {SPECULATIVE_STEPS} steps; validation loss "
+              "(main head): " + "; ".join(f"{r['name']} {r['val']:.3f}" for r in runs))
+        load_before = os.getloadavg()[0]
+        sampling_table({r["name"]: sampling(r["model"], prompts_of(text)) for r in runs}, load_before, PROMPTS)
+        return
     cut = len(text) * 9 // 10
     (work / "train.txt").write_text(text[:cut], encoding="utf-8")
     (work / "held_out.txt").write_text(text[cut:], encoding="utf-8")

@@ -65,8 +65,7 @@ class Speculation:
             return
         main = decoder.prefill(context)  # (vocab,)
         check_finite(main, 0)
-        choose = (lambda logits: int(np.argmax(logits))) if greedy else (lambda logits: draw(probs(logits), rng))
-        token = choose(main)  # the next token: the main head's
+        token = int(np.argmax(main)) if greedy else draw(probs(main), rng)  # the next token: the main head's
         done = 0  # tokens made so far
         while True:
             room = min(decoder.drafts, n_tokens - done - 1)  # drafts that would still be wanted after `token`
@@ -90,8 +89,6 @@ class Speculation:
             self.made += kept
             if done >= n_tokens:
                 return
-            if token is None:  # every draft kept: the next token is the main head's after the last of them
-                token = choose(mains[kept - 1])
 
     @staticmethod
     def picker(done: int, draft_probs: list | None, probs, rng) -> Callable[[np.ndarray], int]:
@@ -107,24 +104,30 @@ class Speculation:
 
         return pick
 
-    def judge(self, fed: list[int], mains: np.ndarray, draft_probs, probs, rng) -> tuple[int, int | None]:
-        """(tokens of `fed` kept, the token that replaces the first refused draft or None): each draft fed[k + 1]
-        judged against the main head's logits mains[k] after the token before it. Without draft_probs
-        (greedy) a draft is kept when it is the main head's argmax; with them by accept_or_resample."""
+    def judge(self, fed: list[int], mains: np.ndarray, draft_probs, probs, rng) -> tuple[int, int]:
+        """(tokens of `fed` kept, the next token): each draft fed[k + 1] judged against the main head's logits
+        mains[k] after the token before it. Without draft_probs (greedy) a draft is kept when it is the main head's
+        argmax; with them by accept_or_resample. The next token replaces the first draft refused, or, every draft
+        kept, is the main head's after the last of them (its argmax, or drawn from its distribution)."""
         kept, drafts = 1, len(fed) - 1
-        targets = None if draft_probs is None else probs(mains[:drafts])  # (drafts, vocab): the main head's p
+        if draft_probs is None:
+            best = np.argmax(mains, axis=1)  # (n,)
+            for k in range(drafts):
+                self.checked[k] += 1
+                if fed[k + 1] != best[k]:
+                    return kept, int(best[k])
+                self.kept[k] += 1
+                kept += 1
+            return kept, int(best[drafts])
+        targets = probs(mains)  # (n, vocab): the main head's p after each token fed
         for k in range(drafts):
             self.checked[k] += 1
-            if targets is None:
-                best = int(np.argmax(mains[k]))
-                accepted, chosen = fed[k + 1] == best, best
-            else:
-                accepted, chosen = accept_or_resample(fed[k + 1], targets[k], draft_probs[k], rng)
+            accepted, chosen = accept_or_resample(fed[k + 1], targets[k], draft_probs[k], rng)
             if not accepted:
                 return kept, chosen
             self.kept[k] += 1
             kept += 1
-        return kept, None
+        return kept, draw(targets[drafts], rng)
 
     @staticmethod
     def decoder_for(model):

@@ -27,7 +27,7 @@ class HydraStack:
 
     def __init__(self, model):
         be, config, heads = model.be, model.config, model.layers.extra
-        self.be, self.width, self.d_ff = be, config.d_model, config.d_ff
+        self.be, self.d_ff, self.vocab = be, config.d_ff, config.vocab_size
         dtype = be.dtype
         table = np.asarray(model.layers.tok_emb, dtype=np.float64)[:, : config.d_model]  # (vocab, d)
 
@@ -56,20 +56,27 @@ class HydraStack:
         """(count drafts, their host logits (count, vocab)) after the trunk's state x (1, d) at the last kept
         token, `token` being the next one."""
         weights, bias = self.first
-        firsts = self.normalize(x) @ weights + bias  # (1, K x d_ff)
-        tokens, found = [token], []
+        firsts = self.normalize(x) @ weights  # (1, K x d_ff)
+        firsts += bias
+        tokens, found = [token], np.empty((count, self.vocab), dtype=x.dtype)  # (count, vocab)
         for k, (layers, (out_w, out_b)) in enumerate(self.heads[:count]):
             y = x
             for i, (state, state_b, tables, w2, b2) in enumerate(layers):
-                pre = (firsts[:, k * self.d_ff : (k + 1) * self.d_ff] if i == 0 else
-                       self.normalize(y) @ state + state_b)  # (1, d_ff)
+                if i == 0:
+                    pre = firsts[:, k * self.d_ff : (k + 1) * self.d_ff]  # (1, d_ff), this head's alone
+                else:
+                    pre = self.normalize(y) @ state  # (1, d_ff)
+                    pre += state_b
                 for t, table in zip(tokens, tables):
-                    pre = pre + table[t]
-                y = y + np.maximum(pre, 0) @ w2 + b2  # (1, d)
-            logits = (self.normalize(y) @ out_w + out_b)[0]  # (vocab,)
-            found.append(logits)
-            tokens.append(pick(logits))
-        return tokens[1:], np.stack(found)
+                    pre += table[t]
+                np.maximum(pre, 0, out=pre)
+                y = y + pre @ w2  # (1, d)
+                y += b2
+            logits = self.normalize(y) @ out_w  # (1, vocab)
+            logits += out_b
+            found[k] = logits[0]
+            tokens.append(pick(found[k]))
+        return tokens[1:], found
 
 
 class HydraDecoder(TrunkDecoder):
