@@ -140,7 +140,7 @@ def measure_browser(url: str, runs: list[str]) -> dict | None:
                 ("watch", "#view=watch&runs=" + ",".join(runs),
                  ("const charts = [...document.querySelectorAll('#charts .chart')];"
                   "return document.body.dataset.ready === 'yes' && charts.length > 0 && charts.every(c => c.data && "
-                  f"new Set(c.data.map(t => t.meta)).size === {len(runs)} && c.querySelector('.main-svg'));"))):
+                  f"new Set(c.data.map(t => t.meta)).size === {len(runs)} && c.querySelector('svg.plot path.line'));"))):
             driver.get("about:blank")
             start = time.perf_counter()
             driver.get(url.split("?")[0] + hash_)

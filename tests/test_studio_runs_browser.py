@@ -159,19 +159,19 @@ def follow_only(driver, *runs: str) -> None:
 
 
 def chart_range(driver, chart: str) -> float:
-    """The right end of a chart's x axis as Plotly last drew it (autoranged to the data it was given)."""
+    """The right end of a chart's x axis as it was last drawn (autoranged to the data it was given)."""
     return js(driver, f"const c = document.getElementById('chart-{chart}');"
-                      "return c && c._fullLayout && c._fullLayout.xaxis ? c._fullLayout.xaxis.range[1] : -1;")
+                      "return c && c.drawn ? c.drawn.xRange[1] : -1;")
 
 
 def line_reaches_last_step(driver, chart: str) -> bool:
     """Whether the line a chart draws (its SVG path) ends at the last step of the data it holds now."""
     return js(driver, f"""const c = document.getElementById('chart-{chart}');
-        const path = c && c.querySelector('.scatterlayer .trace path.js-line');
-        if (!path || !c._fullLayout) return false;
+        const path = c && c.querySelector('svg.plot path.line');
+        if (!path || !c.drawn) return false;
         const xs = (path.getAttribute('d').match(/[ML]([-\\d.]+),/g) || []).map(m => parseFloat(m.slice(1)));
         const last = Math.max(...c.data[0].x.filter(x => x !== null));
-        return xs.length > 0 && Math.abs(Math.max(...xs) - c._fullLayout.xaxis.l2p(last)) < 2;""")
+        return xs.length > 0 && Math.abs(Math.max(...xs) - c.drawn.xPixel(last)) < 2;""")
 
 
 def test_the_tabs_are_aria_tabs_moved_between_with_the_arrow_keys(browser):
@@ -308,17 +308,17 @@ def test_reload_while_a_run_trains_and_find_the_same_view(browser, studio):
         browser.switch_to.window(first)
 
 
-def test_a_dozen_charts_draw_without_webgl_each_run_in_one_colour(browser):
+def test_a_dozen_charts_draw_as_svg_each_run_in_one_colour(browser):
     follow_only(browser, "synth/run", "checkpoints/long")
     wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#charts .chart")) >= 12 and js(
         d, "return document.getElementById('chart-loss').data.some(t => t.meta === 'checkpoints/long')"))
     charts = js(browser, """return [...document.querySelectorAll('#charts .chart')].map(c => ({id: c.id,
-        types: c.data.map(t => t.type), drawn: c.querySelectorAll('.scatterlayer .trace path.js-line').length,
+        drawn: [...c.querySelectorAll('svg.plot path.line')].filter(p => p.getAttribute('d').includes('L')).length,
         gl: c.querySelectorAll('canvas').length,
-        synth: c.data.filter(t => t.meta === 'synth/run').map(t => [t.line.color, t.line.dash])}));""")
+        synth: c.data.filter(t => t.meta === 'synth/run').map(t => [t.color, t.dash])}));""")
     assert len(charts) >= 12
     for chart in charts:
-        assert set(chart["types"]) == {"scatter"} and chart["gl"] == 0, chart
+        assert chart["gl"] == 0, chart
         assert chart["drawn"] >= 1, f"{chart['id']} is blank"
         colours = {colour for colour, _ in chart["synth"]}
         assert colours <= {js(browser, "return RunColours.of('synth/run')")}, chart  # tokens/s: not synth's
@@ -327,22 +327,56 @@ def test_a_dozen_charts_draw_without_webgl_each_run_in_one_colour(browser):
     swatch = js(browser, "return document.querySelector('#run-list .run-row[data-run=\"checkpoints/long\"] .swatch')"
                          ".style.background")
     long_colour = js(browser, "return document.getElementById('chart-loss').data.find(t => t.meta === "
-                              "'checkpoints/long').line.color")
+                              "'checkpoints/long').color")
     assert swatch == js(browser, "const s = document.createElement('span'); s.style.background = arguments[0];"
                                  "return s.style.background", long_colour)
 
 
 def test_a_crosshair_is_shared_across_the_charts(browser):
-    target = browser.find_element(By.CSS_SELECTOR, "#chart-router_weight .nsewdrag")
+    target = browser.find_element(By.CSS_SELECTOR, "#chart-router_weight .plot-area")
     ActionChains(browser).move_to_element_with_offset(target, 10, 5).perform()
 
     def lines(d):
         return js(d, "return [...document.querySelectorAll('#charts .chart')].map(c => "
-                     "(c.layout.shapes || []).map(s => s.x0).join())")
+                     "c.querySelector('line.crosshair').getAttribute('data-x') || '')")
 
     wait(browser, lambda d: len(set(lines(d))) == 1 and lines(d)[0] != "")
     ActionChains(browser).move_to_element(browser.find_element(By.ID, "run-list")).perform()
     wait(browser, lambda d: set(lines(d)) == {""})
+
+
+def test_a_chart_zooms_into_a_dragged_range_shows_values_at_the_pointer_and_hides_a_line_from_its_legend(browser):
+    follow_only(browser, "synth/run")  # a finished run: its range stays put
+    wait(browser, lambda d: js(d, "const c = document.getElementById('chart-loss'); return Boolean(c && c.drawn);"))
+    full = js(browser, "return document.getElementById('chart-loss').drawn.xRange")
+    area = browser.find_element(By.CSS_SELECTOR, "#chart-loss .plot-area")
+    width = area.size["width"]
+    ActionChains(browser).move_to_element_with_offset(area, -width // 4, 0).perform()
+    wait(browser, lambda d: js(d, "const t = document.querySelector('#chart-loss .tip'); return !t.hidden && "
+                                  "t.textContent.startsWith('step ') && t.textContent.includes('run: loss: ')"))
+    (ActionChains(browser).move_to_element_with_offset(area, -width // 4, 0).click_and_hold()
+     .move_by_offset(width // 4, 0).release().perform())
+    wait(browser, lambda d: js(d, "return document.getElementById('chart-loss').drawn.xRange")[0] > full[0])
+    zoomed = js(browser, "return document.getElementById('chart-loss').drawn.xRange")
+    span = full[1] - full[0]
+    assert zoomed[1] - zoomed[0] == pytest.approx(span / 4, rel=0.1)  # a quarter of the plot's width was dragged
+    assert zoomed[0] == pytest.approx(full[0] + span / 4, rel=0.1)
+    ActionChains(browser).double_click(area).perform()
+    wait(browser, lambda d: js(d, "return document.getElementById('chart-loss').chartState.zoom") is None)
+    assert js(browser, "return document.getElementById('chart-loss').drawn.xRange") == full
+
+    def lines(d):
+        return js(d, "return [...document.querySelectorAll('#chart-loss svg.plot path.line')].map(p => p.dataset.meta)")
+
+    before = lines(browser)
+    entry = browser.find_element(By.CSS_SELECTOR, "#chart-loss .legend .entry")
+    hidden = js(browser, "return document.getElementById('chart-loss').data[0].meta")
+    entry.click()
+    wait(browser, lambda d: len(lines(d)) == len(before) - 1)
+    assert browser.find_element(By.CSS_SELECTOR, "#chart-loss .legend .entry").get_attribute("aria-pressed") == "false"
+    browser.find_element(By.CSS_SELECTOR, "#chart-loss .legend .entry").click()
+    wait(browser, lambda d: sorted(lines(d)) == sorted(before))
+    assert hidden in before
 
 
 def test_compare_gives_each_column_one_number_format(browser, studio):
@@ -391,7 +425,7 @@ def test_overlay_two_runs_in_their_colours(browser, studio):
     browser.find_element(By.ID, "overlay").click()
     wait(browser, lambda d: {"long: loss", "fast: loss"} <= set(js(
         d, "const c = document.getElementById('chart-loss'); return c && c.data ? c.data.map(t => t.name) : [];")))
-    colours = js(browser, "return document.getElementById('chart-loss').data.map(t => t.line.color)")
+    colours = js(browser, "return document.getElementById('chart-loss').data.map(t => t.color)")
     assert len(set(colours)) == 2
     time.sleep(1)
     shot(browser, "overlay")

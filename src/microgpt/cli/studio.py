@@ -8,7 +8,7 @@ from microgpt.core.fields import settings_fields
 from microgpt.core.version import install_hint
 from microgpt.settings.commands import StudioSettings
 
-STUDIO_EXTRA = f"{install_hint('studio')}: starlette, uvicorn and plotly"
+STUDIO_EXTRA = f"{install_hint('studio')}: starlette and uvicorn"
 
 
 def add_parser(commands) -> None:
@@ -23,8 +23,7 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     try:
-        import plotly  # noqa: F401 - only to say what is missing, before serving
-        import starlette  # noqa: F401
+        import starlette  # noqa: F401 - only to say what is missing, before serving
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"microgpt studio needs {exc.name}: {STUDIO_EXTRA}") from None

@@ -1,9 +1,9 @@
 """The studio's web app: its pages, and the JSON API they call, over one workspace.
 
-Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles (and plotly.min.js from
-the installed plotly package); `/api/canvas` the families' components; `/api/check` a graph's problems and
-costs; `/api/graph/palette`, `/api/graph/check`, `/api/graph/from-family` and `/api/graph/layout` the node
-editor's primitives, check, family graphs and layouts (graph_palette.py, graph_api.py);
+Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles; `/api/canvas` the
+families' components; `/api/check` a graph's problems and costs; `/api/graph/palette`, `/api/graph/check`,
+`/api/graph/from-family` and `/api/graph/layout` the node editor's primitives, check, family graphs and
+layouts (graph_palette.py, graph_api.py);
 `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
@@ -30,7 +30,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from microgpt.core.errors import ConfigError, DataError
@@ -100,11 +100,6 @@ def sample_number(query, key: str, default: str, kind: type):
     except ValueError:
         raise ConfigError(f"{key.replace('_', '-')} must be {'a whole number' if kind is int else 'a number'}, not "
                           f"{text[:40]!r}") from None
-
-
-def plotly_bundle() -> Path:
-    """plotly.min.js as the installed plotly wheel ships it."""
-    return Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
 class Studio:
@@ -207,8 +202,6 @@ class Studio:
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
-        if name == "plotly.min.js":
-            return FileResponse(plotly_bundle(), media_type="text/javascript")
         ours = {entry.name for entry in STATIC.iterdir()}
         if name not in ours or name == "index.html":
             return JSONResponse({"error": f"no such file {name!r}"}, status_code=404)

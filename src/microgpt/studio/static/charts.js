@@ -1,11 +1,11 @@
 // The Watch view: live curves of the followed runs, one chart per group of metrics, overlaid run on run.
 // History comes from /api/metrics (already bucketed to at most POINTS, fewer each as more runs are followed:
 // POINT_BUDGET over them all), then /api/stream appends each record as the run writes it; past twice its
-// points a run's columns are halved (pairs averaged), so that 10 runs of 100k steps stay responsive. Which chart draws each figure is the server's word (metrics.charts_of),
-// sent with the history and with each record. Smoothing (an exponential moving average) and log scales are
-// drawn here. Each run is drawn in its own colour (colours.js), the figures of one run on one chart in
-// distinct dashes; the charts are SVG (`scatter`: a browser has a few WebGL contexts, fewer than the charts),
-// redrawn with a new datarevision whenever a record arrives, and share a crosshair (crosshair.js).
+// points a run's columns are halved (pairs averaged), so that 10 runs of 100k steps stay responsive. Which
+// chart draws each figure is the server's word (metrics.charts_of), sent with the history and with each
+// record. Smoothing (an exponential moving average) and log scales are applied here. Each run is drawn in its
+// own colour (colours.js), the figures of one run on one chart in distinct dashes; the charts are our own SVG
+// (linechart.js), redrawn whenever records arrive (at most every 200 ms), and share a crosshair (crosshair.js).
 "use strict";
 
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
@@ -21,9 +21,7 @@ const Watch = {
   table: [],
   runsAsked: 0,   // how many /api/runs were asked (refreshRuns): only the latest answer is shown
   drawTimer: null,
-  plotly: null,   // the promise of plotly.min.js (loadPlotly)
   loading: false, // while followOnly reads the histories
-  revision: 0,    // bumped with every change of the data: Plotly redraws a chart when its datarevision moves
 
   init() {
     for (const id of ["smoothing", "log-y", "x-axis"]) {
@@ -33,6 +31,7 @@ const Watch = {
     this.openStream();
     this.refreshRuns();
     Crosshair.init(document.getElementById("charts"));
+    new ResizeObserver(() => this.scheduleDraw()).observe(document.getElementById("charts"));
   },
 
   async follow(path, on = true) {
@@ -43,7 +42,6 @@ const Watch = {
       this.followed = this.followed.filter(p => p !== path);
       delete this.runs[path];
     }
-    this.revision += 1;
     PageState.save();
     this.openStream();
     RunList.draw();
@@ -55,14 +53,11 @@ const Watch = {
     this.runs = {};
     PageState.save();
     this.loading = true;  // drawn once, when every history is in
-    // plotly.min.js parsed while the histories come (draw() would ask for it only once they are in)
-    if (document.getElementById("watch").classList.contains("active")) this.loadPlotly().catch(() => {});
     try {
       await Promise.all(paths.map(path => this.loadHistory(path)));
     } finally {
       this.loading = false;
     }
-    this.revision += 1;
     PageState.save();
     this.openStream();
     RunList.draw();
@@ -73,7 +68,6 @@ const Watch = {
     const points = Math.max(this.MIN_POINTS, Math.min(this.POINTS,
       Math.floor(this.POINT_BUDGET / Math.max(1, this.followed.length))));
     const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${points}`);
-    this.revision += 1;
     this.runs[path] = {columns: history.columns, charts: history.charts, offset: history.offset, inode: history.inode,
       perStep: history.tokens_per_step, last: history.last, points};
   },
@@ -95,7 +89,6 @@ const Watch = {
       for (const row of update.rows) this.append(run, row);
       run.offset = update.offset;
       run.inode = update.inode;
-      this.revision += 1;
     }
     const shape = s => JSON.stringify([s.name, s.running, s.returncode, s.stopping, s.pid]);
     const before = new Set(this.states.map(shape));
@@ -149,15 +142,6 @@ const Watch = {
 
   // ---- drawing --------------------------------------------------------------------------------
 
-  // plotly.min.js, loaded when a chart is first drawn: the other views never wait for its 3.5 MB to be parsed.
-  loadPlotly() {
-    this.plotly = this.plotly || new Promise((resolve, reject) => {
-      document.head.append(element("script", {src: "/static/plotly.min.js", onload: resolve,
-        onerror: () => reject(new Error("/static/plotly.min.js did not load; reload the page"))}));
-    });
-    return this.plotly;
-  },
-
   groups() {
     const groups = new Map(); // chart id -> [{path, key, label}]
     this.titles = {};
@@ -198,10 +182,6 @@ const Watch = {
     this.drawTimer = null;
     const area = document.getElementById("charts");
     if (!document.getElementById("watch").classList.contains("active") || this.loading) return;
-    if (typeof Plotly === "undefined") {
-      this.loadPlotly().then(() => this.draw(), err => say(err.message, true));
-      return;
-    }
     const weight = parseFloat(document.getElementById("smoothing").value);
     const logY = document.getElementById("log-y").checked;
     const xKey = document.getElementById("x-axis").value;
@@ -226,19 +206,12 @@ const Watch = {
         const own = series.filter(s => s.path === path);  // this run's figures on this chart: a dash each
         const ys = run.columns[key];
         const sparse = key === "val_loss";
-        const name = path.split("/").pop() + ": " + label;
         return {x: run.columns[xKey] || run.columns.step, y: sparse || key === "lr" ? ys : this.smooth(ys, weight),
-          name, type: "scatter", mode: sparse ? "lines+markers" : "lines", connectgaps: sparse,
-          line: {color: RunColours.of(path), width: 1.5, dash: DASHES[own.findIndex(s => s.key === key) % DASHES.length]},
-          marker: {size: 5}, meta: path};
+          name: path.split("/").pop() + ": " + label, meta: path, color: RunColours.of(path),
+          dash: DASHES[own.findIndex(s => s.key === key) % DASHES.length], markers: sparse, connectGaps: sparse};
       });
-      const layout = {title: {text: this.titles[group], font: {size: 13}, x: 0.01, xanchor: "left"},
-        margin: {l: 55, r: 10, t: 30, b: 35}, height: 240, showlegend: true, legend: {font: {size: 10}},
-        xaxis: {title: {text: xKey === "time" ? "seconds" : "step"}, zeroline: false}, yaxis: {type: logY ? "log" : "linear"},
-        hovermode: "x", uirevision: group + xKey + logY, datarevision: this.revision,
-        shapes: Crosshair.shapes()};
-      Plotly.react(div, traces, layout, {displaylogo: false, responsive: true, displayModeBar: "hover"});
-      Crosshair.watch(div);
+      LineChart.draw(div, traces, {title: this.titles[group], xTitle: xKey === "time" ? "seconds" : "step", logY,
+        zoomKey: xKey + logY});
     }
   },
 

@@ -59,7 +59,6 @@ document.querySelector("nav[role=tablist]").addEventListener("keydown", event =>
 (async () => {
   try {
     const state = PageState.read();
-    if (state.view === "watch") Watch.loadPlotly();  // parsed while the server reads the histories
     Compare.init();
     Sample.init();
     Watch.init();
