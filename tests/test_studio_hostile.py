@@ -378,7 +378,8 @@ def test_a_checkpoint_whose_files_link_outside_is_listed_damaged_and_never_read(
     (workspace / "ck" / "config.json").rename(outside)
     (workspace / "ck" / "config.json").symlink_to(outside)
     rows = {row["name"]: row for row in client.get("/api/runs").json()["runs"]}
-    assert rows["ck"]["damaged"] and "outside the workspace" in rows["ck"]["error"]
+    assert rows["ck"]["damaged"] and rows["ck"]["error"] == (
+        f"ck/config.json links to {outside}, outside the workspace, so ck is not read; remove the link")
     assert "outside the workspace" in one_line_error(client.get("/api/sample?checkpoint=ck&tokens=3"), 403)
     assert "outside the workspace" in one_line_error(client.post("/api/eval", json={"checkpoint": "ck",
                                                                                      "file": "tiny.txt"}), 403)
@@ -494,6 +495,9 @@ def test_a_checkpoint_directory_linked_out_of_the_workspace_is_refused_at_start(
     (workspace / "checkpoints" / "lnk").symlink_to(outside)
     assert "outside the workspace" in one_line_error(client.post("/api/runs/lnk/start"), 403)
     assert "lnk" not in studio.manager.runs and list(outside.iterdir()) == []
+    listed = [row for row in client.get("/api/runs").json()["runs"] if row.get("damaged")]
+    assert [row["path"] for row in listed] == ["checkpoints"]  # the link's directory, and the link named in it
+    assert listed[0]["error"].startswith(f"checkpoints/lnk links to {outside}, outside the workspace")
 
 
 @pytest.mark.parametrize("query, said", [("tokens=abc", "tokens must be a whole number, not 'abc'"),

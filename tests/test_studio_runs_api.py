@@ -118,6 +118,17 @@ def test_the_default_run_name_is_a_free_one(client, studio, workspace):
     assert client.get("/api/free-name").json() == {"name": "run3"}
 
 
+def test_one_broken_run_in_studio_yaml_keeps_the_default_name_but_not_a_save(client, workspace):
+    """A hand edit that breaks one run: the page still gets its default name (the broken run's name is taken),
+    while a save into the file says which run is wrong, as `microgpt train --config` does."""
+    client.post("/api/save", json={"name": "run1", "graph": ensemble_graph()})
+    config = workspace / "studio.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "  run2: {family: graph, graph: 5}\n", encoding="utf-8")
+    assert client.get("/api/free-name").json() == {"name": "run3"}
+    answer = client.post("/api/save", json={"name": "run3", "graph": ensemble_graph()})
+    assert answer.status_code == 400 and "run run2" in answer.json()["error"]
+
+
 @pytest.mark.slow
 def test_a_training_runs_state_carries_its_live_progress(client, studio, workspace):
     graph = ensemble_graph(steps=100000)

@@ -61,6 +61,15 @@ def load_all_runs(path: str | Path) -> list[NamedRun]:
     return list(_load_runs(Path(path)).values())
 
 
+def runs_as_written(path: str | Path) -> dict[str, dict]:
+    """Every run of the YAML file at `path` by id, its settings as the file spells them with the defaults merged
+    under them, unchecked: what names the runs take, even where one run's settings are wrong."""
+    document = _read_yaml(Path(path))
+    defaults = document.get("defaults") if isinstance(document.get("defaults"), dict) else {}
+    return {run_id: {**defaults, **(settings if isinstance(settings, dict) else {})}
+            for run_id, settings in document["runs"].items()}
+
+
 def _load_runs(path: Path) -> dict[str, NamedRun]:
     document = _read_yaml(path)
     defaults = _check_settings(document.get("defaults"), f"defaults in {path}", path)

@@ -187,8 +187,9 @@ class Studio:
 
     def checkpoint(self, text) -> Path:
         path = self.workspace.run_of(text, what="the checkpoint")
-        if self.workspace.links_out(path):
-            raise WorkspaceError(f"{text} links to files outside the workspace; the studio does not read it")
+        refused = self.workspace.refusal(path)
+        if refused is not None:
+            raise WorkspaceError(refused)
         if not is_checkpoint(path):
             raise ConfigError(f"{text} is not a microgpt checkpoint (no config.json and weights); pick a run that "
                               "has saved")

@@ -17,7 +17,7 @@ import yaml
 
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import is_checkpoint
-from microgpt.settings.named_runs import load_all_runs
+from microgpt.settings.named_runs import load_all_runs, runs_as_written
 from microgpt.training.run_files import DEFAULT_ROOT, RunPaths
 from microgpt.training.run_list import row_of
 
@@ -43,7 +43,7 @@ def yaml_runs(workspace) -> dict[str, dict]:
 def checkpoint_dir(workspace, name: str, values: dict | None) -> Path:
     """Where run `name` writes its checkpoint: its `model` setting, else checkpoints/NAME."""
     model = (values or {}).get("model")
-    return workspace.inside(str(model)) if model else workspace.root / DEFAULT_ROOT / name
+    return workspace.inside(model) if isinstance(model, str) and model else workspace.root / DEFAULT_ROOT / name
 
 
 def what_is_there(workspace, name: str, runs: dict[str, dict]) -> str | None:
@@ -82,9 +82,12 @@ def suggest(workspace, name: str, runs: dict[str, dict] | None = None) -> str:
 
 
 def first_free(workspace, base: str = "run") -> str:
-    """The first of base1, base2, ... that is free: the page's default run name."""
-    runs = yaml_runs(workspace)
-    return next(f"{base}{n}" for n in itertools.count(1) if is_free(workspace, f"{base}{n}", runs))
+    """The first of base1, base2, ... that is free: the page's default run name. studio.yaml's runs are read as
+    written, so a mistake in one run's settings (which saving and training refuse, naming it) does not keep the
+    page from its default name."""
+    runs = runs_as_written(workspace.config) if workspace.config.is_file() else {}
+    return next(name for name in (f"{base}{n}" for n in itertools.count(1))
+                if name not in runs and is_free(workspace, name, runs))
 
 
 def raw_entry(workspace, name: str):

@@ -86,19 +86,29 @@ class Workspace:
                     key == "tokenizer" and is_tokenizer_file(value))):  # a tokenizer.json's path, not a kind
                 self.run_of(str(value), what=f"{field.flag}{origin}")  # the workspace itself is none of them
 
-    def links_out(self, directory: Path) -> bool:
-        """Whether a file of `directory` (a checkpoint) is a link that resolves outside the workspace: such a
+    def link_out(self, directory: Path) -> Path | None:
+        """A file of `directory` (a checkpoint) that is a link resolving outside the workspace, or None: such a
         checkpoint is not read, sampled or scored."""
         try:
             entries = list(os.scandir(directory))
         except OSError:
-            return False
+            return None
         for entry in entries:
             if entry.is_symlink():
                 target = Path(entry.path).resolve()
                 if target != self.root and self.root not in target.parents:
-                    return True
-        return False
+                    return Path(entry.path)
+        return None
+
+    def refusal(self, directory: Path) -> str | None:
+        """Why the studio does not read `directory` (the link out that it holds, named), or None."""
+        link = self.link_out(directory)
+        if link is None:
+            return None
+        where = link.parent.resolve()
+        named = where.relative_to(self.root) / link.name if where == self.root or self.root in where.parents else link
+        return (f"{named} links to {link.resolve()}, outside the workspace, so "
+                f"{self.relative(directory)} is not read; remove the link")
 
     def relative(self, path: str | Path) -> str:
         """A path as the workspace names it (relative where it is inside)."""
@@ -108,16 +118,11 @@ class Workspace:
     def checkpoints(self) -> list[Path]:
         """Every checkpoint directory in the workspace (training/run_list.py), and those whose files link outside
         it, which are listed as damaged and never read."""
-        return find_checkpoints(self.root, refused=self.links_out)
+        return find_checkpoints(self.root, refused=lambda path: self.link_out(path) is not None)
 
     def runs(self) -> list[dict]:
         """A row per checkpoint (training/run_list.py), each named as the workspace names it."""
-        def refusal(path: Path) -> str | None:
-            if self.links_out(path):
-                return f"{self.relative(path)} links to files outside the workspace; it is not read"
-            return None
-
-        return run_rows(self.checkpoints(), name=self.relative, refusal=refusal)
+        return run_rows(self.checkpoints(), name=self.relative, refusal=self.refusal)
 
 
 class StudioLock:
