@@ -25,15 +25,16 @@ ELEMENT_FLOPS = 4  # per element of every input and output, forward and backward
 LOOKUPS = {"embedding", "prior"}  # their tables are read a row at a time, not multiplied
 
 
-def node_flops(program: Program, node, parameters: int) -> int:
-    """Floating-point operations of one primitive per sequence of T positions (see the module doc)."""
+def node_flops(program: Program, node, parameters: int, widths: dict[int, int]) -> int:
+    """Floating-point operations of one primitive per sequence of T positions (see the module doc); `widths`:
+    each value's width (0 for token ids)."""
     T = program.dims["T"]
-    widths = [program.values[v].width or 0 for v in [*node.input_ids(), *node.outputs.values()]]
-    flops = ELEMENT_FLOPS * T * sum(widths)
+    flops = ELEMENT_FLOPS * T * (sum(map(widths.__getitem__, node.input_ids()))
+                                 + sum(map(widths.__getitem__, node.outputs.values())))
     if node.op.name not in LOOKUPS:
         flops += FLOPS_PER_WEIGHT * T * parameters
     if node.op.name in ("attention", "rope_attention"):
-        flops += ATTENTION_FLOPS * T * T * (program.values[node.inputs["q"][0]].width or 0)
+        flops += ATTENTION_FLOPS * T * T * widths[node.inputs["q"][0]]
     return flops
 
 
@@ -60,10 +61,11 @@ def node_costs(program: Program, trace: Trace, batch: int, backend) -> dict[str,
     for path, key in trace.nodes.items():
         paths.setdefault(key, set()).add(path)
     owned = _parameters_by_node(program)
+    widths = {vid: kind.width or 0 for vid, kind in program.values.items()}
     total = 0  # whole numbers throughout: a document may bind sizes no float holds
     for node, kept in zip(program.nodes, memory):
         parameters = owned.get(node.name, 0)
-        flops = node_flops(program, node, parameters)
+        flops = node_flops(program, node, parameters, widths)
         total += flops
         for cut in range(1, len(node.path) + 1):
             key = trace.nodes.get(node.path[:cut])

@@ -23,6 +23,8 @@ SPEC_KEYS = ("graph",)  # what a --compare entry fixes: --family graph --compare
 
 
 def param_specs(config: GraphConfig, prefix: str = "") -> list[ParamSpec]:
+    if not prefix:  # the program's own (a ParamSpec is frozen)
+        return list(config.program.specs)
     return [ParamSpec(prefix + s.name, s.shape, s.init_std, s.init_value, s.decay, s.trainable)
             for s in config.program.specs]
 

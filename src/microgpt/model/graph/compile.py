@@ -401,8 +401,9 @@ def compile_graph(document: dict, vocab: int, seq_len: int, trace: Trace | None 
     check_document(document)
     compiler = _Compiler(document, vocab, seq_len, trace)
     scope = compiler.dims()
-    parts = {node["id"]: compiler.body_size({"nodes": [node]}, scope, len(compiler.groups))
-             for node in document.get("nodes", [])}  # counted before anything is expanded (a size each)
+    # counted before anything is expanded (a size each; an op is one primitive)
+    parts = {node["id"]: (1, 0) if "op" in node else compiler.body_size({"nodes": [node]}, scope, len(compiler.groups))
+             for node in document.get("nodes", [])}
     if sum(p for p, _ in parts.values()) > MAX_NODES or sum(c for _, c in parts.values()) > MAX_NODES:
         biggest = max(parts, key=lambda node_id: sum(parts[node_id]))
         raise GraphError(f"{biggest}: the graph flattens to more than {MAX_NODES:,} primitives or group copies, the "
