@@ -219,6 +219,24 @@ def write_log(path, steps: int, eval_every: int, tail: bytes = b"") -> None:
         log.write(tail)
 
 
+def test_tokens_per_second_is_over_the_last_records_alike_in_the_chart_and_the_row(tmp_path):
+    """A step every 10 ms of 64 tokens, with a validation of 0.5 s after step 100: tokens/s at a record is over
+    the 50 records before it, in the history the chart draws and in the row's progress, which agree."""
+    from microgpt.studio.metrics import SPEED_WINDOW, read_history
+    from microgpt.studio.progress import Progress
+
+    checkpoint = tmp_path / "run"
+    with open(tmp_path / "run.metrics.jsonl", "w", encoding="utf-8") as log:
+        for step in range(1, 201):
+            log.write(json.dumps({"step": step, "loss": 1.0, "time": step * 0.01 + (0.5 if step > 100 else 0)}) + "\n")
+    speeds = read_history(tmp_path / "run.metrics.jsonl", 64, 2000)["columns"]["tokens_per_s"]
+    assert SPEED_WINDOW == 50 and speeds[0] is None
+    assert speeds[99] == pytest.approx(50 * 64 / 0.5)  # steps 50 to 100: no validation in them
+    assert speeds[120] == pytest.approx(50 * 64 / 1.0)  # steps 71 to 121: the validation's 0.5 s among them
+    assert speeds[199] == pytest.approx(50 * 64 / 0.5)
+    assert Progress(checkpoint, 200, 64).read()["tokens_per_s"] == pytest.approx(speeds[199])
+
+
 def test_a_long_logs_history_is_an_even_sample_with_every_validation_record(tmp_path):
     from microgpt.studio.metrics import read_history
 
@@ -226,7 +244,7 @@ def test_a_long_logs_history_is_an_even_sample_with_every_validation_record(tmp_
     write_log(log, 100_000, 1000, tail=b'{"step": 100001, "lo')  # a line being written is left for the stream
     history = read_history(log, 64, 400)
     assert history["records"] == 100_000 and history["offset"] == log.stat().st_size - len(b'{"step": 100001, "lo')
-    assert history["last"] == {"step": 100_000, "time": 1000.0}
+    assert history["recent"][-1] == [100_000, 1000.0] and len(history["recent"]) == history["speed_window"] + 1
     columns = history["columns"]
     assert len(columns["step"]) <= 400 and columns["step"][-1] == 100_000
     assert sum(v is not None for v in columns["val_loss"]) == 100  # each of the 100 evaluations, one a bucket

@@ -1,7 +1,8 @@
 """A run's metrics log (`<checkpoint>.metrics.jsonl`) as the studio's curves read it.
 
-`read_history` reads the log (and gives the last record's step and time, to go on from), adds `tokens_per_s`
-(from each step's time and the tokens a step trains) and returns it as columns of at most `points` values
+`read_history` reads the log (and gives the last records' steps and times, to go on from), adds `tokens_per_s`
+(the tokens a step trains, over the SPEED_WINDOW records before each: the speed the run's row in Watch shows,
+progress.py) and returns it as columns of at most `points` values
 each: consecutive records are averaged in buckets, so that a run of 100,000 steps is a few thousand points
 (a log of more than SAMPLES records a bucket is read as an even sample of SAMPLES a bucket, with every
 validation record: `sampled`). `Tail` follows a log as it grows, from a byte offset,
@@ -30,6 +31,7 @@ from microgpt.training.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
 LAST_BYTES = 16 * 1024  # the end of a log that holds its last record
+SPEED_WINDOW = 50  # records a speed is measured over: tokens/s at a record is since the 50th record before it
 SAMPLES = 3  # records read per bucket of a long log's history (read_history)
 CHUNK = 4 * 2**20  # the block a log is read in
 HISTORIES: dict = {}  # the histories last read, by log, its identity, size and time, and what was asked
@@ -60,12 +62,14 @@ def records_of(lines: list[str]) -> list[dict]:
 
 
 def with_speed(records: list[dict], tokens_per_step: int | None) -> list[dict]:
-    """Each record with tokens_per_s since the one before it (where the tokens per step are known)."""
+    """Each record with tokens_per_s since the SPEED_WINDOW-th record before it (or the first), where the tokens
+    per step are known: over one record the clock's rounding and a validation between two steps swing it."""
     if tokens_per_step:
-        for before, record in pairwise(records):
-            seconds = record.get("time", 0) - before.get("time", 0)
+        for i, record in enumerate(records):
+            since = records[max(0, i - SPEED_WINDOW)]
+            seconds = record.get("time", 0) - since.get("time", 0)
             if seconds > 0:
-                record["tokens_per_s"] = (record["step"] - before["step"]) * tokens_per_step / seconds
+                record["tokens_per_s"] = (record["step"] - since["step"]) * tokens_per_step / seconds
     return records
 
 
@@ -120,13 +124,14 @@ def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_P
                 return HISTORIES[key]
             lines, count, offset = sampled(f, max(1, info.st_size // (points * SAMPLES)))
     except FileNotFoundError:
-        return {"columns": {}, "charts": {}, "offset": 0, "inode": None, "records": 0, "last": None}
+        return {"columns": {}, "charts": {}, "offset": 0, "inode": None, "records": 0, "recent": [],
+                "speed_window": SPEED_WINDOW}
     records = with_speed(records_of(b"\n".join(lines).decode("utf-8", errors="replace").splitlines()),
                          tokens_per_step)
-    last = {key: records[-1][key] for key in ("step", "time") if key in records[-1]} if records else None
+    recent = [[r["step"], r["time"]] for r in records[-SPEED_WINDOW - 1:] if "time" in r]  # the page goes on
     columns = columns_of(records, points)
     history = {"columns": columns, "charts": charts_of(columns), "offset": offset, "inode": info.st_ino,
-               "records": count, "last": last}
+               "records": count, "recent": recent, "speed_window": SPEED_WINDOW}
     if len(HISTORIES) >= MAX_HISTORIES:
         del HISTORIES[next(iter(HISTORIES))]
     HISTORIES[key] = history

@@ -1,7 +1,7 @@
 """Where a training run is, live, for its row in Watch: step of total, ETA, tokens/s, latest validation loss.
 
 `Progress` follows a run's metrics log (metrics.Tail) from near its end (a resumed run's long history is not
-read again), keeps the last WINDOW records' steps and times, and gives {"step", "steps", "time", "tokens_per_s",
+read again), keeps the last records' steps and times (tokens/s is over SPEED_WINDOW records, as the chart's), and gives {"step", "steps", "time", "tokens_per_s",
 "eta_s", "val_loss"} (None where not known yet: the speed needs two records, the validation loss its first
 evaluation). A log replaced (a new run's staged log renamed into place) is followed anew.
 """
@@ -12,9 +12,8 @@ import os
 from collections import deque
 from pathlib import Path
 
-from microgpt.studio.metrics import Tail, log_of
+from microgpt.studio.metrics import SPEED_WINDOW, Tail, log_of
 
-WINDOW = 50  # records the speed is measured over
 START_BYTES = 64 * 1024  # how far from its end a log is first read
 
 
@@ -22,7 +21,7 @@ class Progress:
     def __init__(self, checkpoint: Path, steps: int | None, tokens_per_step: int | None):
         self.checkpoint, self.steps, self.tokens_per_step = checkpoint, steps, tokens_per_step
         self.tail = None
-        self.recent: deque = deque(maxlen=WINDOW)
+        self.recent: deque = deque(maxlen=SPEED_WINDOW + 1)  # (step, time): SPEED_WINDOW intervals
         self.val_loss = None
 
     def open(self) -> Tail:

@@ -14,7 +14,7 @@ const Watch = {
   POINTS: 2000,
   POINT_BUDGET: 4000, // the points of every followed run's history together, down to MIN_POINTS a run
   MIN_POINTS: 400,
-  runs: {},       // path -> {columns, charts, offset, inode, perStep, last}
+  runs: {},       // path -> {columns, charts, offset, inode, perStep, recent, window, points}
   followed: [],   // paths, in the order they were chosen
   source: null,
   states: [],
@@ -69,7 +69,7 @@ const Watch = {
       Math.floor(this.POINT_BUDGET / Math.max(1, this.followed.length))));
     const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${points}`);
     this.runs[path] = {columns: history.columns, charts: history.charts, offset: history.offset, inode: history.inode,
-      perStep: history.tokens_per_step, last: history.last, points};
+      perStep: history.tokens_per_step, recent: history.recent, window: history.speed_window, points};
   },
 
   openStream() {
@@ -113,10 +113,11 @@ const Watch = {
   },
 
   append(run, row) {
-    if (run.last && run.perStep && row.time > run.last.time) {
-      row.tokens_per_s = (row.step - run.last.step) * run.perStep / (row.time - run.last.time);
+    if (typeof row.time === "number") {  // tokens/s over the run's last `window` records, as the server's
+      run.recent = [...run.recent, [row.step, row.time]].slice(-run.window - 1);
+      const [[step0, time0], [step1, time1]] = [run.recent[0], run.recent[run.recent.length - 1]];
+      if (run.perStep && time1 > time0) row.tokens_per_s = (step1 - step0) * run.perStep / (time1 - time0);
     }
-    run.last = {step: row.step, time: row.time};
     const columns = run.columns;
     const length = columns.step ? columns.step.length : 0;
     for (const key of Object.keys(row)) {
