@@ -33,6 +33,7 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 TOP_KEYS = {VERSION_KEY, "description", "dims", "groups", "nodes", "edges"}
 GROUP_KEYS = {"description", "params", "inputs", "outputs", "nodes", "edges"}
 NODE_KEYS = {"id", "op", "group", "params", "repeat", "description"}
+EDGE_KEYS = {"from", "to"}
 GRAPH_INPUTS = {"tokens": "token_ids"}  # the top-level body's ports
 GRAPH_OUTPUTS = {"logits": "logits"}
 RUN_DIMS = ("vocab", "T")  # bound by the run: the tokenizer's vocabulary and --seq-len
@@ -199,11 +200,13 @@ def _check_body(body: dict, where: str) -> None:
     for node in nodes:
         if not isinstance(node, dict) or "id" not in node:
             raise ConfigError(f"{where}: every node is an object with an id and an op or a group, got {node!r:.60}")
-        _identifier(node["id"], f"{where}: node id")
+        if not (isinstance(node["id"], str) and IDENTIFIER.match(node["id"])):  # the message made for a bad one
+            _identifier(node["id"], f"{where}: node id")
         if node["id"] in seen:
             raise ConfigError(f"{where}: two nodes are called {node['id']!r}; give each node its own id")
         seen.add(node["id"])
-        _known_keys(node, NODE_KEYS, f"{where}/{node['id']}")
+        if not node.keys() <= NODE_KEYS:
+            _known_keys(node, NODE_KEYS, f"{where}/{node['id']}")
         if ("op" in node) == ("group" in node):
             raise ConfigError(f"{where}/{node['id']}: give either an op or a group")
         if not isinstance(node.get("params", {}), dict):
@@ -211,7 +214,7 @@ def _check_body(body: dict, where: str) -> None:
         if "repeat" in node and "group" not in node:
             raise ConfigError(f"{where}/{node['id']}: repeat is for a group; an op is used once per node")
     for edge in edges:
-        if (not isinstance(edge, dict) or set(edge) != {"from", "to"}
-                or not all(isinstance(edge[k], str) for k in ("from", "to"))):
+        if (not isinstance(edge, dict) or edge.keys() != EDGE_KEYS
+                or not isinstance(edge["from"], str) or not isinstance(edge["to"], str)):
             raise ConfigError(f"{where}: every edge is {{\"from\": \"node.port\", \"to\": \"node.port\"}}, got "
                               f"{edge!r:.60}")
