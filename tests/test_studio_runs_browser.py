@@ -194,6 +194,16 @@ def test_the_tabs_are_aria_tabs_moved_between_with_the_arrow_keys(browser):
     assert browser.find_element(By.ID, "tab-compose").get_attribute("aria-selected") == "true"
 
 
+def test_a_views_message_goes_with_it_and_a_runs_stays(browser):
+    tab(browser, "compose")
+    js(browser, "say('run run1 is training already (process 1); stop it first', true)")  # as Train says it
+    tab(browser, "watch")
+    assert message(browser) == ""
+    js(browser, "say('run long: finished', false, 'run:long')")
+    tab(browser, "compare")
+    assert message(browser) == "run long: finished"
+
+
 def test_the_default_run_name_is_a_free_one(browser):
     """run1 is in studio.yaml (the fixture saved it) and ens has a checkpoint: the page offers run2."""
     wait(browser, lambda d: d.find_element(By.ID, "run-name").get_attribute("value") == "run2")

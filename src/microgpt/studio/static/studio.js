@@ -29,6 +29,8 @@ const PageState = {
 };
 
 function showView(name) {
+  // a message about what was done in the view left goes with it; one about a run stays while its state lasts
+  if (PageState.view !== name && !(document.getElementById("message").dataset.about || "").startsWith("run:")) say("");
   PageState.view = name;
   document.querySelectorAll(".view").forEach(v => v.classList.toggle("active", v.id === name));
   document.querySelectorAll(".tab").forEach(t => {
