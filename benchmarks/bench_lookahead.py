@@ -3,6 +3,7 @@
     python benchmarks/bench_lookahead.py [--steps 1000] [--jobs 2] [--text tinyshakespeare.txt] [--out DIR]
     python benchmarks/bench_lookahead.py --sampling CHECKPOINT [CHECKPOINT ...]   # the sampling table alone
     python benchmarks/bench_lookahead.py --speculative [--jobs 2] [--out DIR]   # train SPECULATIVE_RUNS, then that
+    python benchmarks/bench_lookahead.py --pass-costs CHECKPOINT [CHECKPOINT ...]   # a plain step against a pass
 
 Every run has the same trunk (TRUNK: d_model 96, 6 layers, 4 heads, d_ff 384, seq_len 64), batch 16, the
 default recipe otherwise, the cpu backend with one thread, `--jobs` runs at a time. The last 10% of the text is
@@ -32,6 +33,11 @@ identical. The summary line names the processor, its cores and the load average 
 `--speculative` first trains SPECULATIVE_RUNS, each the default lookahead model (`microgpt train TEXT --lookahead
 2 --steps 800 --threads 1`: d_model 96, 4 layers, validation on the text's last 20,000 tokens) with its heads'
 settings, `--jobs` at a time, and prints each one's validation loss before the sampling table of all of them.
+
+`--pass-costs` times, in CPU seconds, COST_ROUNDS plain decoding steps (one token through the trunk and the
+main head, past the window) alternated with as many speculative passes (K + 1 tokens through the trunk and the
+main head, K of them kept, then the heads' K greedy drafts), after a prompt from the text's tail: the median of
+each part, and a pass with its drafts against a step.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -56,6 +63,7 @@ PROMPTS = 8  # prompts per round, each 64 characters, spread over the text's las
 TEMPERATURES = (0.0, 0.8, 1.0)
 FILL_RATE = 0.1  # the share of held-out tokens hidden for the fill figures
 FILL_TOKENS = 20_000  # held-out tokens the fill figures read (filling is a pass per hole of each window)
+COST_ROUNDS = 3000  # plain steps and speculative passes timed by --pass-costs
 SPECULATIVE_STEPS = 800
 SPECULATIVE_RUNS = {  # name -> the heads' settings of a default lookahead model (--lookahead 2)
     "mtp (heads of 1 block)": {},
@@ -156,6 +164,34 @@ def sampling(model_dir: str, prompts: list[str]) -> list[dict]:
     return rows
 
 
+def pass_costs(model_dir: str, text: str) -> dict:
+    """Median CPU microseconds of a plain step, a speculative pass's trunk and main head, and its drafts."""
+    import numpy as np
+
+    import microgpt
+
+    loaded = microgpt.load(model_dir, backend="cpu", threads=1)
+    model, drafts = loaded.model, loaded.model.config.lookahead
+    prompt = [int(t) for t in loaded.tokenizer.encode(prompts_of(text)[0])]
+    plain, speculative = model.decoder(), model.speculative_decoder()
+    plain.prefill(prompt)
+    speculative.prefill(prompt)
+    tokens = np.random.default_rng(0).integers(0, model.config.vocab_size, size=(COST_ROUNDS, drafts + 1)).tolist()
+    spent = {"step": [], "pass": [], "drafts": []}
+    for fed in tokens:
+        clock = time.process_time()
+        plain.step(fed[0])
+        spent["step"].append(time.process_time() - clock)
+        clock = time.process_time()
+        speculative.feed(fed)
+        speculative.keep(drafts)
+        spent["pass"].append(time.process_time() - clock)
+        clock = time.process_time()
+        speculative.draft(fed[0], drafts, lambda logits: int(np.argmax(logits)))
+        spent["drafts"].append(time.process_time() - clock)
+    return {part: statistics.median(times) * 1e6 for part, times in spent.items()}
+
+
 def sampling_table(speeds: dict[str, list[dict]], load_before: float, prompts: int) -> None:
     """The sampling table of every checkpoint, under its summary line."""
     from microgpt.core.threads import available_cores
@@ -183,11 +219,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the checkpoints here (default: a temporary directory)")
     parser.add_argument("--sampling", nargs="+", metavar="CHECKPOINT",
                         help="only time sampling from these mtp checkpoints (trained on --text), training nothing")
+    parser.add_argument("--pass-costs", nargs="+", metavar="CHECKPOINT",
+                        help="only time a plain step against a speculative pass and its drafts, training nothing")
     parser.add_argument("--speculative", action="store_true",
                         help="train SPECULATIVE_RUNS on --text (the default lookahead model), then time their sampling")
     args = parser.parse_args()
     text = args.text.read_text(encoding="utf-8")
     load_before = os.getloadavg()[0]
+    if args.pass_costs:
+        print(f"CPU microseconds, median of {COST_ROUNDS:,}, alternated; cpu backend, 1 thread; {cpu_model()}, "
+              f"load average {load_before:.2f} before")
+        print("| checkpoint | plain step | pass: trunk and main head | pass: the heads' drafts | pass against step |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for name in args.pass_costs:
+            cost = pass_costs(name, text)
+            print(f"| {name} | {cost['step']:.0f} | {cost['pass']:.0f} | {cost['drafts']:.0f} | "
+                  f"{(cost['pass'] + cost['drafts']) / cost['step']:.2f} |")
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     if args.sampling:
         sampling_table({name: sampling(name, prompts_of(text)) for name in args.sampling}, load_before, PROMPTS)
         return
@@ -195,7 +244,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     if args.speculative:
         jobs = [{"name": name, "settings": settings, "text": str(args.text),
-                 "model": str(work / name.replace(" ", "-").replace(",", ""))}
+                 "model": str(work / "-".join(re.findall(r"[a-z0-9.]+", name)))}  # "hydra-lookahead-3"
                 for name, settings in SPECULATIVE_RUNS.items()]
         with ProcessPoolExecutor(args.jobs) as pool:
             runs = list(pool.map(speculative_run, jobs))

@@ -43,8 +43,8 @@ def document(config) -> dict:
     graph's losses are against the true tokens; and in mode mtp or gap: the library has no hydra head)."""
     if config.lookahead_mode == "hydra":
         raise ConfigError("the graph library has no hydra head (it reads the tokens after its position, shifted, "
-                          "which no graph op does), so --lookahead-mode hydra has no graph; use mtp or gap for "
-                          "from-family")
+                          "which no graph op does), so --lookahead-mode hydra has no graph, for from-family or "
+                          "export; those take --lookahead-mode mtp or gap")
     if config.lookahead_distill:
         raise ConfigError("a graph document has no loss against another head's distribution, so --lookahead-distill "
                           "has no graph; drop it for from-family")
