@@ -168,6 +168,9 @@ def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser
     # the ensemble drawn as it is: two experts on the stream, their logits into the mix
     wait(browser, lambda d: {"expert1", "expert2", "mix", "router"} <= set(d.execute_script(
         "return [...document.querySelectorAll('#editor-nodes .node')].map(n => n.dataset.id)")))
+    drawn = browser.execute_script("return [...document.querySelectorAll('#editor-nodes .node:not(.wall)')].map(n => "
+                                   "[n.dataset.id, n.textContent])")
+    assert all(text.startswith(node) for node, text in drawn), drawn  # each node drawn with its name (and more)
     assert "the cooperative ensemble family" in browser.find_element(By.ID, "mode-line").text
 
     def expert_specs(d):

@@ -436,6 +436,8 @@ def test_overlay_two_runs_in_their_colours(browser, studio):
     wait(browser, lambda d: {"long: loss", "fast: loss"} <= set(js(
         d, "const c = document.getElementById('chart-loss'); return c && c.data ? c.data.map(t => t.name) : [];")))
     colours = js(browser, "return document.getElementById('chart-loss').data.map(t => t.color)")
+    order = js(browser, "return [...document.querySelectorAll('#charts .chart')].map(c => c.dataset.group)")
+    assert order[:4] == ["loss", "lr", "grad_norm", "tokens_per_s"], order  # a chart new to the view takes its place
     assert len(set(colours)) == 2
     time.sleep(1)
     shot(browser, "overlay")

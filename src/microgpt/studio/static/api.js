@@ -1,6 +1,7 @@
 // The studio's calls to its server: JSON in and out, or a stream of server-sent events, the token with each,
 // one line for each failure (a refusal's own words, from the response that refused); and the header's status
-// line, each message tagged with what it is about, so that it is cleared or updated when that changes.
+// line, each message tagged with what it is about, so that it is cleared or updated when that changes; and the
+// builders of the page's HTML and SVG elements.
 "use strict";
 
 // From the URL the studio printed, kept in this origin's localStorage (kept apart by port, unlike a cookie)
@@ -91,6 +92,16 @@ function element(tag, attributes = {}, ...children) {
     else if (value !== undefined && value !== null) made.setAttribute(key, value);
   }
   for (const child of children) made.append(child);
+  return made;
+}
+
+// An SVG element (the node editor's and the charts'), with its attributes and, optionally, its text.
+function svgElement(tag, attributes = {}, text = null) {
+  const made = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value !== undefined && value !== null) made.setAttribute(key, value);
+  }
+  if (text !== null) made.textContent = text;
   return made;
 }
 

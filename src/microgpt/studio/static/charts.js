@@ -196,12 +196,11 @@ const Watch = {
       return;
     }
     area.querySelectorAll(".empty").forEach(p => p.remove());
-    for (const [group, series] of groups) {
+    groups.forEach(([group, series], index) => {
       let div = document.getElementById("chart-" + group);
-      if (!div) {
-        div = element("div", {class: "chart", id: "chart-" + group, "data-group": group});
-        area.append(div);
-      }
+      if (!div) div = element("div", {class: "chart", id: "chart-" + group, "data-group": group});
+      const charts = area.querySelectorAll(".chart");
+      if (charts[index] !== div) area.insertBefore(div, charts[index] || null);  // in order; left be when it is
       const traces = series.map(({path, key, label}) => {
         const run = this.runs[path];
         const own = series.filter(s => s.path === path);  // this run's figures on this chart: a dash each
@@ -213,7 +212,7 @@ const Watch = {
       });
       LineChart.draw(div, traces, {title: this.titles[group], xTitle: xKey === "time" ? "seconds" : "step", logY,
         zoomKey: xKey + logY});
-    }
+    });
   },
 
   // ---- the runs ---------------------------------------------------------------------------------

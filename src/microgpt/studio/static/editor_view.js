@@ -189,12 +189,3 @@ const Minimap = {
     view.style.height = `${height / k * scale}px`;
   },
 };
-
-function svgElement(tag, attributes = {}, text = null) {
-  const made = document.createElementNS("http://www.w3.org/2000/svg", tag);
-  for (const [key, value] of Object.entries(attributes)) {
-    if (value !== undefined && value !== null) made.setAttribute(key, value);
-  }
-  if (text !== null) made.textContent = text;
-  return made;
-}

@@ -6,14 +6,7 @@
 // and the map from an x value to its pixel), read by the crosshair and the browser tests.
 "use strict";
 
-const SVG_NS = "http://www.w3.org/2000/svg";
 const DASH_ARRAYS = {solid: "", dash: "6 4", dot: "2 3", dashdot: "7 3 2 3", longdash: "12 4", longdashdot: "12 3 2 3"};
-
-function svgElement(tag, attributes = {}) {
-  const node = document.createElementNS(SVG_NS, tag);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
-  return node;
-}
 
 const LineChart = {
   HEIGHT: 240,
