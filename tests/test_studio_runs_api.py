@@ -227,8 +227,8 @@ def test_tokens_per_second_is_over_the_last_records_alike_in_the_chart_and_the_r
 
     checkpoint = tmp_path / "run"
     with open(tmp_path / "run.metrics.jsonl", "w", encoding="utf-8") as log:
-        for step in range(1, 201):
-            log.write(json.dumps({"step": step, "loss": 1.0, "time": step * 0.01 + (0.5 if step > 100 else 0)}) + "\n")
+        log.writelines(json.dumps({"step": step, "loss": 1.0, "time": step * 0.01 + (0.5 if step > 100 else 0)}) + "\n"
+                       for step in range(1, 201))
     speeds = read_history(tmp_path / "run.metrics.jsonl", 64, 2000)["columns"]["tokens_per_s"]
     assert SPEED_WINDOW == 50 and speeds[0] is None
     assert speeds[99] == pytest.approx(50 * 64 / 0.5)  # steps 50 to 100: no validation in them

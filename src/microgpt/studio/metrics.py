@@ -21,7 +21,6 @@ import math
 import os
 import stat
 import warnings
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
