@@ -4,7 +4,10 @@ Same architecture and initial distributions as `microgpt.model.gpt.GPT`: token
 embedding N(0, 1/d), no learned positions, RoPE on q and k per head (pairs
 (2i, 2i+1), theta = pos / 10000^(2i/w), an odd last column untouched), pre-LN
 blocks with separate q/k/v/o Linear(d, d), heads of possibly unequal widths,
-ReLU feed-forward, final LayerNorm (eps 1e-5), untied head with bias.
+ReLU feed-forward, final LayerNorm (eps 1e-5), untied head with bias. With
+`fused_qkv=True` (heads of one width) q, k and v are one Linear(d, 3d) and q and
+k are rotated in one call: the strongest eager model a user writes, the one
+bench_cpu.py times; its weights load from microgpt's three projections.
 
 Attention runs `F.scaled_dot_product_attention(..., is_causal=True)` once per
 group of adjacent equal-width heads (its default scale 1/sqrt(w) is the head
@@ -82,10 +85,16 @@ def split_heads(x: torch.Tensor, group: tuple[int, int, int]) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, d_model: int, head_dims, seq_len: int):
+    def __init__(self, d_model: int, head_dims, seq_len: int, fused_qkv: bool = False):
         super().__init__()
-        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d_model, d_model) for _ in range(4))
         self.groups = head_groups(head_dims)
+        self.fused_qkv = fused_qkv
+        if fused_qkv:  # one product for q, k and v, and one RoPE call for q and k: heads of one width
+            if len(self.groups) != 1:
+                raise ValueError(f"fused_qkv needs heads of one width, not {list(head_dims)}")
+            self.wqkv, self.wo = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        else:
+            self.wq, self.wk, self.wv, self.wo = (nn.Linear(d_model, d_model) for _ in range(4))
         self._cast_tables: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
         for width in {w for _, _, w in self.groups}:
             cos, sin = rope_cos_sin(width, seq_len)
@@ -107,7 +116,13 @@ class Attention(nn.Module):
         return x * cos[:seq_len] + rotate_pairs(x) * sin[:seq_len]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq_len, _ = x.shape
+        batch, seq_len, d_model = x.shape
+        if self.fused_qkv:
+            _, heads, width = self.groups[0]
+            qkv = self.wqkv(x).view(batch, seq_len, 3, heads, width).permute(2, 0, 3, 1, 4)  # (3, B, H, T, w)
+            qk = self._rope(qkv[:2], width)  # (2, B, H, T, w)
+            out = F.scaled_dot_product_attention(qk[0], qk[1], qkv[2], is_causal=True)  # (B, H, T, w)
+            return self.wo(out.transpose(1, 2).reshape(batch, seq_len, d_model))
         q, k, v = self.wq(x), self.wk(x), self.wv(x)  # each (B, T, d)
         outputs = []
         for group in self.groups:
@@ -132,10 +147,10 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d_model: int, head_dims, d_ff: int, seq_len: int):
+    def __init__(self, d_model: int, head_dims, d_ff: int, seq_len: int, fused_qkv: bool = False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model, eps=LN_EPS)
-        self.attn = Attention(d_model, head_dims, seq_len)
+        self.attn = Attention(d_model, head_dims, seq_len, fused_qkv)
         self.ln2 = nn.LayerNorm(d_model, eps=LN_EPS)
         self.ff = FeedForward(d_model, d_ff)
 
@@ -145,14 +160,15 @@ class Block(nn.Module):
 
 
 class TorchGPT(nn.Module):
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int, head_dims, d_ff: int, seq_len: int):
+    def __init__(self, vocab_size: int, d_model: int, n_layers: int, head_dims, d_ff: int, seq_len: int,
+                 fused_qkv: bool = False):
         super().__init__()
         head_dims = tuple(int(w) for w in head_dims)
         if sum(head_dims) != d_model:
             raise ValueError(f"head widths {list(head_dims)} sum to {sum(head_dims)}, not d_model {d_model}")
         self.seq_len = seq_len
         self.tok_emb = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, head_dims, d_ff, seq_len) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(d_model, head_dims, d_ff, seq_len, fused_qkv) for _ in range(n_layers))
         self.final_norm = nn.LayerNorm(d_model, eps=LN_EPS)
         self.head = nn.Linear(d_model, vocab_size)
         self._init_like_microgpt()
@@ -199,6 +215,12 @@ def microgpt_named_parameters(model: TorchGPT) -> dict[str, tuple[nn.Parameter, 
 def load_from_microgpt(torch_model: TorchGPT, tensors: dict[str, np.ndarray]) -> None:
     """Copy microgpt checkpoint-named arrays (Linear w is (d_in, d_out)) into torch_model, in its dtype and device."""
     named = microgpt_named_parameters(torch_model)
+    tensors = dict(tensors)
+    for name in named:  # a fused q, k, v projection: microgpt's three, side by side (w is (d_in, d_out))
+        if ".wqkv." in name:
+            parts = [tensors.get(name.replace(".wqkv.", f".{kind}.")) for kind in ("wq", "wk", "wv")]
+            if all(part is not None for part in parts):
+                tensors[name] = np.concatenate(parts, axis=-1)
     missing = sorted(set(named) - set(tensors))
     if missing:
         raise KeyError(f"the microgpt tensors lack {missing[:5]}{' ...' if len(missing) > 5 else ''}")
@@ -213,9 +235,10 @@ def load_from_microgpt(torch_model: TorchGPT, tensors: dict[str, np.ndarray]) ->
             param.copy_(value.to(dtype=param.dtype, device=param.device))
 
 
-def make_adam(model: nn.Module, lr: float) -> torch.optim.Adam:
-    """Adam with microgpt's constants (beta 0.9, 0.999, eps 1e-8, bias-corrected)."""
-    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+def make_adam(model: nn.Module, lr: float, fused: bool = False) -> torch.optim.Adam:
+    """Adam with microgpt's constants (beta 0.9, 0.999, eps 1e-8, bias-corrected); `fused`: torch's one-kernel
+    update over every parameter (the fastest it has on a CPU)."""
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=fused or None)
 
 
 def make_adamw(model: TorchGPT, lr: float, betas: tuple[float, float], weight_decay: float) -> torch.optim.AdamW:

@@ -83,6 +83,28 @@ def test_logits_agree(config, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_the_fused_qkv_baseline_is_the_same_model(backend):
+    """bench_cpu.py's torch side (one q, k, v product, one RoPE call) trains what we do: its logits and its loss
+    after two Adam steps are ours, in float64, from the same weights."""
+    config = CONFIGS[0]
+    ours = GPT(config, get_backend(backend, dtype=np.float64), seed=3)
+    fused = TorchGPT(config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff,
+                     config.seq_len, fused_qkv=True).double()
+    load_from_microgpt(fused, ours.params.to_host())
+    windows = windows_for(config, batch=3)
+    expected = fused(torch.from_numpy(windows[:, :-1])).detach().numpy()  # (B, T, V)
+    np.testing.assert_allclose(np.asarray(ours.logits(windows[:, :-1])).reshape(expected.shape), expected,
+                               rtol=RTOL, atol=ATOL)
+    optimizer = make_adam(fused, 1e-2)
+    for _ in range(2):
+        theirs = train_step(fused, optimizer, torch.from_numpy(windows))
+        mine = ours.train_step(windows, 1e-2)
+        assert mine == pytest.approx(theirs, rel=1e-9)  # two steps of float64 rounding apart at most
+    with pytest.raises(ValueError, match="fused_qkv needs heads of one width"):
+        TorchGPT(40, 24, 1, (1, 7, 8, 8), 48, 12, fused_qkv=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("config", CONFIGS, ids=["default-like", "unequal-odd", "one-head"])
 def test_loss_and_gradients_agree(config, backend):
     ours, theirs = make_pair(config, backend)
