@@ -183,10 +183,11 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_a_lookahead_run_trains_resumes_bit_identically_samples_and_scores(workdir, capsys):
+@pytest.mark.parametrize("mode", ["mtp", "hydra"])
+def test_a_lookahead_run_trains_resumes_bit_identically_samples_and_scores(workdir, capsys, mode):
     from microgpt.cli import main
 
-    flags = ["fox.txt", *FLAGS, "--lookahead", "2", "--decay-steps", "10"]
+    flags = ["fox.txt", *FLAGS, "--lookahead", "2", "--lookahead-mode", mode, "--decay-steps", "10"]
     assert main(["train", *flags, "--steps", "10", "--model", "whole"]) == 0
     assert "head1 " in capsys.readouterr().err  # the progress line shows each head's loss
     assert main(["train", *flags, "--steps", "5", "--model", "parts", "--quiet"]) == 0
@@ -196,9 +197,16 @@ def test_a_lookahead_run_trains_resumes_bit_identically_samples_and_scores(workd
     assert whole["loss"] == parts["loss"] and whole["head2_loss"] == parts["head2_loss"] and whole["step"] == 10
     config = json.loads((workdir / "whole" / "config.json").read_text())
     assert config["family"] == "lookahead" and config["model"]["lookahead"] == 2
+    assert config["model"]["lookahead_mode"] == mode
     capsys.readouterr()
     assert main(["sample", "whole", "--prompt", "the", "--tokens", "5", "--backend", "numpy"]) == 0
     assert capsys.readouterr().out.startswith("the")
+    greedy = []
+    for extra in ([], ["--speculative"]):  # the saved heads draft; the text stays greedy sampling's
+        assert main(["sample", "whole", "--prompt", "the", "--tokens", "12", "--temperature", "0", "--backend",
+                     "numpy", *extra]) == 0
+        greedy.append(capsys.readouterr().out)
+    assert greedy[0] == greedy[1]
     assert main(["eval", "whole", "fox.txt", "--json", "--backend", "numpy", "--max-positions", "50"]) == 0
     assert json.loads(capsys.readouterr().out)["positions"] == 50
 
