@@ -145,7 +145,9 @@ def test_the_ensembles_estimate_is_near_the_numpy_peak(shape):
     assert 0.8 < estimate_training_bytes(ensemble, config, 4, NUMPY) / peak < 1.2
 
 
-@pytest.mark.parametrize("heads", [{"lookahead": 1}, {"lookahead": 4}, {"lookahead": 4, "lookahead_mode": "gap"}])
+@pytest.mark.parametrize("heads", [{"lookahead": 1}, {"lookahead": 4}, {"lookahead": 4, "lookahead_mode": "gap"},
+                                   {"lookahead": 1, "lookahead_mode": "hydra"},
+                                   {"lookahead": 3, "lookahead_mode": "hydra", "head_layers": 2}])
 def test_the_lookahead_estimate_is_near_the_numpy_peak_with_one_head_at_a_time(heads):
     # The trunk and one extra head's activations (the heads run forward and backward in turn), whatever K. Here
     # a head's activations (attention probabilities and logits) outweigh its parameters several times, so heads

@@ -27,19 +27,39 @@ def build(config: LookaheadConfig, backend, tokenizer, seed: int) -> Lookahead:
 
 
 def memory_parts(config: LookaheadConfig, batch: int, backend) -> dict[str, int]:
-    """The trunk's stack (model/transformer_memory.py), plus one extra head's at a time (they run in turn, each
-    counted as blocks), the trunk states' gradient that the heads add into, and the embeddings they read with
-    their gradients: in mode gap one set, in mode hydra K (one per shift)."""
+    """The trunk's stack (model/transformer_memory.py), plus one extra head's at a time (they run in turn: a
+    stack of blocks, or a hydra head's layers), the trunk states' gradient that the heads add into, and the
+    embeddings they read with their gradients: in mode gap one set, in mode hydra K (one per shift)."""
     trunk = stack_parts(config.head_dims, config.n_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
                         backend)
-    head = stack_parts(config.head_dims, config.head_layers, config.d_ff, config.vocab_size, config.seq_len, batch,
-                       backend)
     rows = batch * config.seq_len
+    if config.lookahead_mode == "hydra":
+        head = hydra_head_parts(config, rows, backend)
+    else:
+        head = stack_parts(config.head_dims, config.head_layers, config.d_ff, config.vocab_size, config.seq_len,
+                           batch, backend)
     memories = {"gap": 1, "hydra": config.lookahead}.get(config.lookahead_mode, 0)
     extra_rows = (1 + 2 * memories) * rows * config.d_model  # dx; memory and dmemory
     element = np.dtype(backend.dtype).itemsize
+    if config.lookahead_mode == "hydra":  # its head is gone before the trunk's backward, whose temporaries dwarf it
+        return {"activations": trunk["activations"] + extra_rows * element,
+                "workspace": max(trunk["workspace"], head["activations"] + head["workspace"])}
     return {"activations": trunk["activations"] + head["activations"] + extra_rows * element,
             "workspace": max(trunk["workspace"], head["workspace"])}
+
+
+def hydra_head_parts(config: LookaheadConfig, rows: int, backend) -> dict[str, int]:
+    """What one hydra head holds, as stack_parts counts a stack's (model/transformer_memory.py), in elements of N
+    rows: per layer its LayerNorm's output and normalised input and 1/std column (2 x N x d + N), the product
+    before the ReLU, its output and mask (3 x N x d_ff) and the residual stream after it (N x d); then the final
+    norm's (2 x N x d + N) and the logits and their gradient (2 x N x V). Backward's largest temporaries: the
+    loss's (2 x N x V), or a layer's gradients of its product and of the K embeddings (2 x N x d_ff + K x N x d)."""
+    d, d_ff, vocab = config.d_model, config.d_ff, config.vocab_size
+    per_layer = 3 * rows * d + rows + 3 * rows * d_ff
+    activations = config.head_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
+    workspace = max(2 * rows * vocab, 2 * rows * d_ff + config.lookahead * rows * d)
+    element = np.dtype(backend.dtype).itemsize
+    return {"activations": activations * element, "workspace": workspace * element}
 
 
 def describe(config: LookaheadConfig) -> str:
