@@ -69,7 +69,9 @@ const EditorCheck = {
   },
 
   // What the last answer found, drawn on the open body. Only what differs from what an element shows is
-  // written (a wire's shape is kept by element: the 500 wires of an edit that changed one are not read again).
+  // written (a wire's shape is kept by element: the 500 wires of an edit that changed one are not read again);
+  // a wire the compiler did not reach (past an error) is marked unbound, its shape hidden rather than erased,
+  // so that the wires an error cuts off and its fix restores are not laid out again.
   decorate() {
     const bodyName = EditorView.bodyName();
     for (const el of this.marked) {
@@ -83,7 +85,8 @@ const EditorCheck = {
       const shown = known ? `${known.type}|${known.shape}` : "";
       if (this.wireShown.get(wire) === shown) continue;
       this.wireShown.set(wire, shown);
-      setText(wire.querySelector(".wire-shape"), known ? known.shape || "" : "");
+      wire.classList.toggle("unbound", !known);
+      if (known) setText(wire.querySelector(".wire-shape"), known.shape || "");
       setText(wire.querySelector("title"), known ? `${known.type}: ${known.shape}` : "");
       wire.setAttribute("aria-label", `wire from ${wire.dataset.from} to ${wire.dataset.to}${known ? ` ${known.shape}` : ""}`);
     }
