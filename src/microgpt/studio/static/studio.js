@@ -65,9 +65,13 @@ document.querySelector("nav[role=tablist]").addEventListener("keydown", event =>
     Sample.init();
     Watch.init();
     const following = state.runs.length ? Watch.followOnly(state.runs).catch(err => say(err.message, true)) : null;
-    Canvas.init(await api("/api/canvas"));
+    // the view opened first loads first: elsewhere, the editor's family graph and its check (the server's
+    // compiler) wait until the followed runs' histories are in
+    const openEditor = async () => Canvas.init(await api("/api/canvas"));
+    if (state.view === "compose") await openEditor();
     showView(state.view);
     await following;
+    if (state.view !== "compose") await openEditor();
     document.body.dataset.ready = "yes";
   } catch (err) {
     say(err.message, true);
