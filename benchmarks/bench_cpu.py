@@ -315,7 +315,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per round (default 20; d384: a fifth)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each round (default 3)")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per framework; the best counts")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per framework; the median counts")
     parser.add_argument("--threads", type=int, default=available_cores(), help="threads for BLAS, numba, torch")
     parser.add_argument("--cases", nargs="*", choices=sorted({c.name for c in CASES}),
                         help="only these shapes (none: only --memory / --startup)")
@@ -341,7 +341,7 @@ def main(argv=None) -> None:
     print(f"data: {source}")
     describe_machine(args.threads)
     print(f"timing: {args.steps} steps (d384: {max(1, args.steps // 5)}) after {args.warmup} warm-up, "
-          f"best of {args.rounds} rounds")
+          f"the median of {args.rounds} rounds counts")
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
     rate_before = sgemm_flops_per_s()
     results = [(case, bench_case(case, tokens, args)) for case in cases]
