@@ -366,6 +366,8 @@ def test_a_refused_wire_says_why(browser):
         .move_to_element(port(browser, "zeros.out", "out")).release().perform()
     wait(browser, lambda d: ("zeros.out", "expert2.stream") in wires(d))
     assert ("stream_add.stream", "expert2.stream") not in wires(browser)
+    assert browser.find_element(By.ID, "message").text == (
+        "expert2.stream takes one wire: zeros.out replaced stream_add.stream (Ctrl+Z puts it back)")
     press(browser, Keys.CONTROL, "z")
     wait(browser, lambda d: ("stream_add.stream", "expert2.stream") in wires(d)
          and ("zeros.out", "expert2.stream") not in wires(d))

@@ -29,16 +29,21 @@ const Edits = {
   },
 
   // A wire from output `from` to input `to` (refs "node.port", or "port" on the body's wall). An input that
-  // takes one wire loses the one it had. Returns why it cannot be, or null.
+  // takes one wire loses the one it had, and the status line says so. Returns why it cannot be, or null.
   connect(from, to, fromKinds, toKinds, many) {
     const refused = Ports.refusal(fromKinds, toKinds);
     if (refused) return refused;
     if (splitRef(from).node !== null && splitRef(from).node === splitRef(to).node) return "a node cannot feed itself";
+    let replaced = null;
     this.onBody(`wire ${from} to ${to}`, body => {
       if (body.edges.some(e => e.from === from && e.to === to)) return;
-      if (!many) body.edges = body.edges.filter(e => e.to !== to);
+      if (!many) {
+        replaced = body.edges.find(e => e.to === to) || null;
+        body.edges = body.edges.filter(e => e.to !== to);
+      }
       body.edges.push({from, to});
     });
+    if (replaced) say(`${to} takes one wire: ${from} replaced ${replaced.from} (Ctrl+Z puts it back)`, false, "canvas");
     return null;
   },
 
