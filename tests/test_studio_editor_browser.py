@@ -293,6 +293,10 @@ def test_open_a_group_and_come_back(browser):
     walls = browser.execute_script("return [...document.querySelectorAll('#editor-nodes .wall .port')]"
                                    ".map(p => p.dataset.ref)")
     assert set(walls) == {"tokens", "stream", "logits", "write"}
+    overlaps = browser.execute_script("""return [...document.querySelectorAll('#editor-nodes .node:not(.wall)')]
+        .filter(n => { const title = n.querySelector('.node-title').getBBox(), kind = n.querySelector('.node-kind').getBBox();
+                       return title.x + title.width > kind.x; }).map(n => n.dataset.id)""")
+    assert overlaps == [], f"a node's kind is drawn over its name: {overlaps}"  # 'blocks' and 'transformer_block ×2'
     shot(browser, "compose-group")
     # an edit inside edits the group's definition: the library's expert copied into the document first
     assert "expert" not in (browser.execute_script("return EditorModel.draft.document.groups") or {})

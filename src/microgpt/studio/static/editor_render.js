@@ -100,7 +100,7 @@ const EditorRender = {
       svgElement("rect", {class: "node-head", width: shape.width, height: HEADER, rx: 5}),
       svgElement("text", {class: "node-title", x: 8, y: 16}, node.id),
       svgElement("text", {class: "node-kind", x: shape.width - 8, y: 16, "text-anchor": "end"},
-        clip(kind + (node.repeat !== undefined ? ` ×${node.repeat}` : ""), Math.max(6, 28 - node.id.length))));
+        clip(kind + (node.repeat !== undefined ? ` ×${node.repeat}` : ""), kindRoom(shape.width, node.id))));
     if (isGroup) {
       g.append(nodeButton("collapse", shape.collapsed ? "▸" : "▾", 4, shape.height - LINE - 2,
         shape.collapsed ? `expand ${node.id}` : `collapse ${node.id}`),
@@ -228,6 +228,12 @@ function summaryLines(documentNow, node) {
     if (inner.length) lines.push(clip(`${inner.length} nodes: ${inner.join(", ")}`, 34));
   }
   return lines;
+}
+
+// How many characters of a node's kind fit in its header beside its id (the title's 12 px semibold is about
+// 7 px a character, the kind's 11 px about 6; measuring the text would lay out every node on every draw).
+function kindRoom(width, id) {
+  return Math.max(4, Math.floor((width - 28 - 7 * id.length) / 6));
 }
 
 function clip(text, length) {
