@@ -275,6 +275,19 @@ def prefix_mean_case():
     return with_head(nodes, wires, "sum.out"), 7
 
 
+def shift_case(by: int = 2, seq_len: int = 7):
+    """A stream shifted `by` positions ahead (the last rows reading the window's last), added to a linear of the
+    unshifted one, under a loss with offset by + 1 (which may read it) beside the main head on the embedding."""
+    nodes = [emb("emb", 3), {"id": "sh", "op": "shift", "params": {"by": by}}, lin("lin", 3), {"id": "sum", "op": "add"},
+             {"id": "head", "op": "logits"}, {"id": "ahead", "op": "logits"},
+             {"id": "loss", "op": "cross_entropy"},
+             {"id": "far", "op": "cross_entropy", "params": {"offset": by + 1, "weight": 0.5}}]
+    wires = ["tokens -> emb.ids", "emb.out -> sh.x", "emb.out -> lin.x", "sh.out -> sum.in", "lin.out -> sum.in",
+             "emb.out -> head.x", "sum.out -> ahead.x", "head.out -> logits", "head.out -> loss.logits",
+             "ahead.out -> far.logits"]
+    return document(nodes, wires), seq_len
+
+
 def cross_entropy_case():
     """Three weighted losses: the main one (weight 0.8), one offset 3 on the same logits (weight 0.25), and one
     offset 2 on a second head (weight 0.5)."""
@@ -308,6 +321,7 @@ OP_CASES = {
     "attention": attention_case,
     "rope_attention": rope_attention_case,
     "prefix_mean": prefix_mean_case,
+    "shift": shift_case,
     "cross_entropy": cross_entropy_case,
 }
 
@@ -317,6 +331,7 @@ VARIANT_CASES = {
     "attention_full": lambda: attention_case("full"),
     "attention_anticausal": lambda: attention_case("anticausal", heads=[2, 1, 3], seq_len=5),
     "attention_shared_qk": shared_qk_case,
+    "shift_past_the_end": lambda: shift_case(by=4, seq_len=5),
     "rope_attention_gap": rope_attention_gap_case,
 }
 

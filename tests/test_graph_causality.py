@@ -74,6 +74,42 @@ def test_a_loss_head_that_sees_its_own_target_is_refused():
     assert "first enters at peeker/attend (attention with mask gap)" in message
 
 
+def shifted(by: int, offset: int, main_reads_it: bool = False) -> dict:
+    """An embedding shifted `by` positions ahead (the graph op `shift`) under a loss with `offset`, beside the
+    main head, which reads the plain embedding, or with `main_reads_it` the shifted one."""
+    main_source = "shift.out" if main_reads_it else "emb.out"
+    wires = [("tokens", "emb.ids"), ("emb.out", "shift.x"), (main_source, "head.x"), ("head.out", "logits"),
+             ("head.out", "loss.logits"), ("shift.out", "ahead.x"), ("ahead.out", "far.logits")]
+    return {"microgpt_graph": 1,
+            "nodes": [{"id": "emb", "op": "embedding", "params": {"width": 4}},
+                      {"id": "shift", "op": "shift", "params": {"by": by}}, {"id": "head", "op": "logits"},
+                      {"id": "loss", "op": "cross_entropy"}, {"id": "ahead", "op": "logits"},
+                      {"id": "far", "op": "cross_entropy", "params": {"offset": offset}}],
+            "edges": [{"from": a, "to": b} for a, b in wires]}
+
+
+def test_main_logits_that_read_a_shifted_stream_are_refused_at_the_shift():
+    with pytest.raises(ConfigError) as refused:
+        build(shifted(1, 2, main_reads_it=True))
+    message = str(refused.value)
+    assert "the logits at position 0 change with the token at position 1" in message
+    assert "it first enters at shift (shift)" in message
+
+
+@pytest.mark.parametrize("by", [1, 2, 3])
+def test_a_loss_may_read_a_stream_shifted_by_less_than_its_offset(by):
+    assert build(shifted(by, by + 1)).n_params > 0
+
+
+@pytest.mark.parametrize(("by", "offset"), [(1, 1), (2, 2), (3, 2)])
+def test_a_loss_reading_a_stream_shifted_by_its_offset_or_more_is_refused(by, offset):
+    with pytest.raises(ConfigError) as refused:
+        build(shifted(by, offset))
+    message = str(refused.value)
+    assert "the logits that the loss far reads at position" in message and f"(offset {offset})" in message
+    assert "it first enters at shift (shift)" in message
+
+
 def test_training_a_leaking_graph_stops_before_anything_is_written(tmp_path):
     (tmp_path / "text.txt").write_text("abcdefghijk " * 200)
     (tmp_path / "leak.json").write_text(json.dumps(with_attention_mask("full")))

@@ -1,4 +1,5 @@
-"""The primitives that mix positions: RoPE, multi-head attention under a mask, and the causal prefix mean.
+"""The primitives that mix positions: RoPE, multi-head attention under a mask, the causal prefix mean, and
+`shift`, which reads the row `by` positions later (the tokens a hydra head reads after its position).
 
 `attention` takes queries, keys and values (each [T, width]) and heads of equal or unequal widths summing
 to the width (a count splits it evenly), and attends under its `mask`:
@@ -224,4 +225,48 @@ class PrefixMeanOp(Op):
         return PrefixMeanKernel()
 
 
-OPS = [RopeOp(), AttentionOp(), RopeAttentionOp(), PrefixMeanOp()]
+class ShiftKernel(Kernel):
+    """out[t] = x[min(t + by, T - 1)] within each sequence: past the window's end its last row, as the lookahead
+    family's hydra memory repeats the window's last token (model/lookahead/heads.py's shifted_ids). Slices and
+    the backend's zeros only, so it runs on every backend's arrays."""
+
+    def __init__(self, backend, by: int):
+        self.be, self.by = backend, by
+
+    def forward(self, inputs, run):
+        (x,) = inputs
+        T, kept = run.seq_len, max(run.seq_len - self.by, 0)  # kept: the rows that read inside the window
+        shaped = x.reshape(run.batch, T, -1)  # (B, T, width)
+        out = self.be.zeros(shaped.shape)  # (B, T, width)
+        out[:, :kept] = shaped[:, T - kept :]
+        out[:, kept:] = shaped[:, T - 1 :]
+        return [out.reshape(x.shape)], None  # (B*T, width)
+
+    def backward(self, douts, saved, run):
+        (dy,) = douts
+        T, kept = run.seq_len, max(run.seq_len - self.by, 0)
+        shaped = dy.reshape(run.batch, T, -1)  # (B, T, width)
+        dx = self.be.zeros(shaped.shape)  # (B, T, width)
+        dx[:, T - kept :] = shaped[:, :kept]
+        dx[:, T - 1] += shaped[:, kept:].sum(axis=1)  # the rows past the end read the last
+        return [dx.reshape(dy.shape)]
+
+
+class ShiftOp(Op):
+    name = "shift"
+    doc = ("out[t] = x[t + by] within each sequence (past its end, its last position): reads `by` positions "
+           "ahead, so only a loss with offset above `by` may read it")
+    inputs: ClassVar[dict] = {"x": Port("stream")}
+    params: ClassVar[dict] = {"by": 1}
+    cross_position = True
+
+    def infer(self, node):
+        expect("x", node.in_types["x"][0], "stream")
+        whole_param(node.params, "by")
+        return {"out": node.in_types["x"][0]}
+
+    def kernel(self, node, backend, views, shared):
+        return ShiftKernel(backend, node.params["by"])
+
+
+OPS = [RopeOp(), AttentionOp(), RopeAttentionOp(), PrefixMeanOp(), ShiftOp()]
