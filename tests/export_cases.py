@@ -37,10 +37,12 @@ CASES = {
     "ensemble-bigram-bpe": {**ENSEMBLE, **BPE, "prior": "bigram", "router": "context"},
     "lookahead-mtp": {**GPT, "family": "lookahead", "lookahead_mode": "mtp"},
     "lookahead-gap": {**GPT, "family": "lookahead", "lookahead_mode": "gap", "lookahead": 2},
+    "lookahead-hydra": {**GPT, "family": "lookahead", "lookahead_mode": "hydra", "lookahead": 2},
     **{f"graph-{name}": {"graph": path} for name, path in GRAPHS.items()},
     "graph-gpt_bigram-bpe": {**BPE, "graph": GRAPHS["gpt_bigram"]},
 }
-CACHEABLE = ["gpt", "gpt-bpe", "gpt-odd-heads", "lookahead-mtp", "lookahead-gap", "graph-parallel_block", "graph-two_experts"]
+CACHEABLE = ["gpt", "gpt-bpe", "gpt-odd-heads", "lookahead-mtp", "lookahead-gap", "lookahead-hydra",
+             "graph-parallel_block", "graph-two_experts"]
 SMALL = {"d_model": 8, "heads": "2", "n_layers": 1, "d_ff": 16}  # the least to compile (torch.compile's test)
 CALCULATOR = {**ENSEMBLE, "cooperative": "d8n1", "prior": "calculator"}
 # What trains in PyTorch as in microgpt: models whose backward is autograd's (not the ensemble's equal share)

@@ -4,7 +4,8 @@
 read that meets a save under way (files of two saves, a directory being swapped) is read again until the ids
 agree (model/checkpoint.py's `load_checkpoint`), so an export never mixes two saves. A gpt, ensemble or
 lookahead model is exported through the graph equal to it (model/graph/from_family), whose parameters come
-in the family's order and shapes; they are matched by that order, and each keeps the checkpoint's name.
+in the family's order; they are matched by their place in the flat store and shape, and each keeps the
+checkpoint's name (a hydra head's token weights, stacked in the graph, match none, and no logits read them).
 """
 
 from __future__ import annotations
@@ -52,10 +53,28 @@ def graph_program(family_name: str, config):
 
     document = document_for(family_name, config)
     program = family("graph").Config(vocab_size=config.vocab_size, graph=document, seq_len=config.seq_len).program
-    if [tuple(s.shape) for s in program.specs] != [tuple(s.shape) for s in own]:
+    return program, _matched(family_name, program.specs, own), {s.name: s for s in own}
+
+
+def _places(specs) -> tuple[dict, int]:
+    """({(offset in the flat store, shape): name}, the store's size) of parameters in this order."""
+    offset, found = 0, {}
+    for spec in specs:
+        found[(offset, tuple(spec.shape))] = spec.name
+        offset += spec.size
+    return found, offset
+
+
+def _matched(family_name: str, graph_specs, own) -> dict[str, str]:
+    """Graph parameter name -> the family's, for each at the same place in the two flat stores with the same
+    shape; the others are the family's grouped otherwise (a hydra layer's token<j>.w, one token.w in the graph),
+    which the logits do not read. ExportError where the stores differ in size."""
+    ours, our_size = _places(graph_specs)
+    theirs, their_size = _places(own)
+    if our_size != their_size:
         raise ExportError(f"the graph of this {family_name} model does not have the family's parameters in its "
                           "order; it cannot be exported (a microgpt bug: please report it)")
-    return program, {graph.name: spec.name for graph, spec in zip(program.specs, own)}, {s.name: s for s in own}
+    return {name: theirs[place] for place, name in ours.items() if place in theirs}
 
 
 def source_of(model, family_name: str, tokenizer, path: str | Path = "") -> Source:
