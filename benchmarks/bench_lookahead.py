@@ -57,7 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 TRUNK = {"d_model": 96, "n_layers": 6, "heads": 4, "d_ff": 384, "seq_len": 64, "batch_size": 16}
-HEADS = {"lookahead": 2, "head_layers": 1}
+HEADS = {"lookahead": 2, "lookahead_mode": "mtp", "head_layers": 1}  # mtp unless a run says otherwise
 SAMPLED = 300  # tokens per timed sample
 PROMPTS = 8  # prompts per round, each 64 characters, spread over the text's last 20,000 characters
 TEMPERATURES = (0.0, 0.8, 1.0)

@@ -27,7 +27,8 @@ F64_RTOL, F32_TOL = 1e-10, 1e-4  # see the module docstring
 def tiny(backend, **settings):
     kind = family("lookahead")
     config = kind.Config(vocab_size=TOKENIZER.size, **{"d_model": 10, "n_layers": 2, "head_dims": (4, 4, 2),
-                                                      "d_ff": 12, "seq_len": 7, "lookahead": 3, **settings})
+                                                      "d_ff": 12, "seq_len": 7, "lookahead": 3,
+                                                      "lookahead_mode": "mtp", **settings})  # the stack's heads
     model = kind.build(config, backend, TOKENIZER, 3)
     rng = np.random.default_rng(2)  # off the zero init of biases and norms, so a dropped gain or bias shows
     model.params.from_host({n: v + rng.normal(0, 0.4, v.shape) for n, v in model.params.to_host().items()})

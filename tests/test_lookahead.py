@@ -60,10 +60,10 @@ def numeric(model, function, name: str, index: int) -> float:
 
 
 @pytest.mark.parametrize("settings", [
-    {"lookahead": 1},
-    {"lookahead": 3, "lookahead_weight": 0.5},
-    {"lookahead": 2, "head_layers": 2},
-    {"lookahead": 2, "head_layers": 0},
+    {"lookahead": 1, "lookahead_mode": "mtp"},
+    {"lookahead": 3, "lookahead_mode": "mtp", "lookahead_weight": 0.5},
+    {"lookahead": 2, "lookahead_mode": "mtp", "head_layers": 2},
+    {"lookahead": 2, "lookahead_mode": "mtp", "head_layers": 0},
     {"lookahead": 1, "lookahead_mode": "gap"},
     {"lookahead": 3, "lookahead_mode": "gap", "head_layers": 2, "lookahead_weight": 2.0},
     {"lookahead": 1, "lookahead_mode": "hydra"},

@@ -18,6 +18,7 @@ import pytest
 from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
+from microgpt.model.family import family
 from test_lookahead import RTOL, TOKENIZER, H, V, tiny, windows_of
 
 
@@ -45,8 +46,8 @@ def written_out(model, windows, teacher_probs=None) -> float:
     return main_loss + config.lookahead_weight * np.mean(losses)
 
 
-@pytest.mark.parametrize("settings", [{"lookahead": 2, "lookahead_distill": 0.5},
-                                      {"lookahead": 3, "lookahead_distill": 1.0, "head_layers": 0,
+@pytest.mark.parametrize("settings", [{"lookahead": 2, "lookahead_distill": 0.5, "lookahead_mode": "mtp"},
+                                      {"lookahead": 3, "lookahead_distill": 1.0, "head_layers": 0, "lookahead_mode": "mtp",
                                        "lookahead_weight": 2.0},
                                       {"lookahead": 2, "lookahead_distill": 0.4, "lookahead_mode": "hydra"}])
 def test_the_gradient_is_the_distilled_objectives(settings):
@@ -110,6 +111,19 @@ def test_a_checkpoint_saved_before_the_setting_loads_without_it(tmp_path):
     config_file.write_text(json.dumps(saved))
     loaded, _, _ = load_checkpoint(tmp_path / "old", get_backend("numpy", dtype=np.float64))
     assert loaded.config.lookahead_distill == 0.0
+
+
+def test_a_checkpoint_saved_without_a_mode_loads_as_mtp_the_old_default(tmp_path):
+    """Mode hydra is the default now; a config saved before --lookahead-mode existed was an mtp model."""
+    model = tiny(lookahead=2, lookahead_mode="mtp")
+    save_checkpoint(tmp_path / "old", model, TOKENIZER, family_name="lookahead")
+    config_file = tmp_path / "old" / "config.json"
+    saved = json.loads(config_file.read_text())
+    del saved["model"]["lookahead_mode"]
+    config_file.write_text(json.dumps(saved))
+    loaded, _, _ = load_checkpoint(tmp_path / "old", get_backend("numpy", dtype=np.float64))
+    assert loaded.config.lookahead_mode == "mtp"
+    assert family("lookahead").Config(vocab_size=V, seq_len=8).lookahead_mode == "hydra"
 
 
 def test_the_cpu_shards_agree_with_numpy():

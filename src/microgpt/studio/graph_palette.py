@@ -15,7 +15,7 @@ FLOAT_KINDS = ["stream", "logits"]  # what a port of kind "float" takes (relu, a
 OUTPUT_KINDS = {"embedding": "stream", "linear": "stream", "logits": "logits", "stream_read": "stream",
                 "stream_write": "stream", "layer_norm": "stream", "relu": "float", "gelu": "float", "add": "float",
                 "mul": "float", "scale": "float", "concat": "stream", "split": "stream", "narrow": "stream",
-                "rope": "stream", "attention": "stream", "prefix_mean": "stream", "zeros": "stream",
+                "rope": "stream", "attention": "stream", "prefix_mean": "stream", "shift": "stream", "zeros": "stream",
                 "prior": "stream", "router": "weights", "mix": "logits"}
 
 

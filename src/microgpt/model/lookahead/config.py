@@ -52,14 +52,14 @@ class Share(Number):
 @dataclass
 class LookaheadConfig(GPTConfig):
     lookahead: int = setting(2, "extra heads K beside the next-token head: head k predicts the token k after the "
-                             "next one (--lookahead-mode mtp), or the next token with it and the k - 1 after it "
+                             "next one (--lookahead-mode hydra or mtp), or the next token with it and the k - 1 after it "
                              "hidden (gap); chooses --family lookahead", HeadCount(), metavar="K")
-    lookahead_mode: str = setting("mtp", "what the extra heads learn: mtp (head k predicts the token at t+1+k "
-                                  "from positions up to t, and drafts for sample --speculative) or gap (head k "
-                                  "predicts the token at t+1 seeing up to t and from t+k+1 on: fill in the "
-                                  "middle) or hydra (head k predicts the token at t+1+k from the trunk's state at t and the "
-                                  "tokens t+1..t+k, drafted ones while sampling: drafts for sample --speculative "
-                                  "that see the next token)", Choice(lambda: MODES), metavar="MODE")
+    lookahead_mode: str = setting("hydra", "what the extra heads learn: hydra, the default (head k predicts the "
+                                  "token at t+1+k from the trunk's state at t and the tokens t+1..t+k, drafted ones "
+                                  "while sampling: drafts for sample --speculative that see the next token), mtp "
+                                  "(head k predicts the token at t+1+k from positions up to t, and drafts for "
+                                  "sample --speculative) or gap (head k predicts the token at t+1 seeing up to t "
+                                  "and from t+k+1 on: fill in the middle)", Choice(lambda: MODES), metavar="MODE")
     head_layers: int = setting(1, "blocks in each extra head, between the shared trunk and the head's own "
                                "output layer (0, mode mtp only: a linear head on the trunk's last state; in mode "
                                "hydra, feed-forward layers that read the tokens)", whole(0),
@@ -102,8 +102,9 @@ class LookaheadConfig(GPTConfig):
 
 
 def upgrade_saved(model: dict) -> dict:
-    """A saved config as this microgpt reads it: one saved before --lookahead-distill trained without it (0)."""
-    return model if "lookahead_distill" in model else {**model, "lookahead_distill": 0.0}
+    """A saved config as this microgpt reads it: one saved before --lookahead-distill trained without it (0), and
+    one saved before --lookahead-mode (or while mtp was its default) without the key is mode mtp."""
+    return {"lookahead_distill": 0.0, "lookahead_mode": "mtp", **model}
 
 
 def config_from(settings, vocab_size: int) -> LookaheadConfig:
