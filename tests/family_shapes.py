@@ -32,7 +32,8 @@ TINY_GRAPH = {  # a parallel block (attention and a GELU feed-forward side by si
 TINY = {  # family -> its shape settings
     "gpt": {"d_model": 6, "n_layers": 2, "head_dims": (2, 4), "d_ff": 8, "seq_len": 9},
     "ensemble": {"cooperative": "d4n1,d2+2n1", "stream_dim": 5, "prior": "counter", "router": "gated", "seq_len": 9},
-    "lookahead": {"d_model": 6, "n_layers": 2, "head_dims": (2, 4), "d_ff": 8, "seq_len": 9, "lookahead": 3},
+    "lookahead": {"d_model": 6, "n_layers": 2, "head_dims": (2, 4), "d_ff": 8, "seq_len": 9, "lookahead": 3,
+                  "lookahead_mode": "mtp"},  # the default, hydra, is among the VARIANTS
     "graph": {"graph": TINY_GRAPH, "seq_len": 9},
 }
 GRAPH_HEADS = 2  # TINY_GRAPH's: the main head and "ahead"
