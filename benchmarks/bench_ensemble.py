@@ -20,7 +20,9 @@ and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the
 (blocks between blank lines) shuffled with seed k, the held-out tail the same for every order; for addition,
 examples/addition.py's `--seed k` (its lines shuffled with k; the prompts are the same). The table gives each
 figure's mean and range over the runs (prompts: the mean and the fewest and most right), the runs per row
-beside them. `--only` runs the rows whose names contain one of its comma-separated words ("addition",
+beside them. The prompts are scored twice: as `eval --prompts` gives them, each at a context's start with
+nothing before it, and each after a line of the corpus (the held-out text's first whole sum), as every sum the model
+trained on follows one. `--only` runs the rows whose names contain one of its comma-separated words ("addition",
 "prior bigram"); a tiny `--steps` and a short `--text` make a smoke run.
 
 It also times a training step of the ensemble against the sum of its experts' steps trained alone (the cpu
@@ -83,7 +85,19 @@ def one_run(job: dict) -> dict:
                               check=True)
         counts = json.loads(done.stdout.strip().splitlines()[-1])
         result["prompts"], result["prompts_total"] = counts["correct"], counts["total"]
+        result["prompts_after_line"] = prompts_after_line(loaded, job["prompts"], job["held_out"])
     return result
+
+
+def prompts_after_line(loaded, prompts_file: str, held_out: str) -> int:
+    """How many prompts the model completes right when each follows a line of the corpus (the held-out text's
+    first whole sum, its second line since the cut falls inside one, and its newline), as every sum it trained
+    on follows one; `eval --prompts` gives each prompt at a context's start, with nothing before it."""
+    from microgpt.use.prompts import read_prompts
+
+    line = Path(held_out).read_text(encoding="utf-8").split("\n")[1] + "\n"
+    return sum(loaded.complete(line + p.prompt).strip() == p.answer.strip()
+               for p in read_prompts(prompts_file, 1 << 20))
 
 
 def gpt_matching(vocab: int, target: int) -> dict:
@@ -148,7 +162,9 @@ def row_line(name: str, runs: list[dict]) -> str:
     prompts = ""
     if runs[0].get("prompts") is not None:
         right = [r["prompts"] for r in runs]
-        prompts = f"{np.mean(right):.1f} ({min(right)}-{max(right)} of {runs[0]['prompts_total']})"
+        after = [r["prompts_after_line"] for r in runs]
+        prompts = (f"{np.mean(right):.1f} ({min(right)}-{max(right)} of {runs[0]['prompts_total']}); after a line "
+                   f"{np.mean(after):.1f} ({min(after)}-{max(after)})")
     return (f"| {name} | {len(runs)} | {runs[0]['parameters']:,} | {spread([r['ema'] for r in runs])} | "
             f"{ORIGINAL.get(name, '')} | {spread([r['held_out'] for r in runs])} | {prompts} | "
             f"{np.mean([r['seconds'] for r in runs]):.0f} |")
@@ -231,7 +247,7 @@ def main() -> None:
     print(f"{args.text.name}, {args.steps} steps of 1 x 128 (--preset reference), seeds {args.seeds}, corpus orders "
           f"{args.orders}, cpu backend, 1 thread per run, {args.jobs} runs at a time, on {cpu_model()}")
     print("| run | runs | parameters | ema train loss, mean (range) | original | held-out nats/char, mean (range) | "
-          "prompts right, mean (range) | seconds, mean |")
+          "prompts right at a context's start, and after a line, mean (range) | seconds, mean |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for name in [*ORIGINAL, *gpt_rows]:
         if name in rows:
