@@ -32,7 +32,8 @@ SHAPES = {
     "gpt": {"d_model": 12, "heads": "2,4,6", "n_layers": 2, "d_ff": 24},
     # prior counter, not bigram: issue 32 changed the projected priors' init on purpose (He init, a bias)
     "ensemble": {"cooperative": "d8n1,d4+4n1", "stream_dim": 6, "prior": "counter", "router": "gated"},
-    "lookahead": {"lookahead": 2, "d_model": 8, "heads": "4,4", "n_layers": 1, "d_ff": 16},
+    # mode mtp, the default before hydra became it (issue 30)
+    "lookahead": {"lookahead": 2, "lookahead_mode": "mtp", "d_model": 8, "heads": "4,4", "n_layers": 1, "d_ff": 16},
 }
 COMMON = {"seq_len": 16, "batch_size": 4, "val_tokens": 300, "eval_every": 20, "threads": 1, "gen": 0}
 
