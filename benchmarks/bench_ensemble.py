@@ -23,7 +23,9 @@ figure's mean and range over the runs (prompts: the mean and the fewest and most
 beside them. The prompts are scored twice: as `eval --prompts` gives them, each at a context's start with
 nothing before it, and each after a line of the corpus (the held-out text's first whole sum), as every sum the model
 trained on follows one. `--only` runs the rows whose names contain one of its comma-separated words ("addition",
-"prior bigram"); a tiny `--steps` and a short `--text` make a smoke run.
+"prior bigram"); a tiny `--steps` and a short `--text` make a smoke run. Each run's figures are appended to
+`runs.jsonl` in the work directory as it finishes, and a rerun with the same `--out` takes the runs recorded
+there (same name and steps) instead of training them again, so an interrupted bench resumes.
 
 It also times a training step of the ensemble against the sum of its experts' steps trained alone (the cpu
 backend, one thread, batch 1), and prints that ratio. Runs go `--jobs` at a time, one thread each.
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +100,26 @@ def prompts_after_line(loaded, prompts_file: str, held_out: str) -> int:
     line = Path(held_out).read_text(encoding="utf-8").split("\n")[1] + "\n"
     return sum(loaded.complete(line + p.prompt).strip() == p.answer.strip()
                for p in read_prompts(prompts_file, 1 << 20))
+
+
+def run_all(jobs: list[dict], workers: int, record: Path) -> list[dict]:
+    """Each job's figures, from `record` (runs.jsonl) where a run of that name and steps is there, else trained
+    `workers` at a time and appended to it as each finishes."""
+    done = {}
+    if record.exists():
+        for line in record.read_text(encoding="utf-8").splitlines():
+            result = json.loads(line)
+            done[(result["name"], result["steps_asked"])] = result
+    todo = [j for j in jobs if (j["name"], j["steps"]) not in done]
+    with ProcessPoolExecutor(workers) as pool:
+        running = {pool.submit(one_run, job): job for job in todo}
+        for finished in as_completed(running):
+            job, result = running[finished], finished.result()
+            result["steps_asked"] = job["steps"]
+            done[(job["name"], job["steps"])] = result
+            with record.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(result) + "\n")
+    return [done[(j["name"], j["steps"])] for j in jobs]
 
 
 def gpt_matching(vocab: int, target: int) -> dict:
@@ -217,8 +239,8 @@ def main() -> None:
     jobs += [j for b in (32, 16, 8) for j in jobs_of(f"stream {b}", {**ensemble, "stream_dim": b})]
     jobs += jobs_of("addition, no calculator", ensemble, sums=True)
     jobs += jobs_of("addition, calculator", {**ensemble, "prior": "calculator"}, sums=True)
-    with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(one_run, jobs))
+    record = work / "runs.jsonl"
+    results = run_all(jobs, args.jobs, record)
     rows: dict[str, list[dict]] = {}
     for r in results:
         rows.setdefault(r["row"], []).append(r)
@@ -233,15 +255,13 @@ def main() -> None:
         vocab = CharTokenizer.from_text(text[:cut]).size
         target = n_params(ensemble_family, ensemble_family.Config(vocab_size=vocab, seq_len=128, **ensemble))
         shape = gpt_matching(vocab, target)
-        with ProcessPoolExecutor(args.jobs) as pool:
-            gpt_rows["gpt, same steps"] = list(pool.map(one_run, jobs_of("gpt, same steps", shape)))
+        gpt_rows["gpt, same steps"] = run_all(jobs_of("gpt, same steps", shape), args.jobs, record)
         if "prior none" in rows:  # the wall time of the prior-none ensemble, per step, in the GPT's steps
             ensemble_per_step = np.mean([r["seconds"] for r in rows["prior none"]]) / args.steps
             per_step = np.mean([r["seconds"] for r in gpt_rows["gpt, same steps"]]) / args.steps
             steps = max(1, int(args.steps * ensemble_per_step / per_step))
-            with ProcessPoolExecutor(args.jobs) as pool:
-                gpt_rows["gpt, same wall time"] = list(pool.map(one_run, jobs_of("gpt, same wall time", shape,
-                                                                                 steps=steps)))
+            gpt_rows["gpt, same wall time"] = run_all(jobs_of("gpt, same wall time", shape, steps=steps),
+                                                       args.jobs, record)
     rows.update(gpt_rows)
 
     print(f"{args.text.name}, {args.steps} steps of 1 x 128 (--preset reference), seeds {args.seeds}, corpus orders "
