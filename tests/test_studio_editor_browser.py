@@ -462,7 +462,6 @@ def test_a_minimap_once_the_graph_is_large(browser):
         press(browser, Keys.CONTROL, "v")
     wait(browser, lambda d: len(node_ids(d)) == 32)
     wait(browser, lambda d: d.find_element(By.ID, "minimap-box").is_displayed())
-    shot(browser, "compose-minimap")
     for _ in range(3):
         press(browser, Keys.CONTROL, "z")
     wait(browser, lambda d: len(node_ids(d)) == 8)
