@@ -26,12 +26,13 @@ and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the
 (blocks between blank lines) shuffled with seed k, the held-out tail the same for every order; for addition,
 examples/addition.py's `--seed k` (its lines shuffled with k; the prompts are the same). The table gives each
 figure's mean and range over the runs (prompts: the mean and the fewest and most right), the runs per row
-beside them. The prompts are scored twice: as `eval --prompts` gives them, each at a context's start with
-nothing before it, and each after a line of the corpus (the held-out text's first whole sum), as every sum the model
-trained on follows one. `--only` runs the rows whose names contain one of its comma-separated words ("addition",
-"prior bigram"); a tiny `--steps` and a short `--text` make a smoke run. Each run's figures are appended to
-`runs.jsonl` in the work directory as it finishes, and a rerun with the same `--out` takes the runs recorded
-there (same name and steps) instead of training them again, so an interrupted bench resumes.
+beside them. The prompts are scored twice by `eval --prompts`: as examples/addition.py writes them, each after
+a newline (a line's start, as every sum the model trained on follows one), and at a bare context's start, the
+same prompts without that newline (`addition-prompts-bare.tsv`). `--only` runs the rows whose names contain
+one of its comma-separated words ("addition", "prior bigram"); a tiny `--steps` and a short `--text` make a
+smoke run. Each run's figures are appended to `runs.jsonl` in the work directory as it finishes, and a rerun
+with the same `--out` takes the runs recorded there (same name and steps) instead of training them again, so
+an interrupted bench resumes.
 
 It also times a training step of the ensemble against the sum of its experts' steps trained alone (the cpu
 backend, one thread, batch 1), and prints that ratio. Runs go `--jobs` at a time, one thread each.
@@ -88,24 +89,17 @@ def one_run(job: dict) -> dict:
     result = {"name": job["name"], "row": job["row"], "ema": ema(summary.losses), "held_out": held_out,
               "seconds": seconds, "parameters": run.model.n_params, "steps": summary.steps}
     if job.get("prompts"):
-        done = subprocess.run([sys.executable, "-m", "microgpt", "eval", job["model"], "--prompts", job["prompts"],
-                               "--json", "--backend", "cpu", "--threads", "1"], capture_output=True, text=True,
-                              check=True)
-        counts = json.loads(done.stdout.strip().splitlines()[-1])
-        result["prompts"], result["prompts_total"] = counts["correct"], counts["total"]
-        result["prompts_after_line"] = prompts_after_line(loaded, job["prompts"], job["held_out"])
+        result["prompts"], result["prompts_total"] = prompts_right(job["model"], job["prompts"])
+        result["prompts_bare"], _ = prompts_right(job["model"], job["prompts"].replace(".tsv", "-bare.tsv"))
     return result
 
 
-def prompts_after_line(loaded, prompts_file: str, held_out: str) -> int:
-    """How many prompts the model completes right when each follows a line of the corpus (the held-out text's
-    first whole sum, its second line since the cut falls inside one, and its newline), as every sum it trained
-    on follows one; `eval --prompts` gives each prompt at a context's start, with nothing before it."""
-    from microgpt.use.prompts import read_prompts
-
-    line = Path(held_out).read_text(encoding="utf-8").split("\n")[1] + "\n"
-    return sum(loaded.complete(line + p.prompt).strip() == p.answer.strip()
-               for p in read_prompts(prompts_file, 1 << 20))
+def prompts_right(model: str, prompts: str) -> tuple[int, int]:
+    """(right, total) of `microgpt eval MODEL --prompts FILE`."""
+    done = subprocess.run([sys.executable, "-m", "microgpt", "eval", model, "--prompts", prompts, "--json",
+                           "--backend", "cpu", "--threads", "1"], capture_output=True, text=True, check=True)
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    return counts["correct"], counts["total"]
 
 
 def gap_document(change: str, vocab: int) -> dict:
@@ -211,9 +205,9 @@ def row_line(name: str, runs: list[dict]) -> str:
     prompts = ""
     if runs[0].get("prompts") is not None:
         right = [r["prompts"] for r in runs]
-        after = [r["prompts_after_line"] for r in runs]
-        prompts = (f"{np.mean(right):.1f} ({min(right)}-{max(right)} of {runs[0]['prompts_total']}); after a line "
-                   f"{np.mean(after):.1f} ({min(after)}-{max(after)})")
+        bare = [r["prompts_bare"] for r in runs]
+        prompts = (f"{np.mean(right):.1f} ({min(right)}-{max(right)} of {runs[0]['prompts_total']}); bare "
+                   f"{np.mean(bare):.1f} ({min(bare)}-{max(bare)})")
     return (f"| {name} | {len(runs)} | {runs[0]['parameters']:,} | {spread([r['ema'] for r in runs])} | "
             f"{ORIGINAL.get(name, '')} | {spread([r['held_out'] for r in runs])} | {prompts} | "
             f"{np.mean([r['seconds'] for r in runs]):.0f} |")
@@ -246,6 +240,9 @@ def main() -> None:
         sums = (work / f"addition-o{order}" / "addition.txt").read_text(encoding="utf-8")
         sums_cut = len(sums) * 9 // 10
         (work / f"sums-train-o{order}.txt").write_text(sums[:sums_cut], encoding="utf-8")
+        prompts = (work / f"addition-o{order}" / "addition-prompts.tsv").read_text(encoding="utf-8")
+        (work / f"addition-o{order}" / "addition-prompts-bare.tsv").write_text(
+            "\n".join(line.removeprefix("\\n") for line in prompts.split("\n")), encoding="utf-8")
         (work / f"sums-held-out-o{order}.txt").write_text(sums[sums_cut:], encoding="utf-8")
 
     def jobs_of(row, settings, sums=False, steps=args.steps):
@@ -302,7 +299,7 @@ def main() -> None:
     print(f"{args.text.name}, {args.steps} steps of 1 x 128 (--preset reference), seeds {args.seeds}, corpus orders "
           f"{args.orders}, cpu backend, 1 thread per run, {args.jobs} runs at a time, on {cpu_model()}")
     print("| run | runs | parameters | ema train loss, mean (range) | original | held-out nats/char, mean (range) | "
-          "prompts right at a context's start, and after a line, mean (range) | seconds, mean |")
+          "prompts right after a newline, and at a bare context start, mean (range) | seconds, mean |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for name in [*ORIGINAL, *(row for row in rows if row.startswith("gap:")), *gpt_rows]:
         if name in rows:

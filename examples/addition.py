@@ -5,8 +5,9 @@ an order shuffled with the seed (0 by default), and OUT_DIR/addition-prompts.tsv
 `prompt<TAB>answer` for `microgpt eval MODEL --prompts`: 7 sums from the training range and 7 whose operands
 lie outside it. A prompt is its training line up to and including the `=`, with no space after it, so the
 model's next character is always the space before the answer (exact matching ignores it); ending there
-also keeps a bpe model's tokens as in training, where the space begins the answer's token. (eval gives the
-model each prompt as written, with no newline before it.)
+also keeps a bpe model's tokens as in training, where the space begins the answer's token. It begins with
+`\n`, the newline that every training line follows (eval gives the model each prompt as written and nothing
+before it, and a bare context start is no line start to a model trained on windows cut anywhere).
 
     python examples/addition.py data/addition
     microgpt train data/addition/addition.txt --model checkpoints/addition
@@ -43,7 +44,8 @@ def training_text(seed: int) -> str:
 
 
 def prompt_file() -> str:
-    return "".join(f"{prompt(x, y)}\t{x + y}\n" for x, y in IN_RANGE + OUT_OF_RANGE)
+    """The prompts, each after a newline (`\\n`, the file's escape for one), a tab, and its answer."""
+    return "".join(f"\\n{prompt(x, y)}\t{x + y}\n" for x, y in IN_RANGE + OUT_OF_RANGE)
 
 
 def main(argv: list[str] | None = None) -> int:

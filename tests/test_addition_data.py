@@ -53,13 +53,14 @@ def test_the_prompts_are_training_lines_cut_after_the_equals_sign_with_right_ans
     assert len(prompts) == 14
     inside = []
     for p in prompts:
-        assert p.prompt.endswith("=")
-        (x, y, z), = sums(f"{p.prompt} {p.answer}")  # the training lines' spacing, and the right sum
+        assert p.prompt.startswith("\n") and p.prompt.endswith("=")  # a line's start, as every training line is
+        line = p.prompt.removeprefix("\n")
+        (x, y, z), = sums(f"{line} {p.answer}")  # the training lines' spacing, and the right sum
         assert z == x + y
-        inside.append(f"{p.prompt} {p.answer}" in training)
+        inside.append(f"{line} {p.answer}" in training)
         assert inside[-1] == (x < 100 and y < 100)
     assert inside.count(True) == 7 and inside.count(False) == 7
-    assert any(p.prompt == "123 + 456 =" for p in prompts) and any(p.prompt == "999 + 1 =" for p in prompts)
+    assert any(p.prompt == "\n123 + 456 =" for p in prompts) and any(p.prompt == "\n999 + 1 =" for p in prompts)
 
 
 def test_an_out_dir_that_cannot_be_made_is_one_line(tmp_path):

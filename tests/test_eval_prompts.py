@@ -10,6 +10,7 @@ import pytest
 import microgpt
 from microgpt.cli import main
 from microgpt.use.loaded import LoadedModel
+from microgpt.use.prompts import read_prompts
 
 TEXT = "".join(f"{x} + {y} = {x + y}\n" for x in range(12) for y in range(12))
 PROMPTS = ["3 + 4 =", "11 + 9 =", "0 + 0 =", "7 + 1"]
@@ -66,6 +67,23 @@ def test_a_prompt_is_completed_as_written(model_dir, tmp_path, monkeypatch, caps
     assert main(["eval", str(model_dir), "--prompts", str(prompts), "--backend", "numpy"]) == 0
     assert asked == ["0 + 0 =", " 1"]  # nothing put before it (issue 32: no newline papering over a prior)
     assert capsys.readouterr().out.endswith("0 of 2 correct\n")
+
+
+def test_a_prompt_spells_a_newline_a_tab_and_a_backslash_with_escapes(tmp_path):
+    prompts = tmp_path / "prompts.tsv"
+    prompts.write_text("\\n3 + 4 =\t7\n1\\t2\t0\na\\\\nb\t0\n\\d\\\t0\n", encoding="utf-8")
+    # \n and \t are a newline and a tab, \\ one backslash (so \\n is a backslash and an n), any other backslash itself
+    assert [p.prompt for p in read_prompts(prompts, 1 << 20)] == ["\n3 + 4 =", "1\t2", "a\\nb", "\\d\\"]
+
+
+def test_a_prompt_that_starts_a_line_is_given_its_newline(model_dir, tmp_path, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(LoadedModel, "complete", lambda self, text: asked.append(text) or "")
+    prompts = tmp_path / "prompts.tsv"
+    prompts.write_text("\\n3 + 4 =\t7\n", encoding="utf-8")
+    assert main(["eval", str(model_dir), "--prompts", str(prompts), "--backend", "numpy"]) == 0
+    assert asked == ["\n3 + 4 ="]
+    assert capsys.readouterr().out.endswith("0 of 1 correct\n")
 
 
 def test_without_a_newline_a_completion_is_seq_len_tokens_or_max_tokens(model_dir):

@@ -1,15 +1,16 @@
-"""Prompts with their answers: a prompt file, and a model's greedy answers to it (`microgpt eval --prompts`).
+r"""Prompts with their answers: a prompt file, and a model's greedy answers to it (`microgpt eval --prompts`).
 
 A prompt file is UTF-8 text, one prompt a line: the prompt before the line's first tab, kept exactly as
-written (spaces included: it is what the model continues), and its answer after the tab. Blank lines are
-skipped. `answer_prompts` completes each prompt greedily up to its first newline (LoadedModel.complete) and
-counts the completion correct when it is the answer, surrounding whitespace ignored on both. The model sees
-the prompt exactly as written, nothing before it: a model that needs a newline first is given one in its
-prompts (the ensemble's calculator reads a sum back from its `=`, and needs none).
+written (spaces included: it is what the model continues) except that `\n` in it is a newline, `\t` a tab
+and `\\` a backslash, and its answer after the tab. Blank lines are skipped. `answer_prompts` completes each
+prompt greedily up to its first newline (LoadedModel.complete) and counts the completion correct when it is
+the answer, surrounding whitespace ignored on both. The model sees the prompt and nothing before it: a prompt
+meant to start a line, for a model trained on windows cut anywhere in the text, says so with a leading `\n`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from microgpt.data.corpus import DataError, read_corpus
 from microgpt.use.loaded import LoadedModel
 
 FORMAT = "lines of prompt<TAB>answer"
+ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}  # in a prompt: \n, \t and \\ (any other backslash is itself)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def read_prompts(path: str | Path, max_bytes: int) -> list[Prompt]:
         prompt, answer = line.split("\t", 1)
         if not prompt:
             raise DataError(f"{path} line {number} has nothing before its tab; give {FORMAT}")
-        prompts.append(Prompt(prompt, answer, number))
+        prompts.append(Prompt(re.sub(r"\\([nt\\])", lambda m: ESCAPES[m.group(1)], prompt), answer, number))
     if not prompts:
         raise DataError(f"{path} has only blank lines; give {FORMAT}")
     return prompts
