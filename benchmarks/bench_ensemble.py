@@ -32,7 +32,7 @@ same prompts without that newline (`addition-prompts-bare.tsv`). `--only` runs t
 one of its comma-separated words ("addition", "prior bigram"); a tiny `--steps` and a short `--text` make a
 smoke run. Each run's figures are appended to `runs.jsonl` in the work directory as it finishes, and a rerun
 with the same `--out` takes the runs recorded there (same name and steps) instead of training them again, so
-an interrupted bench resumes.
+an interrupted bench resumes (a run cut short is trained again from its start, over its checkpoint).
 
 It also times a training step of the ensemble against the sum of its experts' steps trained alone (the cpu
 backend, one thread, batch 1), and prints that ratio. Runs go `--jobs` at a time, one thread each.
@@ -82,7 +82,8 @@ def one_run(job: dict) -> dict:
 
     start = time.perf_counter()
     run, summary = microgpt.train(job["train"], preset="reference", steps=job["steps"], gen=0, backend="cpu",
-                                  threads=1, model=job["model"], seed=job["seed"], **job["settings"])
+                                  threads=1, model=job["model"], seed=job["seed"], overwrite=True,
+                                  **job["settings"])  # overwrite: a checkpoint there is a run not in runs.jsonl
     seconds = time.perf_counter() - start
     loaded = microgpt.load(job["model"], backend="cpu", threads=1)
     held_out = loaded.evaluate(Path(job["held_out"]).read_text(encoding="utf-8"), stride=32).nll
