@@ -59,8 +59,9 @@ class SampleSettings:
 @dataclass
 class EvalSettings:
     prompts: str | None = setting(None, "instead of scoring a FILE, complete each prompt of this file of lines "
-                                  "prompt<TAB>answer greedily, up to a newline or seq_len tokens, and count the "
-                                  "completions that are the answer (surrounding whitespace ignored)", PATH,
+                                  "prompt<TAB>answer (\\n in a prompt is a newline) greedily, up to a newline or "
+                                  "seq_len tokens, and count the completions that are the answer (surrounding "
+                                  "whitespace ignored)", PATH,
                                   shown_default="score FILE", metavar="FILE")
     max_positions: int | None = setting(None, "score only the first N positions", whole(1),
                                         shown_default="every position from seq_len on")
