@@ -66,8 +66,8 @@ FILL_TOKENS = 20_000  # held-out tokens the fill figures read (filling is a pass
 COST_ROUNDS = 3000  # plain steps and speculative passes timed by --pass-costs
 SPECULATIVE_STEPS = 800
 SPECULATIVE_RUNS = {  # name -> the heads' settings of a default lookahead model (--lookahead 2)
-    "mtp (heads of 1 block)": {},
-    "mtp, --lookahead-distill 0.5": {"lookahead_distill": 0.5},
+    "mtp (heads of 1 block)": {"lookahead_mode": "mtp"},
+    "mtp, --lookahead-distill 0.5": {"lookahead_mode": "mtp", "lookahead_distill": 0.5},
     "hydra": {"lookahead_mode": "hydra"},
     "hydra, --lookahead-distill 0.5": {"lookahead_mode": "hydra", "lookahead_distill": 0.5},
     "hydra, --lookahead 3": {"lookahead_mode": "hydra", "lookahead": 3},
