@@ -17,9 +17,11 @@ n-gram tables are counted from the rest) and score it with `eval --stride 32` (`
 - the held-out gap against an independent PyTorch implementation (1.929 with no prior; four heads of 16 per
   expert, torch's default initialisation): the prior-none ensemble with one thing changed toward it or back, its
   experts read as one head of 64 (`d1x64n3`, how `d64n3` read before), a bias on each expert's stream read
-  and write, or every linear map started at torch's default spread, std 1/sqrt(3 d_in), where ours is He's
-  sqrt(2/d_in). The last two are graph documents (`gap_document`): the family's own graph, which trains
-  exactly as the family does, with those nodes' params changed.
+  and write, or the weights of every linear map (projections, feed-forward, head, stream read and write; the
+  router's start at zero either way) drawn at torch's default spread, std 1/sqrt(3 d_in), where ours are He's
+  sqrt(2/d_in) and, for the stream's, 1/sqrt(d_in) (the biases stay zero). The last two are graph documents
+  (`gap_document`): the family's own graph, which trains exactly as the family does, with those nodes' params
+  changed.
 
 Every row runs once per seed (`--seeds`: the initial weights and nothing else, since the walk is sequential)
 and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the training part's paragraphs
@@ -91,7 +93,8 @@ def one_run(job: dict) -> dict:
               "seconds": seconds, "parameters": run.model.n_params, "steps": summary.steps}
     if job.get("prompts"):
         result["prompts"], result["prompts_total"] = prompts_right(job["model"], job["prompts"])
-        result["prompts_bare"], _ = prompts_right(job["model"], job["prompts"].replace(".tsv", "-bare.tsv"))
+        bare = Path(job["prompts"]).with_name("addition-prompts-bare.tsv")
+        result["prompts_bare"], _ = prompts_right(job["model"], str(bare))
     return result
 
 
@@ -105,8 +108,9 @@ def prompts_right(model: str, prompts: str) -> tuple[int, int]:
 
 def gap_document(change: str, vocab: int) -> dict:
     """The prior-none ensemble's graph document (from-family, its library groups copied in) with `change`:
-    "bias", a bias on every expert's stream read and write; "torch init", every linear map's weights at std
-    1/sqrt(3 d_in), the spread of torch's default U(-1/sqrt(d_in), 1/sqrt(d_in)), in place of He's."""
+    "bias", a bias on every expert's stream read and write; "torch init", the weights of every linear map of the
+    experts at std 1/sqrt(3 d_in), the spread of torch's default U(-1/sqrt(d_in), 1/sqrt(d_in)), in place of
+    He's (and the stream read's and write's 1/sqrt(d_in)); biases and the router stay at zero."""
     from microgpt.model.family import family
     from microgpt.model.graph.from_family import document_for
     from microgpt.model.graph.library import with_library
@@ -124,24 +128,56 @@ def gap_document(change: str, vocab: int) -> dict:
     return document
 
 
+def recorded(record: Path) -> list[dict]:
+    """The runs recorded in runs.jsonl (a line cut short by a crash while it was written is skipped)."""
+    if not record.exists():
+        return []
+    runs = []
+    for line in record.read_text(encoding="utf-8").splitlines():
+        try:
+            runs.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return runs
+
+
+def fits(result: dict, job: dict) -> bool:
+    """Whether a recorded run is this job's: its name, steps, settings and text, and every figure it needs (a
+    record from before the bare prompts were scored has none, one from before settings were recorded no
+    settings to compare)."""
+    same = result["name"] == job["name"] and result["steps_asked"] == job["steps"]
+    same = same and all(result.get(key, job[key]) == job[key] for key in ("settings", "train"))
+    return same and (not job.get("prompts") or "prompts_bare" in result)
+
+
 def run_all(jobs: list[dict], workers: int, record: Path) -> list[dict]:
-    """Each job's figures, from `record` (runs.jsonl) where a run of that name and steps is there, else trained
-    `workers` at a time and appended to it as each finishes."""
+    """Each job's figures, from `record` (runs.jsonl) where a run of it is there, else trained `workers` at a
+    time and appended to it as each finishes. A run that fails stops the runs not yet started, and its error
+    is raised once those running have finished and been recorded."""
     done = {}
-    if record.exists():
-        for line in record.read_text(encoding="utf-8").splitlines():
-            result = json.loads(line)
-            done[(result["name"], result["steps_asked"])] = result
-    todo = [j for j in jobs if (j["name"], j["steps"]) not in done]
+    for result in recorded(record):
+        for job in jobs:
+            if fits(result, job):
+                done[job["name"]] = result
+    failure = None
     with ProcessPoolExecutor(workers) as pool:
-        running = {pool.submit(one_run, job): job for job in todo}
+        running = {pool.submit(one_run, job): job for job in jobs if job["name"] not in done}
         for finished in as_completed(running):
-            job, result = running[finished], finished.result()
-            result["steps_asked"] = job["steps"]
-            done[(job["name"], job["steps"])] = result
+            job = running[finished]
+            try:
+                result = finished.result()
+            except Exception as exc:  # noqa: BLE001 - any run's failure: the others running are kept, none started
+                failure = failure or exc
+                for waiting in running:
+                    waiting.cancel()
+                continue
+            result.update(steps_asked=job["steps"], settings=job["settings"], train=job["train"])
+            done[job["name"]] = result
             with record.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(result) + "\n")
-    return [done[(j["name"], j["steps"])] for j in jobs]
+    if failure is not None:
+        raise failure
+    return [done[j["name"]] for j in jobs]
 
 
 def gpt_matching(vocab: int, target: int) -> dict:

@@ -13,7 +13,8 @@ held out (never trained on) and scored with the main head (`eval`, stride 16). R
   trunk's last state; and mode gap), for the same steps;
 - gpt for the lookahead (mtp) run's compute: the steps it takes in the time the lookahead run took, the time
   per step measured on the two runs trained side by side;
-- addition (examples/addition.py's data and 14 prompts, exact match): gpt and lookahead mtp.
+- addition (examples/addition.py's data and 14 prompts, each after a newline, exact match): gpt and
+  lookahead mtp.
 
 Every lookahead run is also scored head by head on the held-out text (use/head_scores.py: each head's loss and
 top-1 agreement with the token at its offset, as `eval` reports them), and every run's fill of FILL_RATE of

@@ -74,6 +74,8 @@ def test_a_prompt_spells_a_newline_a_tab_and_a_backslash_with_escapes(tmp_path):
     prompts.write_text("\\n3 + 4 =\t7\n1\\t2\t0\na\\\\nb\t0\n\\d\\\t0\n", encoding="utf-8")
     # \n and \t are a newline and a tab, \\ one backslash (so \\n is a backslash and an n), any other backslash itself
     assert [p.prompt for p in read_prompts(prompts, 1 << 20)] == ["\n3 + 4 =", "1\t2", "a\\nb", "\\d\\"]
+    prompts.write_text("x\ta\\tb\\\\c\n", encoding="utf-8")
+    assert [(p.prompt, p.answer) for p in read_prompts(prompts, 1 << 20)] == [("x", "a\tb\\c")]  # answers alike
 
 
 def test_a_prompt_that_starts_a_line_is_given_its_newline(model_dir, tmp_path, monkeypatch, capsys):

@@ -59,7 +59,7 @@ class SampleSettings:
 @dataclass
 class EvalSettings:
     prompts: str | None = setting(None, "instead of scoring a FILE, complete each prompt of this file of lines "
-                                  "prompt<TAB>answer (\\n in a prompt is a newline) greedily, up to a newline or "
+                                  "prompt<TAB>answer (\\n, \\t, \\\\: a newline, a tab, a backslash) greedily, up to a newline or "
                                   "seq_len tokens, and count the completions that are the answer (surrounding "
                                   "whitespace ignored)", PATH,
                                   shown_default="score FILE", metavar="FILE")
