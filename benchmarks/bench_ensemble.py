@@ -19,12 +19,14 @@ n-gram tables are counted from the rest) and score it with `eval --stride 32` (`
   experts read as one head of 64 (`d1x64n3`, how `d64n3` read before), a bias on each expert's stream read
   and write, or the weights of every linear map (projections, feed-forward, head, stream read and write; the
   router's start at zero either way) drawn at torch's default spread, std 1/sqrt(3 d_in), where ours are He's
-  sqrt(2/d_in) and, for the stream's, 1/sqrt(d_in) (the biases stay zero). The last two are graph documents
+  sqrt(2/d_in) and, for the stream's, 1/sqrt(d_in) (the biases stay zero); or its windows drawn at random
+  (`--random-batches`) instead of the sequential walk, whose 10,000 steps of 128 cover the training text 1.28
+  times and so end on its first quarter again. The bias and init rows are graph documents
   (`gap_document`): the family's own graph, which trains exactly as the family does, with those nodes' params
   changed.
 
-Every row runs once per seed (`--seeds`: the initial weights and nothing else, since the walk is sequential)
-and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the training part's paragraphs
+Every row runs once per seed (`--seeds`: the initial weights and nothing else, since the walk is sequential;
+the random-windows row's windows too) and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the training part's paragraphs
 (blocks between blank lines) shuffled with seed k, the held-out tail the same for every order; for addition,
 examples/addition.py's `--seed k` (its lines shuffled with k; the prompts are the same). The table gives each
 figure's mean and range over the runs (prompts: the mean and the fewest and most right), the runs per row
@@ -302,6 +304,7 @@ def main() -> None:
     jobs += [j for b in (32, 16, 8) for j in jobs_of(f"stream {b}", {**ensemble, "stream_dim": b})]
     vocab = CharTokenizer.from_text(text[:cut]).size
     jobs += jobs_of("gap: one head of 64 per expert", {"cooperative": ",".join(["d1x64n3"] * 4)})
+    jobs += jobs_of("gap: random windows", {**ensemble, "random_batches": True})
     for change, row in (("bias", "gap: biases on the stream read and write"),
                         ("torch init", "gap: torch's initial spread")):
         if not wanted or any(word in row for word in wanted):
