@@ -1,0 +1,74 @@
+"""benchmarks/bench_ensemble.py's own logic, which its hours-long runs rest on: the gap rows' graph documents
+change what they say and nothing else, and a resumed bench takes a recorded run only where it is the job's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from microgpt.model.family import family
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_ensemble.py"
+VOCAB = 65
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_ensemble_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def specs_of(document: dict) -> dict:
+    graph = family("graph")
+    config = graph.Config(vocab_size=VOCAB, graph=document, seq_len=128)
+    return {spec.name: spec for spec in graph.param_specs(config)}
+
+
+def test_the_gap_documents_change_only_what_they_say(bench):
+    from microgpt.model.graph.from_family import document_for
+    from microgpt.model.graph.library import with_library
+
+    config = family("ensemble").Config(vocab_size=VOCAB, cooperative=bench.EXPERTS, stream_dim=64, seq_len=128)
+    plain = specs_of(with_library(document_for("ensemble", config)))
+    biased = specs_of(bench.gap_document("bias", VOCAB))
+    added = sorted(set(biased) - set(plain))
+    assert set(plain) <= set(biased) and len(added) == 8  # a bias on each of 4 experts' read and write
+    assert all(name.endswith(("read.b", "write.b")) and biased[name].shape == (64,) for name in added)
+    assert all(biased[name].init_std == spec.init_std for name, spec in plain.items())
+
+    torch_like = specs_of(bench.gap_document("torch init", VOCAB))
+    assert torch_like.keys() == plain.keys()
+    for name, spec in torch_like.items():
+        if name.endswith(".w") and len(spec.shape) == 2 and "router" not in name:  # every linear map's weights
+            assert spec.init_std == pytest.approx(1 / math.sqrt(3 * spec.shape[0])), name
+        else:  # embeddings, biases, LayerNorm, the router: as the family has them
+            assert spec.init_std == plain[name].init_std, name
+
+
+def test_a_record_is_taken_only_for_its_own_job(bench, tmp_path):
+    job = {"name": "prior none s0 o0", "steps": 100, "settings": {"prior": "none"}, "train": "train-o0.txt",
+           "prompts": None}
+    record = {"name": job["name"], "steps_asked": 100, "settings": {"prior": "none"}, "train": "train-o0.txt"}
+    assert bench.fits(record, job)
+    assert not bench.fits({**record, "steps_asked": 50}, job)
+    assert not bench.fits({**record, "settings": {"prior": "bigram"}}, job)
+    assert not bench.fits({**record, "train": "train-o1.txt"}, job)
+    older = {"name": job["name"], "steps_asked": 100}  # written before settings were recorded
+    assert bench.fits(older, job)
+    scored = {**job, "prompts": "addition-prompts.tsv"}
+    assert not bench.fits(record, scored)  # no bare-prompt score: from before it was measured
+    assert bench.fits({**record, "prompts": 13, "prompts_bare": 9}, scored)
+
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps(record) + "\n" + '{"name": "cut sh', encoding="utf-8")  # a crash mid-line
+    assert bench.recorded(runs) == [record]
+    assert bench.recorded(tmp_path / "none.jsonl") == []
