@@ -13,6 +13,7 @@ opens from the stream to everything before it); the router's own gradient is the
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -338,3 +339,20 @@ def test_a_trigram_table_for_a_bpe_vocabulary_is_refused_in_one_line():
 
     with pytest.raises(ConfigError, match="--prior trigram counts a table of .* entries for this vocabulary of 512"):
         family("ensemble").Config(vocab_size=512, cooperative="d4n1", prior="trigram")
+
+
+def test_torchs_spread_changes_every_experts_weight_matrix_and_nothing_else():
+    kind = family("ensemble")
+    shape = {"vocab_size": 65, "cooperative": "d64n3,d32n2ff100", "stream_dim": 48, "seq_len": 128,
+             "prior": "bigram"}
+    he = {s.name: s for s in kind.param_specs(kind.Config(**shape))}
+    torch_like = {s.name: s for s in kind.param_specs(kind.Config(**shape, expert_init="torch"))}
+    assert torch_like.keys() == he.keys()
+    changed = 0
+    for name, spec in torch_like.items():
+        if name.startswith("experts.") and name.endswith(".w"):  # read, write, q/k/v/o, feed-forward, head
+            assert spec.init_std == pytest.approx(1 / math.sqrt(3 * spec.shape[0])), name
+            changed += 1
+        else:  # embeddings, biases, LayerNorm, the prior and the router: as He's init has them
+            assert spec.init_std == he[name].init_std, name
+    assert changed == 3 * 6 + 2 * 6 + 2 * 3  # per block 4 projections and 2 feed-forward maps; head, read, write

@@ -1,6 +1,6 @@
 """The ensemble family as a graph (model/graph/from_family/ensemble.py, ops/ensemble.py, library/ensemble.yaml):
 for the same seed the graph draws the family's initial weights in the family's order and trains like it under
-every router, prior and expert-gradient rule, with --active-dims and --prior-off-at; the new ops (zeros,
+every router, prior and expert-gradient rule, with --active-dims, --prior-off-at and --expert-init torch; the new ops (zeros,
 prior, router, mix) are gradient-checked in float64; a bigram prior added to a GPT's logits trains.
 
 Gradient checks compare the backward against central differences of the loss, (L(x + h) - L(x - h)) / 2h
@@ -44,6 +44,8 @@ CONFIGURATIONS = [
     {"prior": "calculator", "prior_off_at": 10, "router": "global", "expert_grad": "routed"},
     {"active_dims": 4},
     {"active_dims": 3, "prior": "bigram", "prior_off_at": 30, "router": "gated", "expert_grad": "routed"},
+    {"expert_init": "torch"},
+    {"expert_init": "torch", "prior": "calculator", "router": "context"},
 ]
 
 

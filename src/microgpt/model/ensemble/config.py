@@ -3,6 +3,7 @@
 `--cooperative d64n3,d64n3,...` chooses this family (registry.FAMILIES "ensemble"), one transformer expert
 per spec (model/specs.py), a width without a head count read as the original reads it (d64: four heads of 16),
 and kept with its heads spelled out (d4x16n3). The other settings keep the original µGPT's names.
+The experts start at He's spread or torch's (`expert_init`).
 `prior_bias` is no setting: it is False only in a checkpoint saved before the prior's projection had a bias
 (`upgrade_saved` reads such a config, and its one-head experts, as they were trained).
 """
@@ -19,6 +20,7 @@ from microgpt.model.specs import EXPERT_GRAMMAR, ModelSpec, expert_text, one_hea
 PRIORS = ("none", "counter", "bigram", "trigram", "calculator")
 ROUTERS = ("global", "context", "gated")
 EXPERT_GRADS = ("equal", "routed")
+EXPERT_INITS = ("he", "torch")
 FF_PER_D_MODEL = 4  # an expert's d_ff without ff<d_ff> in its spec
 MAX_TRIGRAM_ENTRIES = 16 * 1024**2  # a trigram table past this (a BPE vocabulary's) is refused: it would dwarf the model
 
@@ -49,6 +51,10 @@ class EnsembleConfig:
     expert_grad: str = setting("equal", "what each expert's logits get of the mixed logits' gradient: equal (a "
                                "share of 1/experts, the original's rule against collapse) or routed (its router "
                                "weight: the true gradient)", Choice(lambda: EXPERT_GRADS), metavar="RULE")
+    expert_init: str = setting("he", "how the experts' weight matrices start: he (N(0, 2/d_in), and N(0, 1/d_in) "
+                               "for the stream's read and write) or torch (N(0, 1/(3 d_in)) for every one, the "
+                               "spread of torch's default, which held out better: docs/ensemble.md)",
+                               Choice(lambda: EXPERT_INITS), metavar="KIND")
     seq_len: int = setting(64, "context length in tokens (characters with the char tokenizer)", whole(1),
                            metavar="T")
     prior_bias: bool = True  # the prior's projection has a bias (not in checkpoints saved before it)

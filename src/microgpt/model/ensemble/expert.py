@@ -1,11 +1,13 @@
 """One transformer expert of the ensemble: it reads the stream, runs its blocks, predicts, and writes back.
 
 x = E[ids] + s @ R (R: B x d), h = LayerNorm(blocks(x)), logits = h @ W_head + b, write = h @ W (W: d x B).
+Its weight matrices start at torch's default spread or He's (`expert_specs`, --expert-init).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from microgpt.model.block import Block, block_specs
 from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs, linear_specs
@@ -14,7 +16,10 @@ from microgpt.model.rope import RopeTables
 from microgpt.model.specs import ModelSpec
 
 
-def expert_specs(prefix: str, spec: ModelSpec, d_ff: int, vocab: int, stream_dim: int) -> list[ParamSpec]:
+def expert_specs(prefix: str, spec: ModelSpec, d_ff: int, vocab: int, stream_dim: int, init: str) -> list[ParamSpec]:
+    """The expert's parameters, in checkpoint order. Its weight matrices (the decayed ones: the stream's read and
+    write, the blocks' projections and feed-forward maps, the head) start at He's N(0, 2/d_in), the read and write
+    at N(0, 1/d_in), for init "he"; every one at N(0, 1/(3 d_in)), torch's default spread, for init "torch"."""
     d = spec.d_model
     specs = [ParamSpec(f"{prefix}tok_emb", (vocab, d), math.sqrt(1.0 / d)),
              ParamSpec(f"{prefix}read.w", (stream_dim, d), math.sqrt(1.0 / stream_dim), decay=True)]
@@ -23,6 +28,8 @@ def expert_specs(prefix: str, spec: ModelSpec, d_ff: int, vocab: int, stream_dim
     specs += layer_norm_specs(f"{prefix}final_norm", d)
     specs += linear_specs(f"{prefix}head", d, vocab)
     specs.append(ParamSpec(f"{prefix}write.w", (d, stream_dim), math.sqrt(1.0 / d), decay=True))
+    if init == "torch":
+        specs = [replace(s, init_std=math.sqrt(1.0 / (3 * s.shape[0]))) if s.decay else s for s in specs]
     return specs
 
 

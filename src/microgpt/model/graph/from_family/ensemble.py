@@ -43,6 +43,8 @@ def document(config) -> dict:
         expert, after = f"expert{i + 1}", f"stream{i + 1}"  # the prior is expert 0
         params = {"d": spec.d_model, "heads": list(spec.head_dims), "d_ff": config.d_ff(spec),
                   "n_layers": spec.n_layers}
+        if config.expert_init == "torch":  # the group's defaults are He's (and the stream's N(0, 1/d_in))
+            params.update(init="torch", stream_init="torch")
         nodes += [{"id": expert, "group": "expert", "params": params},
                   {"id": after, "group": "stream_add", "params": {"active": "active_dims"}}]
         edges += [edge("tokens", f"{expert}.tokens"), edge(stream, f"{expert}.stream"),

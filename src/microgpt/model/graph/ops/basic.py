@@ -29,7 +29,7 @@ from microgpt.model.graph.ops.base import (
 from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs
 from microgpt.model.params import ParamSpec
 
-INITS = ("he", "lecun", "zero")  # N(0, 2/d_in), N(0, 1/d_in), zeros
+INITS = ("he", "lecun", "torch", "zero")  # N(0, 2/d_in), N(0, 1/d_in), N(0, 1/(3 d_in)), zeros
 
 
 def _init_std(node, d_in: int) -> float:
@@ -38,7 +38,8 @@ def _init_std(node, d_in: int) -> float:
         return float(init)
     if init not in INITS:
         raise ConfigError(f"param init must be one of {', '.join(INITS)} or a standard deviation, got {init!r}")
-    return {"he": math.sqrt(2.0 / d_in), "lecun": math.sqrt(1.0 / d_in), "zero": 0.0}[init]
+    return {"he": math.sqrt(2.0 / d_in), "lecun": math.sqrt(1.0 / d_in), "torch": math.sqrt(1.0 / (3 * d_in)),
+            "zero": 0.0}[init]  # torch: the spread of torch's default U(-1/sqrt(d_in), 1/sqrt(d_in))
 
 
 def _flag(params: dict, key: str) -> bool:
