@@ -15,10 +15,11 @@ n-gram tables are counted from the rest) and score it with `eval --stride 32` (`
   calculator, as here);
 - a single GPT with about the ensemble's parameters, for the same steps and for the ensemble's wall time;
 - the held-out gap against an independent PyTorch implementation (1.929 with no prior; four heads of 16 per
-  expert, torch's default initialisation): the prior-none ensemble with one thing changed back or toward it,
-  its experts started at torch's default spread, std 1/sqrt(3 d_in), on every linear map (`--expert-init
-  torch`; ours are He's sqrt(2/d_in) and, for the stream's read and write, 1/sqrt(d_in)), read as one
-  head of 64 (`d1x64n3`, how `d64n3` read before), a bias on each expert's stream read and write (a graph
+  expert, torch's default initialisation): the prior-none ensemble with one thing changed: its experts started
+  at He's spread, sqrt(2/d_in) and, for the stream's read and write, 1/sqrt(d_in) (`--expert-init he`, the
+  default before it was measured here; every other row is `--expert-init torch`, std 1/sqrt(3 d_in) on every
+  linear map, and says so in its settings), read as one head of 64 (`d1x64n3`, how `d64n3` read before), a
+  bias on each expert's stream read and write (a graph
   document, `gap_document`: the family's own graph, which trains exactly as the family does, with those nodes'
   params changed), or its windows drawn at random (`--random-batches`) instead of the sequential walk, whose
   10,000 steps of 128 cover the training text 1.28 times and so end on its first quarter again.
@@ -113,7 +114,8 @@ def gap_document(vocab: int) -> dict:
     from microgpt.model.graph.from_family import document_for
     from microgpt.model.graph.library import with_library
 
-    config = family("ensemble").Config(vocab_size=vocab, cooperative=EXPERTS, stream_dim=64, seq_len=128)
+    config = family("ensemble").Config(vocab_size=vocab, cooperative=EXPERTS, stream_dim=64, seq_len=128,
+                                       expert_init="torch")
     document = with_library(document_for("ensemble", config))
     for node in document["groups"]["expert"]["nodes"]:
         if node.get("op") in ("stream_read", "stream_write"):
@@ -290,12 +292,12 @@ def main() -> None:
                              "prompts": str(work / f"addition-o{order}" / "addition-prompts.tsv") if sums else None})
         return made
 
-    ensemble = {"cooperative": EXPERTS}
+    ensemble = {"cooperative": EXPERTS, "expert_init": "torch"}  # said, not defaulted: a record says its init
     jobs = [j for p in ("none", "bigram", "trigram") for j in jobs_of(f"prior {p}", {**ensemble, "prior": p})]
     jobs += [j for b in (32, 16, 8) for j in jobs_of(f"stream {b}", {**ensemble, "stream_dim": b})]
     vocab = CharTokenizer.from_text(text[:cut]).size
-    jobs += jobs_of("gap: torch's initial spread", {**ensemble, "expert_init": "torch"})
-    jobs += jobs_of("gap: one head of 64 per expert", {"cooperative": ",".join(["d1x64n3"] * 4)})
+    jobs += jobs_of("gap: He's initial spread", {**ensemble, "expert_init": "he"})
+    jobs += jobs_of("gap: one head of 64 per expert", {**ensemble, "cooperative": ",".join(["d1x64n3"] * 4)})
     jobs += jobs_of("gap: random windows", {**ensemble, "random_batches": True})
     row = "gap: biases on the stream read and write"
     if not wanted or any(word in row for word in wanted):

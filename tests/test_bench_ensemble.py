@@ -36,7 +36,8 @@ def test_the_gap_document_adds_only_a_bias_on_each_read_and_write(bench):
     from microgpt.model.graph.from_family import document_for
     from microgpt.model.graph.library import with_library
 
-    config = family("ensemble").Config(vocab_size=VOCAB, cooperative=bench.EXPERTS, stream_dim=64, seq_len=128)
+    config = family("ensemble").Config(vocab_size=VOCAB, cooperative=bench.EXPERTS, stream_dim=64, seq_len=128,
+                                       expert_init="torch")
     plain = specs_of(with_library(document_for("ensemble", config)))
     biased = specs_of(bench.gap_document(VOCAB))
     added = sorted(set(biased) - set(plain))
