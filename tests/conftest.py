@@ -4,14 +4,24 @@
 (numba's fused kernels; a core dependency) always, "cuda" only where CuPy and a
 GPU are usable (otherwise it is skipped with the reason, and it carries the `gpu`
 marker so `-m "not gpu"` deselects it).
+
+A suite started with Ctrl-C ignored (a shell's background job: `(cmd &)`, nohup) would hand that ignore to every
+subprocess it starts, and the tests that stop a child with SIGINT, as a terminal's Ctrl-C does, would find it
+deaf to it. So the ignore is lifted here, once: children then start with SIGINT at its default, as from a
+terminal.
 """
 
 from __future__ import annotations
+
+import signal
 
 import numpy as np
 import pytest
 
 from microgpt.backends import BackendUnavailable, get_backend
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _cuda_skip_reason() -> str | None:
