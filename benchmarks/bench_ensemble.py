@@ -245,6 +245,21 @@ def row_line(name: str, runs: list[dict]) -> str:
             f"{np.mean([r['seconds'] for r in runs]):.0f} |")
 
 
+def against_none(rows: dict[str, list[dict]]) -> list[str]:
+    """For each prior's row, its held-out figure minus prior none's on the same seed and corpus order, per run,
+    and the worst (the issue's target: no prior worse than none by more than 0.01 on any run)."""
+    none = {" ".join(r["name"].split()[-2:]): r["held_out"] for r in rows.get("prior none", [])}
+    lines = []
+    for name in ("prior bigram", "prior trigram"):
+        pairs = [(" ".join(r["name"].split()[-2:]), r["held_out"]) for r in rows.get(name, [])]
+        diffs = {run: held_out - none[run] for run, held_out in pairs if run in none}
+        if diffs:
+            each = ", ".join(f"{run} {diff:+.3f}" for run, diff in diffs.items())
+            lines.append(f"{name} held out minus prior none's, same seed and order: {each}; worst "
+                         f"{max(diffs.values()):+.3f}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--text", type=Path, default=DEFAULT_TEXT)
@@ -337,6 +352,8 @@ def main() -> None:
     for name in [*ORIGINAL, *(row for row in rows if row.startswith("gap:")), *gpt_rows]:
         if name in rows:
             print(row_line(name, rows[name]))
+    for line in against_none(rows):
+        print(line)
     if gpt_rows:
         print(f"gpt of the same size: d_model {shape['d_model']}, 3 layers, 4 heads, d_ff {shape['d_ff']}"
               + (f"; the wall-time runs took {gpt_rows['gpt, same wall time'][0]['steps']} steps"

@@ -64,3 +64,12 @@ def test_a_record_is_taken_only_for_its_own_job(bench, tmp_path):
     runs.write_text(json.dumps(record) + "\n" + '{"name": "cut sh', encoding="utf-8")  # a crash mid-line
     assert bench.recorded(runs) == [record]
     assert bench.recorded(tmp_path / "none.jsonl") == []
+
+
+def test_each_prior_is_held_against_prior_none_on_the_same_seed_and_order(bench):
+    rows = {"prior none": [{"name": "prior none s0 o0", "held_out": 1.90}, {"name": "prior none s1 o0", "held_out": 1.95}],
+            "prior bigram": [{"name": "prior bigram s1 o0", "held_out": 1.94},
+                             {"name": "prior bigram s0 o0", "held_out": 1.93}]}
+    (line,) = bench.against_none(rows)
+    assert line == ("prior bigram held out minus prior none's, same seed and order: s1 o0 -0.010, s0 o0 +0.030; "
+                    "worst +0.030")
