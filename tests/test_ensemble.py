@@ -345,8 +345,8 @@ def test_torchs_spread_changes_every_experts_weight_matrix_and_nothing_else():
     kind = family("ensemble")
     shape = {"vocab_size": 65, "cooperative": "d64n3,d32n2ff100", "stream_dim": 48, "seq_len": 128,
              "prior": "bigram"}
-    he = {s.name: s for s in kind.param_specs(kind.Config(**shape))}
-    torch_like = {s.name: s for s in kind.param_specs(kind.Config(**shape, expert_init="torch"))}
+    he = {s.name: s for s in kind.param_specs(kind.Config(**shape, expert_init="he"))}
+    torch_like = {s.name: s for s in kind.param_specs(kind.Config(**shape))}  # the default
     assert torch_like.keys() == he.keys()
     changed = 0
     for name, spec in torch_like.items():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+import microgpt
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.data.tokenizer import CharTokenizer
@@ -110,8 +111,9 @@ def test_the_metrics_number_the_prior_0_and_an_old_log_reads_so():
 
 def test_a_checkpoint_saved_before_keeps_its_one_head_experts_and_its_biasless_projection(tmp_path, monkeypatch):
     """Rewritten as the microgpt before issue 32 saved it: `d32n1` for one head of 32, no prior_bias, no
-    prior.proj.b. It loads as that model: its logits are those of the same weights in a model built with one
-    head of 32 and no bias (float32 both, the same arithmetic: equal to the last bit)."""
+    prior.proj.b, no expert_init. It loads as that model: its logits are those of the same weights in a model
+    built with one head of 32 and no bias (float32 both, the same arithmetic: equal to the last bit), its
+    experts' init He's, the only one there was."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.txt").write_text("".join(f"{x} + {y} = {x + y}\n" for x in range(20) for y in range(20)))
     assert main(["train", "t.txt", "--cooperative", "d1x32n1,d8n1", "--stream-dim", "8", "--seq-len", "16",
@@ -121,7 +123,7 @@ def test_a_checkpoint_saved_before_keeps_its_one_head_experts_and_its_biasless_p
     config = json.loads(config_path.read_text())
     assert config["model"]["cooperative"] == "d1x32n1,d8n1" and config["model"]["prior_bias"] is True
     config["model"]["cooperative"] = "d32n1,d8n1"  # the old writing of one head of 32
-    del config["model"]["prior_bias"]
+    del config["model"]["prior_bias"], config["model"]["expert_init"]
     config_path.write_text(json.dumps(config))
     weights = load_file(str(weights_path))
     del weights["prior.proj.b"]
@@ -132,11 +134,31 @@ def test_a_checkpoint_saved_before_keeps_its_one_head_experts_and_its_biasless_p
     loaded = load(tmp_path / "m", backend="numpy")
     assert loaded.model.config.experts[0].head_dims == (32,) and not loaded.model.config.prior_bias
     assert loaded.model.config.cooperative == "d1x32n1,d8n1" and "prior.proj.b" not in loaded.model.params.specs
+    assert loaded.model.config.expert_init == "he"
     kind = family("ensemble")
     same = kind.build(kind.Config(vocab_size=loaded.tokenizer.size, cooperative="d1x32n1,d8n1", stream_dim=8,
-                                  seq_len=16, prior="calculator", prior_bias=False), get_backend("numpy"),
-                      loaded.tokenizer, 0)
+                                  seq_len=16, prior="calculator", prior_bias=False, expert_init="he"),
+                      get_backend("numpy"), loaded.tokenizer, 0)
     same.params.from_host(weights)
     ids = np.array([loaded.tokenizer.encode("12 + 3 = 15\n4 + ")])
     np.testing.assert_array_equal(loaded.model.be.to_host(loaded.model.logits(ids)), same.be.to_host(same.logits(ids)))
     assert "without a bias" in kind.describe(loaded.model.config)
+
+
+def test_a_run_saved_before_torchs_init_was_the_default_resumes_at_hes(tmp_path):
+    """A config.json without expert_init (saved when He's was the only init) resumes as He's model, not at the
+    default's: config.json keeps saying so, and the losses are those of the same run never interrupted."""
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat\n" * 60, encoding="utf-8")
+    shape = {"cooperative": "d8n1,d8n1", "stream_dim": 4, "seq_len": 16, "batch_size": 2, "backend": "numpy",
+             "threads": 1, "gen": 0, "val_tokens": 0, "preset": "reference"}  # no schedule: 3 steps of 6 are 3
+    _, whole = microgpt.train(text, steps=6, model=str(tmp_path / "whole"), expert_init="he", **shape)
+    microgpt.train(text, steps=3, model=str(tmp_path / "cut"), expert_init="he", **shape)
+    config_path = tmp_path / "cut" / "config.json"
+    config = json.loads(config_path.read_text())
+    del config["model"]["expert_init"]
+    config_path.write_text(json.dumps(config))
+    _, resumed = microgpt.train(text, resume=str(tmp_path / "cut"), steps=6, backend="numpy", threads=1, gen=0,
+                                preset="reference")
+    assert json.loads(config_path.read_text())["model"]["expert_init"] == "he"
+    assert resumed.losses == whole.losses[3:]

@@ -27,7 +27,7 @@ import json, sys
 from pathlib import Path
 import microgpt
 
-text_file, out = sys.argv[1], Path(sys.argv[2])
+text_file, out, added = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
 SHAPES = {
     "gpt": {"d_model": 12, "heads": "2,4,6", "n_layers": 2, "d_ff": 24},
     # prior counter, not bigram: issue 32 changed the projected priors' init on purpose (He init, a bias)
@@ -48,7 +48,8 @@ found = {}
 for backend in ("numpy", "cpu"):
     for family, shape in SHAPES.items():
         place = out / f"{family}-{backend}"
-        _, summary = microgpt.train(text_file, steps=60, backend=backend, model=str(place), **shape, **COMMON)
+        _, summary = microgpt.train(text_file, steps=60, backend=backend, model=str(place), **shape,
+                                    **added.get(family, {}), **COMMON)
         found.update([record(f"{family} {backend}", summary, place)])
 gpt = out / "gpt-numpy"
 _, summary = microgpt.train(text_file, resume=str(gpt), steps=90, backend="numpy", threads=1, gen=0)
@@ -79,11 +80,13 @@ def before_layout(tmp_path_factory) -> Path:
     return root / "src"
 
 
-def train_all(src: Path, text: Path, out: Path) -> dict:
+def train_all(src: Path, text: Path, out: Path, added: dict) -> dict:
+    """Every loss of SCRIPT's runs with the microgpt in `src`, a family's settings from `added` on top of SHAPES
+    (a setting the code before did not have, at the value that code had no choice but)."""
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(text), str(out)], check=False, capture_output=True,
-                          text=True, env=env, timeout=900, cwd=out)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(text), str(out), json.dumps(added)], check=False,
+                          capture_output=True, text=True, env=env, timeout=900, cwd=out)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -94,8 +97,9 @@ def test_every_family_resume_and_fine_tune_train_bit_identically_to_the_code_bef
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{i} + {i % 7} = {i + i % 7}\nthe quick brown fox {i}\n" for i in range(300)),
                     encoding="utf-8")
-    before = train_all(before_layout, text, tmp_path / "before")
-    after = train_all(REPO / "src", text, tmp_path / "after")
+    before = train_all(before_layout, text, tmp_path / "before", {})
+    # He's init, the only one before (torch's is the ensemble's default since issue 32)
+    after = train_all(REPO / "src", text, tmp_path / "after", {"ensemble": {"expert_init": "he"}})
     assert list(after) == list(before)
     for name in before:
         assert len(before[name]["losses"]) > 0, name

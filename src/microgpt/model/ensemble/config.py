@@ -3,7 +3,8 @@
 `--cooperative d64n3,d64n3,...` chooses this family (registry.FAMILIES "ensemble"), one transformer expert
 per spec (model/specs.py), a width without a head count read as the original reads it (d64: four heads of 16),
 and kept with its heads spelled out (d4x16n3). The other settings keep the original µGPT's names.
-The experts start at He's spread or torch's (`expert_init`).
+The experts start at torch's spread or He's (`expert_init`); a checkpoint saved before torch's became the
+default says neither, and started at He's (`upgrade_saved` reads it so).
 `prior_bias` is no setting: it is False only in a checkpoint saved before the prior's projection had a bias
 (`upgrade_saved` reads such a config, and its one-head experts, as they were trained).
 """
@@ -51,9 +52,9 @@ class EnsembleConfig:
     expert_grad: str = setting("equal", "what each expert's logits get of the mixed logits' gradient: equal (a "
                                "share of 1/experts, the original's rule against collapse) or routed (its router "
                                "weight: the true gradient)", Choice(lambda: EXPERT_GRADS), metavar="RULE")
-    expert_init: str = setting("he", "how the experts' weight matrices start: he (N(0, 2/d_in), and N(0, 1/d_in) "
-                               "for the stream's read and write) or torch (N(0, 1/(3 d_in)) for every one, the "
-                               "spread of torch's default, which held out better: docs/ensemble.md)",
+    expert_init: str = setting("torch", "how the experts' weight matrices start: torch (N(0, 1/(3 d_in)) for every "
+                               "one, the spread of torch's default, which holds out better: docs/ensemble.md) or he "
+                               "(N(0, 2/d_in), and N(0, 1/d_in) for the stream's read and write)",
                                Choice(lambda: EXPERT_INITS), metavar="KIND")
     seq_len: int = setting(64, "context length in tokens (characters with the char tokenizer)", whole(1),
                            metavar="T")
@@ -95,10 +96,16 @@ class EnsembleConfig:
 
 
 def upgrade_saved(model: dict) -> dict:
-    """A saved config as this microgpt reads it. One saved before the prior's projection had a bias (it has no
-    prior_bias) read a width without a head count as one head of that width: its experts are written so here,
-    and its projection has no bias, so that it loads as it was trained."""
-    if "prior_bias" in model or not isinstance(model.get("cooperative"), str):
+    """A saved config as this microgpt reads it. One saved without expert_init started its experts at He's
+    spread, the default then, and says so here (a resume or a graph of it keeps its init). One saved before the
+    prior's projection had a bias (it has no prior_bias) read a width without a head count as one head of that
+    width: its experts are written so here, and its projection has no bias, so that it loads as it was
+    trained."""
+    if not isinstance(model.get("cooperative"), str):
+        return model
+    if "expert_init" not in model:
+        model = {**model, "expert_init": "he"}
+    if "prior_bias" in model:
         return model
     try:
         experts = ",".join(one_head_text(text) for text in model["cooperative"].split(","))
