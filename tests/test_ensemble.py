@@ -356,3 +356,20 @@ def test_torchs_spread_changes_every_experts_weight_matrix_and_nothing_else():
         else:  # embeddings, biases, LayerNorm, the prior and the router: as He's init has them
             assert spec.init_std == he[name].init_std, name
     assert changed == 3 * 6 + 2 * 6 + 2 * 3  # per block 4 projections and 2 feed-forward maps; head, read, write
+
+
+def test_one_seed_starts_the_experts_and_the_router_alike_with_every_prior():
+    """The prior's parameters are drawn after everything else, so a comparison of priors on one seed is one of
+    priors alone (bench_ensemble's per-seed differences); with them drawn first every expert started elsewhere."""
+    kind = family("ensemble")
+    shape = {"vocab_size": V, "cooperative": "d4n1,d2+2n1", "stream_dim": 5, "seq_len": 7, "router": "gated"}
+    started = {}
+    for prior in ("none", "counter", "bigram", "trigram", "calculator"):
+        model = kind.build(kind.Config(**shape, prior=prior), get_backend("numpy", dtype=np.float64), TOKENIZER, 3)
+        started[prior] = model.params.to_host()
+    shared = started["none"]
+    assert any(name.startswith("experts.") for name in shared) and any(name.startswith("router.") for name in shared)
+    for prior, weights in started.items():
+        assert {name for name in weights if not name.startswith("prior.")} == set(shared), prior
+        for name, value in shared.items():
+            np.testing.assert_array_equal(weights[name], value, err_msg=f"{prior}: {name}")

@@ -284,13 +284,18 @@ def test_the_zeros_op_is_an_empty_stream_that_passes_no_gradient():
     assert kernel.backward([out], saved, run) == []
 
 
+def params_of(document: dict, node_id: str) -> dict:
+    """The params of the document's node `node_id`."""
+    return next(node for node in document["nodes"] if node["id"] == node_id)["params"]
+
+
 @pytest.mark.parametrize("change, words", [
-    (lambda doc: doc["nodes"][-3]["params"].update(experts=3),
+    (lambda doc: params_of(doc, "router").update(experts=3),
      "mix: its weights are over 3 experts and 2 logits edges come in"),
-    (lambda doc: doc["nodes"][0]["params"].update(kind="fourgram"), "param kind must be one of counter, bigram"),
-    (lambda doc: doc["nodes"][-3]["params"].update(kind="soft"), "router: param kind must be one of global"),
-    (lambda doc: doc["nodes"][-2]["params"].update(grad="half"), "mix: param grad must be one of equal, routed"),
-    (lambda doc: doc["nodes"][0]["params"].update(until_step=0), "param until_step must be a step of at least 1"),
+    (lambda doc: params_of(doc, "prior").update(kind="fourgram"), "param kind must be one of counter, bigram"),
+    (lambda doc: params_of(doc, "router").update(kind="soft"), "router: param kind must be one of global"),
+    (lambda doc: params_of(doc, "mix").update(grad="half"), "mix: param grad must be one of equal, routed"),
+    (lambda doc: params_of(doc, "prior").update(until_step=0), "param until_step must be a step of at least 1"),
 ])
 def test_a_wrong_ensemble_graph_is_refused_naming_the_node(change, words):
     config = family("ensemble").Config(vocab_size=V, cooperative="d4n1,d4n1", stream_dim=4, seq_len=8,

@@ -30,8 +30,9 @@ import microgpt
 text_file, out, added = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
 SHAPES = {
     "gpt": {"d_model": 12, "heads": "2,4,6", "n_layers": 2, "d_ff": 24},
-    # prior counter, not bigram: issue 32 changed the projected priors' init on purpose (He init, a bias)
-    "ensemble": {"cooperative": "d8n1,d4+4n1", "stream_dim": 6, "prior": "counter", "router": "gated"},
+    # no prior: issue 32 changed the priors' start on purpose (the projections' He init and bias, every prior's
+    # parameters drawn after the experts')
+    "ensemble": {"cooperative": "d8n1,d4+4n1", "stream_dim": 6, "prior": "none", "router": "gated"},
     # mode mtp, the default before hydra became it (issue 30)
     "lookahead": {"lookahead": 2, "lookahead_mode": "mtp", "d_model": 8, "heads": "4,4", "n_layers": 1, "d_ff": 16},
 }

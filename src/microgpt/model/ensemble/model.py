@@ -34,12 +34,15 @@ from microgpt.model.shards import Sharded
 
 
 def param_specs(config: EnsembleConfig, prefix: str = "") -> list[ParamSpec]:
-    """The prior's, each expert's (experts.<i>.*) and the router's parameters, in checkpoint order."""
-    specs = prior_specs(config.prior, config.vocab_size, config.stream_dim, config.seq_len, config.prior_bias)
+    """Each expert's (experts.<i>.*), the router's and the prior's parameters, in the order they are drawn: the
+    prior's last, so one seed starts the experts and the router alike with every --prior (a comparison of priors
+    on a seed is a comparison of priors alone)."""
+    specs = []
     for i, spec in enumerate(config.experts):
         specs += expert_specs(f"experts.{i}.", spec, config.d_ff(spec), config.vocab_size, config.stream_dim,
                               config.expert_init)
     specs += router_specs(config.router, len(config.experts), config.stream_dim, config.vocab_size)
+    specs += prior_specs(config.prior, config.vocab_size, config.stream_dim, config.seq_len, config.prior_bias)
     return [ParamSpec(prefix + s.name, s.shape, s.init_std, s.init_value, s.decay, s.trainable) for s in specs]
 
 

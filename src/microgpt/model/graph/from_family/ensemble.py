@@ -38,7 +38,8 @@ def prior_nodes(config) -> tuple[list[dict], list[dict], str]:
 
 def document(config) -> dict:
     """The graph document of an ensemble with this EnsembleConfig."""
-    nodes, edges, stream = prior_nodes(config)
+    prior, edges, stream = prior_nodes(config)
+    nodes = []
     for i, spec in enumerate(config.experts):
         expert, after = f"expert{i + 1}", f"stream{i + 1}"  # the prior is expert 0
         params = {"d": spec.d_model, "heads": list(spec.head_dims), "d_ff": config.d_ff(spec),
@@ -54,7 +55,8 @@ def document(config) -> dict:
     nodes += [{"id": "router", "op": "router",
                "params": {"kind": config.router, "experts": experts, "epsilon": config.router_epsilon}},
               {"id": "mix", "op": "mix", "params": {"grad": config.expert_grad}},
-              {"id": "loss", "op": "cross_entropy"}]
+              {"id": "loss", "op": "cross_entropy"},
+              *prior]  # listed last, so its parameters are drawn last, as the family draws them
     edges += [edge("tokens", "router.ids"), edge(stream, "router.stream"), edge("router.weights", "mix.weights"),
               *(edge(f"expert{i}.logits", "mix.logits") for i in range(1, experts + 1)),
               edge("mix.out", "loss.logits"), edge("mix.out", "logits")]
