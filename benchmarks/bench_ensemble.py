@@ -22,7 +22,11 @@ n-gram tables are counted from the rest) and score it with `eval --stride 32` (`
   bias on each expert's stream read and write (a graph
   document, `gap_document`: the family's own graph, which trains exactly as the family does, with those nodes'
   params changed), or its windows drawn at random (`--random-batches`) instead of the sequential walk, whose
-  10,000 steps of 128 cover the training text 1.28 times and so end on its first quarter again.
+  10,000 steps of 128 cover the training text 1.28 times and so end on its first quarter again;
+- the noise of one run: the prior-none ensemble trained again on the numpy backend (`noise: prior none, numpy
+  backend`), the same seed, text and walk, so it differs from the cpu backend's run by float rounding alone
+  (the first losses agree to 1e-7). How far the pair ends apart held out is how far any two runs that differ
+  in one small thing (a prior's write) can drift from noise alone.
 
 Every row runs once per seed (`--seeds`: the initial weights and nothing else, since the walk is sequential;
 the random-windows row's windows too) and per corpus order (`--orders`): order 0 is the text as it is, order k > 0 the training part's paragraphs
@@ -38,7 +42,7 @@ with the same `--out` takes the runs recorded there (same name and steps) instea
 an interrupted bench resumes (a run cut short is trained again from its start, over its checkpoint).
 
 It also times a training step of the ensemble against the sum of its experts' steps trained alone (the cpu
-backend, one thread, batch 1), and prints that ratio. Runs go `--jobs` at a time, one thread each.
+backend, one thread, batch 1; the two alternated, five rounds, the medians), and prints that ratio. Runs go `--jobs` at a time, one thread each.
 """
 
 from __future__ import annotations
@@ -83,10 +87,12 @@ def one_run(job: dict) -> dict:
     """Train one run in this process (one thread), then score it; returns its figures."""
     import microgpt
 
+    settings = dict(job["settings"])
+    backend = settings.pop("backend", "cpu")  # a setting, so that runs.jsonl records it
     start = time.perf_counter()
-    run, summary = microgpt.train(job["train"], preset="reference", steps=job["steps"], gen=0, backend="cpu",
+    run, summary = microgpt.train(job["train"], preset="reference", steps=job["steps"], gen=0, backend=backend,
                                   threads=1, model=job["model"], seed=job["seed"], overwrite=True,
-                                  **job["settings"])  # overwrite: a checkpoint there is a run not in runs.jsonl
+                                  **settings)  # overwrite: a checkpoint there is a run not in runs.jsonl
     seconds = time.perf_counter() - start
     loaded = microgpt.load(job["model"], backend="cpu", threads=1)
     held_out = loaded.evaluate(Path(job["held_out"]).read_text(encoding="utf-8"), stride=32).nll
@@ -186,8 +192,10 @@ def gpt_matching(vocab: int, target: int) -> dict:
     return {"d_model": d_model, "n_layers": 3, "d_ff": 4 * d_model}
 
 
-def step_ratio(text: str) -> tuple[float, float]:
-    """(ms per ensemble step, ms per step of its four experts trained alone, summed), cpu backend, 1 thread."""
+def step_ratio(text: str, rounds: int = 5, steps: int = 40) -> tuple[float, float]:
+    """(ms per ensemble step, ms per step of its four experts trained alone, summed), cpu backend, 1 thread: the
+    medians over `rounds` rounds, each timing `steps` steps of the ensemble, then the same batches through four
+    separate d64n3 GPTs, one after another, so the two halves of a ratio see the machine alike."""
     from microgpt.backends import get_backend
     from microgpt.data.tokenizer import CharTokenizer
     from microgpt.model.family import family
@@ -199,21 +207,25 @@ def step_ratio(text: str) -> tuple[float, float]:
     ids = tokenizer.encode(text)
     backend = get_backend("cpu", threads=1)
     rng = np.random.default_rng(0)
+    batches = [np.stack([ids[s : s + 129]]) for s in rng.integers(0, len(ids) - 130, steps)]  # (1, 129) each
 
-    def ms_per_step(name: str, **shape) -> float:
+    def built(name: str, **shape):
         kind = family(name)
         model = kind.build(kind.Config(vocab_size=tokenizer.size, seq_len=128, **shape), backend, tokenizer, 1)
-        optimizer = Optimizer.reference(model.params, 3e-4)
-        batches = [np.stack([ids[s : s + 129]]) for s in rng.integers(0, len(ids) - 130, 80)]  # (1, 129) each
-        for windows in batches[:10]:
-            train_step(model, windows, optimizer, SingleProcess())
-        start = time.perf_counter()
-        for windows in batches[10:]:
-            train_step(model, windows, optimizer, SingleProcess())
-        return (time.perf_counter() - start) / 70 * 1000
+        return model, Optimizer.reference(model.params, 3e-4)
 
-    alone = 4 * ms_per_step("gpt", d_model=64, head_dims=(16,) * 4, n_layers=3, d_ff=256)  # d64n3: 4 heads of 16
-    return ms_per_step("ensemble", cooperative=EXPERTS, stream_dim=64), alone
+    def ms_per_step(models) -> float:
+        start = time.perf_counter()
+        for windows in batches:
+            for model, optimizer in models:
+                train_step(model, windows, optimizer, SingleProcess())
+        return (time.perf_counter() - start) / len(batches) * 1000
+
+    ensemble = [built("ensemble", cooperative=EXPERTS, stream_dim=64)]
+    alone = [built("gpt", d_model=64, head_dims=(16,) * 4, n_layers=3, d_ff=256) for _ in range(4)]  # d64n3
+    ms_per_step(ensemble), ms_per_step(alone)  # warm: numba's compilation and the first allocations
+    timed = [(ms_per_step(ensemble), ms_per_step(alone)) for _ in range(rounds)]
+    return float(np.median([e for e, _ in timed])), float(np.median([a for _, a in timed]))
 
 
 def reordered(text: str, order: int) -> str:
@@ -246,11 +258,12 @@ def row_line(name: str, runs: list[dict]) -> str:
 
 
 def against_none(rows: dict[str, list[dict]]) -> list[str]:
-    """For each prior's row, its held-out figure minus prior none's on the same seed and corpus order, per run,
-    and the worst (the issue's target: no prior worse than none by more than 0.01 on any run)."""
+    """For each prior's row, and the noise row (prior none again, on the numpy backend), its held-out figure
+    minus prior none's on the same seed and corpus order, per run, and the worst (the issue's target: no prior
+    worse than none by more than 0.01 on any run)."""
     none = {" ".join(r["name"].split()[-2:]): r["held_out"] for r in rows.get("prior none", [])}
     lines = []
-    for name in ("prior bigram", "prior trigram"):
+    for name in ("prior bigram", "prior trigram", "noise: prior none, numpy backend"):
         pairs = [(" ".join(r["name"].split()[-2:]), r["held_out"]) for r in rows.get(name, [])]
         diffs = {run: held_out - none[run] for run, held_out in pairs if run in none}
         if diffs:
@@ -314,6 +327,7 @@ def main() -> None:
     jobs += jobs_of("gap: He's initial spread", {**ensemble, "expert_init": "he"})
     jobs += jobs_of("gap: one head of 64 per expert", {**ensemble, "cooperative": ",".join(["d1x64n3"] * 4)})
     jobs += jobs_of("gap: random windows", {**ensemble, "random_batches": True})
+    jobs += jobs_of("noise: prior none, numpy backend", {**ensemble, "prior": "none", "backend": "numpy"})
     row = "gap: biases on the stream read and write"
     if not wanted or any(word in row for word in wanted):
         document = work / "gap-bias.json"
@@ -349,7 +363,7 @@ def main() -> None:
     print("| run | runs | parameters | ema train loss, mean (range) | original | held-out nats/char, mean (range) | "
           "prompts right after a newline, and at a bare context start, mean (range) | seconds, mean |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
-    for name in [*ORIGINAL, *(row for row in rows if row.startswith("gap:")), *gpt_rows]:
+    for name in [*ORIGINAL, *(row for kind in ("gap:", "noise:") for row in rows if row.startswith(kind)), *gpt_rows]:
         if name in rows:
             print(row_line(name, rows[name]))
     for line in against_none(rows):

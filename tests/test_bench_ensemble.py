@@ -1,5 +1,6 @@
 """benchmarks/bench_ensemble.py's own logic, which its hours-long runs rest on: the gap row's graph document
-changes what it says and nothing else, and a resumed bench takes a recorded run only where it is the job's."""
+changes what it says and nothing else, a resumed bench takes a recorded run only where it is the job's, and the
+noise row is prior none on the numpy backend, held against prior none like a prior."""
 
 from __future__ import annotations
 
@@ -73,3 +74,30 @@ def test_each_prior_is_held_against_prior_none_on_the_same_seed_and_order(bench)
     (line,) = bench.against_none(rows)
     assert line == ("prior bigram held out minus prior none's, same seed and order: s1 o0 -0.010, s0 o0 +0.030; "
                     "worst +0.030")
+
+
+def test_the_noise_row_is_prior_none_on_the_numpy_backend_held_against_prior_none(bench, monkeypatch):
+    import microgpt
+
+    class Trained(Exception):
+        """Raised by the stand-in for microgpt.train once it has what the run asked for."""
+
+    asked = {}
+
+    def train(text, **settings):
+        asked.update(settings)
+        raise Trained
+
+    monkeypatch.setattr(microgpt, "train", train)
+    job = {"name": "noise: prior none, numpy backend s0 o0", "train": "train-o0.txt", "steps": 5, "model": "m",
+           "seed": 3, "settings": {"prior": "none", "backend": "numpy"}}
+    with pytest.raises(Trained):
+        bench.one_run(job)
+    assert asked["backend"] == "numpy" and asked["prior"] == "none" and asked["seed"] == 3
+    assert job["settings"]["backend"] == "numpy"  # kept in the job, so that runs.jsonl records it
+
+    rows = {"prior none": [{"name": "prior none s0 o0", "held_out": 1.90}],
+            "noise: prior none, numpy backend": [{"name": "noise: prior none, numpy backend s0 o0", "held_out": 1.935}]}
+    (line,) = bench.against_none(rows)
+    assert line == ("noise: prior none, numpy backend held out minus prior none's, same seed and order: s0 o0 "
+                    "+0.035; worst +0.035")
