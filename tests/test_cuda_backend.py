@@ -134,7 +134,9 @@ def test_layer_norm(cuda, ref, rng, rows, cols):
     grad = f32(rng.normal(size=(rows, cols)))
     (dx, dgamma, dbeta), _ = run(cuda, "layer_norm_backward", grad, f32(norm), f32(std_inv), gamma)
     want_dx, want_dgamma, want_dbeta = ref.layer_norm_backward(grad, f32(norm), f32(std_inv), gamma)
-    np.testing.assert_allclose(dx, want_dx, atol=1e-5)
+    # dx is std_inv times O(1) terms that cancel: a rounding of one of them (nvcc fuses a product and a
+    # subtraction into an fma) grows by std_inv, 1/sqrt(eps) ~ 316 where a row is constant (cols = 1)
+    np.testing.assert_allclose(dx, want_dx, atol=1e-5 + 1e-6 * float(want_std_inv.max()))
     # dgamma/dbeta sum `rows` O(1) terms: the worst-case float32 rounding grows with the count
     np.testing.assert_allclose(dgamma, want_dgamma, atol=1e-6 * rows + 1e-6)
     np.testing.assert_allclose(dbeta, want_dbeta, atol=1e-6 * rows + 1e-6)
