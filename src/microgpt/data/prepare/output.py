@@ -2,11 +2,12 @@
 
 `Output(out, overwrite).claim()` takes a lock on `.<name>.lock` beside --out (fcntl.flock, released by the
 kernel when the process dies, and the file removed when prepare ends: a second prepare into the same --out is
-refused while the first runs, naming it) and refuses an --out that exists, unless --overwrite (which replaces only a prepared dataset or an empty
-directory). `begin()` makes the directory the shards go into, `<out>.partial-<random>` beside it; `commit`
-writes the manifest into it last and renames it to --out (an --out being replaced is renamed away first and
-removed after), so a directory named --out is always complete; `abort` removes the partial directory. Partial
-directories left by a killed prepare are removed by the next one into the same --out.
+refused while the first runs, naming it) and refuses an --out that exists, unless --overwrite (which replaces only a
+prepared dataset, a manifest with the format key and nothing beside it but shards, or an empty directory).
+`begin()` makes the directory the shards go into, `<out>.partial-<random>` beside it; `commit` writes the manifest
+into it last and renames it to --out (an --out being replaced is renamed away first and removed after), so a
+directory named --out is always complete; `abort` removes the partial directory. Partial directories left by a
+killed prepare are removed by the next one into the same --out.
 
 `stopping_on_signals` turns SIGTERM (and SIGHUP) into `Stopped`, so that a stop cleans up as Ctrl-C does.
 """
@@ -18,6 +19,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -25,9 +27,10 @@ import threading
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError, DataError
-from microgpt.data.dataset import MANIFEST, is_dataset
+from microgpt.data.dataset import MANIFEST, VERSION_KEY
 
 PARTIAL = ".partial-"
+SHARD_FILE = re.compile(r"(train|val)-\d{5,}\.bin")  # writer.py's names
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
@@ -120,7 +123,7 @@ class Output:
             raise ConfigError(f"--out {out} is a file; give a directory for the dataset")
         if not out.exists():
             return
-        dataset, empty = is_dataset(out), not any(out.iterdir())
+        dataset, empty = _prepared(out), not any(out.iterdir())
         if not dataset and not empty:
             raise ConfigError(f"--out {out} exists and is not a prepared dataset (it holds other files), and prepare "
                               "replaces the whole directory; pick another --out or empty it")
@@ -179,6 +182,22 @@ class Output:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+
+
+def _prepared(directory: Path) -> bool:
+    """Whether `directory` is a prepared dataset and nothing else: a manifest with the format key, and only
+    shard files beside it (a directory that holds anything more is someone else's, and never replaced)."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8")) if _only_ours(directory) else None
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and VERSION_KEY in manifest
+
+
+def _only_ours(directory: Path) -> bool:
+    """Whether every entry of `directory` is a file prepare writes there: the manifest or a shard."""
+    return all(entry.is_file() and (entry.name == MANIFEST or SHARD_FILE.fullmatch(entry.name))
+               for entry in directory.iterdir())
 
 
 def _sync_directory(path: Path) -> None:
