@@ -4,6 +4,7 @@ directory; prepare removes only its own partial directories, by exact name.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from microgpt.cli import main
@@ -51,3 +52,36 @@ def test_overwrite_leaves_a_dataset_that_holds_a_file_of_the_users(tmp_path, cap
     assert prepare(capsys, tmp_path / "a.txt", "--out", tmp_path / "ds", "--overwrite")[0] == 0
     (tmp_path / "empty").mkdir()
     assert prepare(capsys, tmp_path / "a.txt", "--out", tmp_path / "empty", "--overwrite")[0] == 0
+
+
+# -- E: only this --out's partial directories, by exact name, holding only what prepare writes ------------------
+
+
+def test_only_this_outs_own_partial_directories_are_removed(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("text\n")
+    notes = tmp_path / "books.partial-2023-notes"  # the user's
+    notes.mkdir()
+    (notes / "chapter1.txt").write_text("keep me")
+    live = tmp_path / "wiki1.partial-deadbeef"  # another --out's, which may be a running prepare's
+    live.mkdir()
+    (live / "train-00000.bin").write_bytes(b"shards being written")
+    named_like_ours = tmp_path / "books.partial-0123abcd"  # the user's again, with a note in it
+    named_like_ours.mkdir()
+    (named_like_ours / "notes.txt").write_text("keep me too")
+    stale = tmp_path / "books.partial-89abcdef"  # a killed prepare's into --out books
+    stale.mkdir()
+    (stale / "train-00000.bin").write_bytes(b"half")
+    kept = {path: listing(path) for path in (notes, live, named_like_ours)}
+    assert prepare(capsys, tmp_path / "a.txt", "--out", tmp_path / "books")[0] == 0
+    assert prepare(capsys, tmp_path / "a.txt", "--out", tmp_path / "wiki?")[0] == 0  # a name, not a pattern
+    assert {path: listing(path) for path in kept} == kept
+    assert not stale.exists()
+
+
+def test_a_directory_named_like_a_partial_but_not_one_is_read(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    (corpus / "books.partial-2023-notes").mkdir(parents=True)
+    (corpus / "books.partial-2023-notes" / "chapter1.txt").write_text("chapter one\n")
+    assert prepare(capsys, corpus, "--out", corpus / "books", "--val-fraction", "0")[0] == 0
+    manifest = json.loads((corpus / "books" / "manifest.json").read_text())
+    assert [entry["path"] for entry in manifest["inputs"]] == [str(corpus / "books.partial-2023-notes" / "chapter1.txt")]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.version import install_hint
+from microgpt.data.prepare.output import is_partial
 
 COMPRESSIONS = (".gz", ".xz", ".zst")
 RECORD_KINDS = {".jsonl": "jsonl", ".parquet": "parquet"}
@@ -100,7 +101,7 @@ def _written_by_us(out: Path):
         target = path.resolve()
         if target == resolved or resolved in target.parents:
             return True
-        return any(parent.parent == resolved.parent and parent.name.startswith(f"{resolved.name}.partial-")
+        return any(parent.parent == resolved.parent and is_partial(parent.name, resolved.name)
                    for parent in target.parents)
 
     return inside

@@ -7,7 +7,8 @@ prepared dataset, a manifest with the format key and nothing beside it but shard
 `begin()` makes the directory the shards go into, `<out>.partial-<random>` beside it; `commit` writes the manifest
 into it last and renames it to --out (an --out being replaced is renamed away first and removed after), so a
 directory named --out is always complete; `abort` removes the partial directory. Partial directories left by a
-killed prepare are removed by the next one into the same --out.
+killed prepare are removed by the next one into the same --out, whose lock proves them dead: only those named
+exactly `<out>.partial-<8 hex digits>` (or that and `-replaced`) and holding nothing but shards and a manifest.
 
 `stopping_on_signals` turns SIGTERM (and SIGHUP) into `Stopped`, so that a stop cleans up as Ctrl-C does.
 """
@@ -30,6 +31,7 @@ from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.dataset import MANIFEST, VERSION_KEY
 
 PARTIAL = ".partial-"
+PARTIAL_SUFFIX = re.compile(r"\.partial-[0-9a-f]{8}(-replaced)?")  # begin()'s and commit()'s names
 SHARD_FILE = re.compile(r"(train|val)-\d{5,}\.bin")  # writer.py's names
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
@@ -80,8 +82,9 @@ class Output:
             raise ConfigError(f"cannot use the lock file {self.lock_path} ({exc.strerror or exc}); pick another "
                               "--out") from None
         self._check()  # again, now that no other prepare can change it
-        for stale in self.out.parent.glob(f"{self.out.name}{PARTIAL}*"):
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in self.out.parent.iterdir():
+            if is_partial(stale.name, self.out.name) and stale.is_dir() and _only_ours(stale):
+                shutil.rmtree(stale, ignore_errors=True)
         return self
 
     def _take_lock(self):
@@ -182,6 +185,12 @@ class Output:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+
+
+def is_partial(name: str, out_name: str) -> bool:
+    """Whether `name` is one prepare gives a partial directory of the --out named `out_name` (or the dataset it
+    replaces, renamed away): a name, never a pattern."""
+    return name.startswith(out_name) and PARTIAL_SUFFIX.fullmatch(name, len(out_name)) is not None
 
 
 def _prepared(directory: Path) -> bool:
