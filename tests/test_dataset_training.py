@@ -17,7 +17,7 @@ from microgpt.cli import main
 from microgpt.data.dataset import open_dataset, sha256_of
 from microgpt.data.shards import ShardedTokens, shard_header, token_dtype
 from microgpt.data.tokenizer import CharTokenizer
-from microgpt.model.ensemble.priors import ngram_table
+from microgpt.model.priors import ngram_table
 
 TEXT = "".join(np.random.default_rng(0).choice(list("abcdefgh ij\n"), size=8000))
 HELD_OUT = 800
@@ -96,7 +96,7 @@ def test_sharded_tokens_read_across_shard_edges_as_one_sequence():
 
 @pytest.mark.parametrize("kind", ["bigram", "trigram"])
 def test_ngram_tables_count_a_dataset_a_chunk_at_a_time_as_the_whole(kind, monkeypatch):
-    from microgpt.model.ensemble import priors
+    from microgpt.model import priors
 
     whole = np.random.default_rng(1).integers(0, 6, 500)
     monkeypatch.setattr(priors, "COUNT_CHUNK", 37)  # chunk edges inside the runs

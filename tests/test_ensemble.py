@@ -221,12 +221,14 @@ def test_the_cached_decoder_gives_the_logits_of_re_running_the_model(prior, rout
     """Through the cache while the context fits in seq_len (16 here), and by re-running the window past it; in
     float64 the two paths differ by rounding only (1e-15 measured, 1e-12 allowed)."""
     from microgpt.model.decode import Rerun
+    from microgpt.model.priors import calculator_rows
     from microgpt.use.sample import next_logits
 
     model = tiny(prior=prior, router=router, active_dims=4, seq_len=16)
     context = list(TOKENIZER.encode("\n12 + 34 = 4"))  # a whole line so far: the calculator has its say
     if prior == "calculator":
-        features = model.passes.own.prior._calculator(np.array(context)[None, :])  # (n, V)
+        prior = model.passes.own.prior
+        features = calculator_rows(np.array(context)[None, :], prior.ids_of, prior.vocab, np.float64)  # (n, V)
         assert (features.max(axis=1) == 1.0).sum() == 3  # a one-hot after "=", " " and "4"
     cached, rerun = model.decoder(), Rerun(model)
     for _ in range(12):  # past seq_len

@@ -16,8 +16,8 @@ import microgpt
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.data.tokenizer import CharTokenizer
-from microgpt.model.ensemble.priors import calculator_features
 from microgpt.model.family import family
+from microgpt.model.priors import calculator_features, calculator_rows, check_calculator_tokenizer
 from microgpt.model.specs import parse_spec
 from microgpt.training.plot import renumbered
 from microgpt.use.loaded import load
@@ -68,12 +68,11 @@ def test_the_calculator_reads_a_sum_back_from_its_equals_sign():
 
 def completion_of(text: str) -> str:
     """The calculator alone, greedily: its one-hot character after `text`, until it has no opinion."""
-    prior = family("ensemble").build(family("ensemble").Config(vocab_size=TOKENIZER.size, cooperative="d8n1",
-                                                               prior="calculator", seq_len=64),
-                                     get_backend("numpy", dtype=np.float64), TOKENIZER, 0).passes.own.prior
+    ids_of = check_calculator_tokenizer(TOKENIZER)
     made = ""
     while len(made) < 10:
-        features = prior._calculator(np.array(TOKENIZER.encode(text + made))[None, :])[-1]  # (V,)
+        ids = np.array(TOKENIZER.encode(text + made))[None, :]  # (1, n)
+        features = calculator_rows(ids, ids_of, TOKENIZER.size, np.float64)[-1]  # (V,)
         if features.max() < 1:
             break
         made += TOKENIZER.decode([int(features.argmax())])

@@ -1,6 +1,7 @@
 """The ensemble family: small transformer experts that cooperate through a narrow shared stream, a router
 that mixes their next-token logits, and an optional algorithmic prior (model/family.py says what a family
-gives; model.py the model, priors.py the priors, router.py the router, expert.py an expert)."""
+gives; model.py the model, priors.py the prior's write, expert.py an expert; the router and the priors'
+features are shared parts, model/router.py and model/priors.py)."""
 
 from __future__ import annotations
 

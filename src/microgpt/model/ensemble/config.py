@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from microgpt.core.checks import NUMBER, SPEC_LIST, Choice, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
+from microgpt.model.priors import MAX_TRIGRAM_ENTRIES
+from microgpt.model.router import KINDS as ROUTERS
 from microgpt.model.specs import EXPERT_GRAMMAR, ModelSpec, expert_text, one_head_text, parse_spec_list
 
 PRIORS = ("none", "counter", "bigram", "trigram", "calculator")
-ROUTERS = ("global", "context", "gated")
 EXPERT_GRADS = ("equal", "routed")
 EXPERT_INITS = ("he", "torch")
 FF_PER_D_MODEL = 4  # an expert's d_ff without ff<d_ff> in its spec
-MAX_TRIGRAM_ENTRIES = 16 * 1024**2  # a trigram table past this (a BPE vocabulary's) is refused: it would dwarf the model
 
 
 @dataclass

@@ -26,10 +26,11 @@ import numpy as np
 from microgpt.model.ensemble.config import EnsembleConfig
 from microgpt.model.ensemble.decode import EnsembleDecoder
 from microgpt.model.ensemble.expert import Expert, expert_specs
-from microgpt.model.ensemble.priors import Prior, check_calculator_tokenizer, ngram_table, prior_specs
-from microgpt.model.ensemble.router import Router, router_specs
+from microgpt.model.ensemble.priors import Prior, prior_specs
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
+from microgpt.model.priors import check_calculator_tokenizer, ngram_table
 from microgpt.model.rope import RopeTables
+from microgpt.model.router import Router, router_specs
 from microgpt.model.shards import Sharded
 
 

@@ -12,10 +12,10 @@ projection without its bias and at the old init for a checkpoint saved before it
 
 from __future__ import annotations
 
-from microgpt.model.ensemble.priors import OLD_PROJECTION_STD
 from microgpt.model.family import family
 from microgpt.model.graph.document import FORMAT_VERSION, VERSION_KEY
 from microgpt.model.graph.from_family.gpt import edge
+from microgpt.model.priors import OLD_PROJECTION_STD
 
 PRIOR_GROUPS = {"bigram": "ngram_prior", "trigram": "ngram_prior", "calculator": "calculator_prior",
                 "counter": "counter_prior"}

@@ -16,9 +16,8 @@
   family's rule against collapse) or weights[:, k] * dmixed (`routed`, the true gradient), and the weights
   their true gradient, <dmixed, logits_k> per row.
 
-The router is small, so it runs on the host in NumPy in the backend's dtype (as model/ensemble/router.py
-does), reading its parameters from the backend and adding its gradients back. The kernels follow the
-ensemble family's arithmetic step for step, so a graph written like the family trains like it.
+The prior's features and the router are the shared parts the ensemble family calls too (model/priors.py,
+model/router.py), so a graph written like the family trains like it.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from typing import ClassVar
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.ensemble.config import MAX_TRIGRAM_ENTRIES
-from microgpt.model.ensemble.priors import calculator_features, check_calculator_tokenizer, ngram_table
 from microgpt.model.graph.ops.base import (
     REQUIRED,
     Kernel,
@@ -41,14 +38,20 @@ from microgpt.model.graph.ops.base import (
     whole_param,
 )
 from microgpt.model.params import ParamSpec
+from microgpt.model.priors import (
+    MAX_TRIGRAM_ENTRIES,
+    check_calculator_tokenizer,
+    ngram_table,
+    window_features,
+)
+from microgpt.model.router import KINDS as ROUTER_KINDS
+from microgpt.model.router import Router, router_specs
 
 PRIOR_KINDS = ("counter", "bigram", "trigram", "calculator")
 TABLE_KINDS = ("bigram", "trigram")
-ROUTER_KINDS = ("global", "context", "gated")
 MIX_GRADS = ("equal", "routed")
 NEVER = "never"  # a prior's until_step that never switches it off (as null does)
 COUNTER_STD = 0.02  # the counter's signal ~ N(0, 0.02^2), the family's
-ROUTER_EMB_STD, ROUTER_GATE_STD = 0.1, 0.1  # the context and gated routers' embeddings and gate vector
 
 
 def _word(params: dict, key: str, allowed: tuple[str, ...]) -> str:
@@ -96,26 +99,13 @@ def until_step(params: dict) -> int | None:
     return value
 
 
-def calculator_rows(ids_host: np.ndarray, ids_of: dict[str, int], vocab: int, dtype) -> np.ndarray:
-    """(B*T, vocab) host features of host ids (B, T): the one-hot of what the sum puts next, uniform where the
-    calculator has no opinion (model/ensemble/priors.py's `calculator_features`, per window)."""
-    characters = {i: ch for ch, i in ids_of.items()}
-    out = np.full((ids_host.size, vocab), 1.0 / vocab, dtype=dtype)  # (B*T, vocab)
-    for row, window in enumerate(ids_host):
-        text = "".join(characters.get(int(i), "\x00") for i in window)  # a token it cannot read breaks a sum
-        for t, ch in enumerate(calculator_features(text)):
-            if ch:
-                out[row * len(window) + t] = 0.0
-                out[row * len(window) + t, ids_of[ch]] = 1.0
-    return out
-
-
 class PriorKernel(Kernel):
     def __init__(self, node, backend, views, shared):
         self.be, self.kind, self.until = backend, node.params["kind"], until_step(node.params)
         self.vocab, self.width = node.dims["vocab"], node.types["out"].width
         self.table = views.value.get(node.name)  # the counter's signal, or an n-gram table
         self.dtable = views.gradient.get(node.name)
+        self.ids_of = None
         if self.kind == "calculator":
             if shared.tokenizer is None:
                 raise ConfigError("prior calculator reads characters; train it with --tokenizer char")
@@ -134,15 +124,9 @@ class PriorKernel(Kernel):
         if self.kind == "counter":
             positions = be.ids(np.tile(np.arange(run.start, run.start + seq_len, dtype=np.int32), batch))  # (B*T,)
             return [be.embedding_gather(self.table, positions, run.rows, self.width)], positions  # (B*T, width)
-        if self.kind == "bigram":
-            return [be.embedding_gather(self.table, ids, run.rows, self.vocab)], None  # (B*T, vocab)
-        if self.kind == "trigram":
-            ids_host = np.asarray(run.ids_host)
-            previous = np.concatenate([np.full((batch, 1), self.vocab), ids_host[:, :-1]], axis=1)  # (B, T)
-            pairs = be.ids((previous * self.vocab + ids_host).reshape(-1).astype(np.int32))  # (B*T,)
-            return [be.embedding_gather(self.table, pairs, run.rows, self.vocab)], None  # (B*T, vocab)
-        features = calculator_rows(np.asarray(run.ids_host), self.ids_of, self.vocab, be.dtype)  # (B*T, vocab)
-        return [be.from_host(features)], None
+        features = window_features(be, self.kind, self.table, ids, np.asarray(run.ids_host), self.vocab,
+                                   self.ids_of)  # (B*T, vocab)
+        return [features], None
 
     def backward(self, douts, positions, run):
         if positions is not None:  # the counter, switched on: its signal is learned
@@ -199,90 +183,22 @@ def ngram_tables(program, tokens: np.ndarray) -> dict[str, np.ndarray]:
 # ---- router --------------------------------------------------------------------------------------
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _suffix_sums(x: np.ndarray) -> np.ndarray:
-    """out[:, t] = the sum over u >= t of x[:, u] (along axis 1)."""
-    return np.flip(np.flip(x, axis=1).cumsum(axis=1), axis=1)
-
-
 class RouterKernel(Kernel):
-    """The router on the host: its parameters read from the backend, its gradients added back."""
+    """The shared router (model/router.py) between the backend's arrays: weights out, the stream's gradient in."""
 
     def __init__(self, node, backend, views):
-        self.be, self.views, self.prefix = backend, views, node.name
-        self.kind, self.n, self.epsilon = node.params["kind"], node.params["experts"], float(node.params["epsilon"])
-
-    def _param(self, short: str) -> np.ndarray:
-        value = self.views.value[f"{self.prefix}.{short}"]
-        return self.be.to_host(value).reshape(value.shape)
-
-    def _add_grad(self, short: str, grad: np.ndarray) -> None:
-        target = self.views.gradient[f"{self.prefix}.{short}"]
-        self.be.add_(target, self.be.from_host(grad.reshape(target.shape).astype(self.be.dtype)))
+        self.be, self.n = backend, node.params["experts"]
+        self.router = Router(backend, views, node.params["kind"], self.n, float(node.params["epsilon"]), node.name)
 
     def forward(self, inputs, run):
         _, stream = inputs
-        batch, seq_len = run.batch, run.seq_len
-        ids_host = np.asarray(run.ids_host)
-        gate = None
-        if self.kind == "global":
-            final = self.be.to_host(stream).reshape(batch, seq_len, -1)  # (B, T, width)
-            feature = final.cumsum(axis=1) / np.arange(1, seq_len + 1, dtype=final.dtype)[None, :, None]
-        else:
-            embedded = self._param("emb")[ids_host]  # (B, T, width)
-            if self.kind == "context":
-                feature = embedded.cumsum(axis=1)
-            else:
-                gate = 1.0 / (1.0 + np.exp(-(embedded @ self._param("gate.w")[0]
-                                              + self._param("gate.b")[0, 0])))  # (B, T)
-                feature = np.empty_like(embedded)  # (B, T, width)
-                feature[:, 0] = embedded[:, 0]
-                for t in range(1, seq_len):
-                    feature[:, t] = gate[:, t, None] * feature[:, t - 1] + embedded[:, t]
-        feature = feature.reshape(batch * seq_len, -1)  # (B*T, width)
-        p = _softmax(feature @ self._param("w") + self._param("b")[0])  # (B*T, n)
-        weights = ((1 - self.epsilon) * p + self.epsilon / self.n).astype(self.be.dtype)  # (B*T, n)
-        return [self.be.from_host(weights)], (ids_host, feature, p, gate)
+        weights, saved = self.router.forward(np.asarray(run.ids_host), stream)  # (B*T, n) on the host
+        return [self.be.from_host(weights)], saved
 
     def backward(self, douts, saved, run):
-        ids_host, feature, p, gate = saved
-        batch, seq_len = ids_host.shape
-        dweights = self.be.to_host(douts[0]).reshape(batch * seq_len, self.n)  # (B*T, n)
-        dp = (1 - self.epsilon) * dweights
-        dz = p * (dp - (p * dp).sum(axis=1, keepdims=True))  # (B*T, n): the softmax's backward
-        self._add_grad("w", feature.T @ dz)
-        self._add_grad("b", dz.sum(axis=0))
-        dfeature = (dz @ self._param("w").T).reshape(batch, seq_len, -1)  # (B, T, width)
-        if self.kind == "global":
-            counts = np.arange(1, seq_len + 1, dtype=dfeature.dtype)[None, :, None]
-            dstream = _suffix_sums(dfeature / counts).reshape(batch * seq_len, -1)  # (B*T, width)
-            return [None, self.be.from_host(dstream)]
-        if self.kind == "context":
-            dembedded = _suffix_sums(dfeature)  # (B, T, width)
-        else:
-            feature = feature.reshape(batch, seq_len, -1)
-            dembedded = np.empty_like(dfeature)  # (B, T, width)
-            dgate = np.zeros(gate.shape, dtype=dfeature.dtype)  # (B, T)
-            running = np.zeros_like(dfeature[:, 0])  # (B, width): d loss / d feature[t], all paths
-            for t in range(seq_len - 1, -1, -1):
-                running = running + dfeature[:, t]
-                dembedded[:, t] = running
-                if t > 0:
-                    dgate[:, t] = (running * feature[:, t - 1]).sum(axis=1)
-                    running = gate[:, t, None] * running
-            dlogit = dgate * gate * (1 - gate)  # (B, T): through the sigmoid
-            embedded = self._param("emb")[ids_host]  # (B, T, width)
-            self._add_grad("gate.w", np.einsum("bt,btw->w", dlogit, embedded))
-            self._add_grad("gate.b", dlogit.sum(keepdims=True))
-            dembedded = dembedded + dlogit[:, :, None] * self._param("gate.w")[0]
-        demb = np.zeros_like(self._param("emb"))  # (vocab, width)
-        np.add.at(demb, ids_host.reshape(-1), dembedded.reshape(batch * seq_len, -1))
-        self._add_grad("emb", demb)
-        return [None, None]  # context and gated read the stream for nothing: it gets no gradient
+        dweights = self.be.to_host(douts[0]).reshape(-1, self.n)  # (B*T, n)
+        dstream = self.router.backward(dweights, saved)  # (B*T, width) for `global`; the others read no stream
+        return [None, None if dstream is None else self.be.from_host(dstream)]
 
 
 class RouterOp(Op):
@@ -305,14 +221,8 @@ class RouterOp(Op):
         return {"weights": ValueType("weights", whole_param(node.params, "experts"))}
 
     def param_specs(self, node):
-        kind, n, width = node.params["kind"], node.params["experts"], node.in_types["stream"][0].width
-        specs = [ParamSpec(f"{node.name}.w", (width, n), 0.0, decay=True), ParamSpec(f"{node.name}.b", (n,), 0.0)]
-        if kind in ("context", "gated"):
-            specs.insert(0, ParamSpec(f"{node.name}.emb", (node.dims["vocab"], width), ROUTER_EMB_STD))
-        if kind == "gated":
-            specs += [ParamSpec(f"{node.name}.gate.w", (width,), ROUTER_GATE_STD),
-                      ParamSpec(f"{node.name}.gate.b", (1,), 0.0)]
-        return specs
+        return router_specs(node.params["kind"], node.params["experts"], node.in_types["stream"][0].width,
+                            node.dims["vocab"], node.name)
 
     def kernel(self, node, backend, views, shared):
         return RouterKernel(node, backend, views)

@@ -1,4 +1,5 @@
-"""The ensemble's router: per position, the weights that mix the transformer experts' logits.
+"""The router: per position, the weights that mix experts' logits (the ensemble family's, and the graph's `router`
+op, which both call this).
 
 From a feature f[t] of positions <= t, z = f @ W + b, p = softmax(z), and w = (1 - e) p + e / n, so every
 expert keeps a floor of e / n (--router-epsilon). W and b start at zero: uniform weights at first. The
@@ -19,13 +20,17 @@ import numpy as np
 
 from microgpt.model.params import ParameterViews, ParamSpec
 
+KINDS = ("global", "context", "gated")
+EMB_STD, GATE_STD = 0.1, 0.1  # the context and gated routers' embeddings and gate vector
 
-def router_specs(kind: str, experts: int, width: int, vocab: int) -> list[ParamSpec]:
-    specs = [ParamSpec("router.w", (width, experts), 0.0, decay=True), ParamSpec("router.b", (experts,), 0.0)]
+
+def router_specs(kind: str, experts: int, width: int, vocab: int, prefix: str = "router") -> list[ParamSpec]:
+    """The router's parameters, named `prefix`.w and so on, in the order they are drawn."""
+    specs = [ParamSpec(f"{prefix}.w", (width, experts), 0.0, decay=True), ParamSpec(f"{prefix}.b", (experts,), 0.0)]
     if kind in ("context", "gated"):
-        specs.insert(0, ParamSpec("router.emb", (vocab, width), 0.1))
+        specs.insert(0, ParamSpec(f"{prefix}.emb", (vocab, width), EMB_STD))
     if kind == "gated":
-        specs += [ParamSpec("router.gate.w", (width,), 0.1), ParamSpec("router.gate.b", (1,), 0.0)]
+        specs += [ParamSpec(f"{prefix}.gate.w", (width,), GATE_STD), ParamSpec(f"{prefix}.gate.b", (1,), 0.0)]
     return specs
 
 
@@ -42,14 +47,17 @@ def _reverse_cumsum(x: np.ndarray) -> np.ndarray:
 class Router:
     """Forward and backward of the mixing weights, bound to one set of gradient buffers."""
 
-    def __init__(self, backend, views: ParameterViews, kind: str, experts: int, epsilon: float):
+    def __init__(self, backend, views: ParameterViews, kind: str, experts: int, epsilon: float,
+                 prefix: str = "router"):
         self.be, self.views, self.kind, self.n, self.epsilon = backend, views, kind, experts, epsilon
+        self.prefix = prefix
 
-    def _param(self, name: str) -> np.ndarray:
-        return self.be.to_host(self.views.value[name]).reshape(self.views.value[name].shape)
+    def _param(self, short: str) -> np.ndarray:
+        value = self.views.value[f"{self.prefix}.{short}"]
+        return self.be.to_host(value).reshape(value.shape)
 
-    def _add_grad(self, name: str, grad: np.ndarray) -> None:
-        target = self.views.gradient[name]
+    def _add_grad(self, short: str, grad: np.ndarray) -> None:
+        target = self.views.gradient[f"{self.prefix}.{short}"]
         self.be.add_(target, self.be.from_host(grad.reshape(target.shape).astype(self.be.dtype)))
 
     def forward(self, ids_host: np.ndarray, stream) -> tuple[np.ndarray, tuple]:
@@ -61,18 +69,18 @@ class Router:
             final = self.be.to_host(stream).reshape(batch, seq_len, -1)  # (B, T, width)
             feature = final.cumsum(axis=1) / np.arange(1, seq_len + 1, dtype=final.dtype)[None, :, None]
         else:
-            embedded = self._param("router.emb")[ids_host]  # (B, T, width)
+            embedded = self._param("emb")[ids_host]  # (B, T, width)
             if self.kind == "context":
                 feature = embedded.cumsum(axis=1)
             else:
-                gate = 1.0 / (1.0 + np.exp(-(embedded @ self._param("router.gate.w")[0]
-                                              + self._param("router.gate.b")[0, 0])))  # (B, T)
+                gate = 1.0 / (1.0 + np.exp(-(embedded @ self._param("gate.w")[0]
+                                              + self._param("gate.b")[0, 0])))  # (B, T)
                 feature = np.empty_like(embedded)  # (B, T, width)
                 feature[:, 0] = embedded[:, 0]
                 for t in range(1, seq_len):
                     feature[:, t] = gate[:, t, None] * feature[:, t - 1] + embedded[:, t]
         feature = feature.reshape(batch * seq_len, -1)  # (B*T, width)
-        p = _softmax(feature @ self._param("router.w") + self._param("router.b")[0])  # (B*T, n)
+        p = _softmax(feature @ self._param("w") + self._param("b")[0])  # (B*T, n)
         weights = (1 - self.epsilon) * p + self.epsilon / self.n
         return weights.astype(self.be.dtype), (ids_host, feature, p, gate)
 
@@ -88,7 +96,7 @@ class Router:
                 rows.append(total / count)
             state = (total, count)
         else:
-            embedded = self._param("router.emb")[ids_new]  # (n, width)
+            embedded = self._param("emb")[ids_new]  # (n, width)
             ctx = state
             for e in embedded:
                 if ctx is None:
@@ -96,13 +104,13 @@ class Router:
                 elif self.kind == "context":
                     ctx = ctx + e
                 else:
-                    gate = 1.0 / (1.0 + np.exp(-(e @ self._param("router.gate.w")[0]
-                                                  + self._param("router.gate.b")[0, 0])))
+                    gate = 1.0 / (1.0 + np.exp(-(e @ self._param("gate.w")[0]
+                                                  + self._param("gate.b")[0, 0])))
                     ctx = gate * ctx + e
                 rows.append(ctx)
             state = ctx
         feature = np.stack(rows)  # (n, width)
-        p = _softmax(feature @ self._param("router.w") + self._param("router.b")[0])  # (n, experts)
+        p = _softmax(feature @ self._param("w") + self._param("b")[0])  # (n, experts)
         return ((1 - self.epsilon) * p + self.epsilon / self.n).astype(self.be.dtype), state
 
     def backward(self, dweights: np.ndarray, saved):
@@ -112,9 +120,9 @@ class Router:
         batch, seq_len = ids_host.shape
         dp = (1 - self.epsilon) * dweights
         dz = p * (dp - (p * dp).sum(axis=1, keepdims=True))  # (B*T, n): the softmax's backward
-        self._add_grad("router.w", feature.T @ dz)
-        self._add_grad("router.b", dz.sum(axis=0))
-        dfeature = (dz @ self._param("router.w").T).reshape(batch, seq_len, -1)  # (B, T, width)
+        self._add_grad("w", feature.T @ dz)
+        self._add_grad("b", dz.sum(axis=0))
+        dfeature = (dz @ self._param("w").T).reshape(batch, seq_len, -1)  # (B, T, width)
         if self.kind == "global":
             counts = np.arange(1, seq_len + 1, dtype=dfeature.dtype)[None, :, None]
             return _reverse_cumsum(dfeature / counts).reshape(batch * seq_len, -1)
@@ -132,11 +140,11 @@ class Router:
                     dgate[:, t] = (running * feature[:, t - 1]).sum(axis=1)
                     running = gate[:, t, None] * running
             dlogit = dgate * gate * (1 - gate)  # (B, T): through the sigmoid
-            embedded = self._param("router.emb")[ids_host]
-            self._add_grad("router.gate.w", np.einsum("bt,btw->w", dlogit, embedded))
-            self._add_grad("router.gate.b", dlogit.sum(keepdims=True))
-            dembedded = dembedded + dlogit[:, :, None] * self._param("router.gate.w")[0]
-        demb = np.zeros_like(self._param("router.emb"))  # (V, width)
+            embedded = self._param("emb")[ids_host]
+            self._add_grad("gate.w", np.einsum("bt,btw->w", dlogit, embedded))
+            self._add_grad("gate.b", dlogit.sum(keepdims=True))
+            dembedded = dembedded + dlogit[:, :, None] * self._param("gate.w")[0]
+        demb = np.zeros_like(self._param("emb"))  # (V, width)
         np.add.at(demb, ids_host.reshape(-1), dembedded.reshape(batch * seq_len, -1))
-        self._add_grad("router.emb", demb)
+        self._add_grad("emb", demb)
         return None
