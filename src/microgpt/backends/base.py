@@ -37,6 +37,7 @@ import numpy as np
 
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.constants import MASKED_SCORE
+from microgpt.core.errors import DataError
 
 Mat = Any  # the backend's native array type
 
@@ -48,6 +49,16 @@ DeviceToDevice = 3
 
 class BackendUnavailable(RuntimeError):
     """A backend cannot be used here (a missing package or device); the message says which and how to fix it."""
+
+
+def check_token_ids(ids, rows: int) -> None:
+    """A DataError naming the first of `ids` (host integers) that is no row of a (rows, ...) table: a token id
+    outside the model's vocabulary, which the embedding and loss ops refuse rather than index with."""
+    ids = np.asarray(ids)
+    outside = (ids < 0) | (ids >= rows)
+    if outside.any():
+        raise DataError(f"token id {ids[outside][0]} is outside the model's vocabulary of {rows} (ids 0 to "
+                        f"{rows - 1}): it was not made by the model's tokenizer; encode the text with that tokenizer")
 
 
 class Backend(abc.ABC):
@@ -173,15 +184,18 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def fused_softmax_ce_grad(self, logits: Mat, targets: Any) -> tuple[float, Mat]:
-        """(mean cross-entropy, dlogits) with dlogits = (softmax - onehot) / rows."""
+        """(mean cross-entropy, dlogits) with dlogits = (softmax - onehot) / rows. A target that is no column of
+        logits is never read with (as for the embedding ops below)."""
 
     @abc.abstractmethod
     def embedding_gather(self, token_emb: Mat, ids: Any, seq_len: int, d_model: int) -> Mat:
-        """New (seq_len, d_model): row p = token_emb[ids[p]]."""
+        """New (seq_len, d_model): row p = token_emb[ids[p]]. An id that is no row of token_emb is never read
+        with: the CPU backends raise `check_token_ids`'s DataError, the cuda backend makes its row NaN."""
 
     @abc.abstractmethod
     def embedding_scatter_add(self, grad: Mat, ids: Any, d_token_emb: Mat, seq_len: int, d_model: int) -> None:
-        """In place d_token_emb[ids[p]] += grad[p]; repeated ids accumulate."""
+        """In place d_token_emb[ids[p]] += grad[p]; repeated ids accumulate. An id that is no row of d_token_emb
+        is never written with: the CPU backends raise `check_token_ids`'s DataError, the cuda backend skips it."""
 
     # ---- fused ops with default implementations -------------------------------------------
 

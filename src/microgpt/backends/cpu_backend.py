@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from microgpt.backends.base import check_token_ids
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
 from microgpt.backends.cpu_kernels import load
 from microgpt.backends.cpu_streams import StreamPool
@@ -228,7 +229,11 @@ class CpuBackend(NumpyBackend):
         if not _contiguous(logits):
             return super().fused_softmax_ce_grad(logits, targets)
         dlogits = np.empty_like(logits)  # (rows, vocab)
-        loss = self.kernels.cross_entropy.softmax_ce_grad(logits, targets, dlogits)
+        try:
+            loss = self.kernels.cross_entropy.softmax_ce_grad(logits, targets, dlogits)
+        except IndexError:  # the kernel refused a target: say which
+            check_token_ids(targets[: logits.shape[0]], logits.shape[1])
+            raise
         return float(loss), dlogits
 
     def rope_apply(self, x, cos_cache, sin_cache):
@@ -248,7 +253,11 @@ class CpuBackend(NumpyBackend):
         if not _contiguous(token_emb):
             return super().embedding_gather(token_emb, ids, seq_len, d_model)
         out = np.empty((seq_len, d_model), dtype=self.dtype)  # (seq_len, d_model)
-        self.kernels.embedding.gather(token_emb, ids, out)
+        try:
+            self.kernels.embedding.gather(token_emb, ids, out)
+        except IndexError:  # the kernel refused an id: say which
+            check_token_ids(ids, token_emb.shape[0])
+            raise
         return out
 
     def embedding_scatter_add(self, grad, ids, d_token_emb, seq_len, d_model):
@@ -256,7 +265,11 @@ class CpuBackend(NumpyBackend):
         grad = np.ascontiguousarray(grad[:seq_len, :d_model])
         if not _contiguous(d_token_emb) or d_model > d_token_emb.shape[1]:
             return super().embedding_scatter_add(grad, ids, d_token_emb, seq_len, d_model)
-        self.kernels.embedding.scatter_add(grad, ids, d_token_emb)
+        try:
+            self.kernels.embedding.scatter_add(grad, ids, d_token_emb)
+        except IndexError:  # the kernel refused an id: say which
+            check_token_ids(ids, d_token_emb.shape[0])
+            raise
 
     def adam_step(self, param, grad, m, v, lr, t):
         if not _contiguous(param, grad, m, v) or param.ndim != 2 or param.shape[0] != 1:

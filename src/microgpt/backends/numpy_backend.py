@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from microgpt.backends.adamw import adamw_update
-from microgpt.backends.base import Backend, Mat, ReferenceAPI
+from microgpt.backends.base import Backend, Mat, ReferenceAPI, check_token_ids
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
 from microgpt.core.threads import set_threads
@@ -203,6 +203,7 @@ class NumpyBackend(Backend, ReferenceAPI):
     def fused_softmax_ce_grad(self, logits, targets):
         rows = logits.shape[0]
         targets = np.asarray(targets)
+        check_token_ids(targets, logits.shape[1])
         shifted = logits if _exp_safe(logits) else logits - logits.max(axis=1, keepdims=True)
         dlogits = np.exp(shifted)  # (rows, vocab): exp now, the gradient after the in-place steps below
         sum_exp = _row_sums(dlogits)  # (rows, 1)
@@ -214,11 +215,13 @@ class NumpyBackend(Backend, ReferenceAPI):
         return loss, dlogits
 
     def embedding_gather(self, token_emb, ids, seq_len, d_model):
+        check_token_ids(ids[:seq_len], token_emb.shape[0])
         return token_emb[ids[:seq_len], :d_model]
 
     def embedding_scatter_add(self, grad, ids, d_token_emb, seq_len, d_model):
         # Sort the rows by id, sum each run of equal ids, then add each sum once: repeated ids accumulate.
         ids = ids[:seq_len]
+        check_token_ids(ids, d_token_emb.shape[0])
         order = np.argsort(ids, kind="stable")
         unique_ids, run_starts = np.unique(ids[order], return_index=True)
         d_token_emb[unique_ids, :d_model] += np.add.reduceat(grad[order, :d_model], run_starts, axis=0)

@@ -15,8 +15,10 @@ The manifest (MANIFEST_VERSION 1):
      "inputs": [{"path": "...", "bytes": b}], "command": "microgpt prepare ...", "created": "...",
      "errors": {"mode": "strict", "replaced": 0, "skipped": 0}}
 
-`open_dataset` checks every shard's size and checksum against the manifest before anything trains, and its
-`identity` (the manifest's sha256) is what a checkpoint records, so that a resume can tell a changed dataset.
+`open_dataset` checks every shard's size, token type and checksum against the manifest before anything trains,
+and in the same read that every token id is one of the tokenizer's (an id past it would index outside the
+model's embedding); its `identity` (the manifest's sha256) is what a checkpoint records, so that a resume can
+tell a changed dataset.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from microgpt.core.errors import DataError
 from microgpt.core.threads import available_cores
-from microgpt.data.shards import ShardedTokens, open_shard, read_header
+from microgpt.data.shards import DTYPES, HEADER_BYTES, ShardedTokens, open_shard, read_header
 from microgpt.data.tokenizer import Tokenizer, from_json
 
 MANIFEST = "manifest.json"
@@ -37,7 +41,8 @@ MANIFEST_VERSION = 1
 VERSION_KEY = "microgpt_dataset"
 MAX_MANIFEST_BYTES = 64 * 1024**2  # a manifest lists shards and inputs: megabytes at most
 SPLITS = ("train", "val")
-HASH_CHUNK = 16 * 1024**2
+HASH_CHUNK = 16 * 1024**2  # a whole number of tokens of either type
+TYPE_NAMES = {dtype.name: dtype for dtype in DTYPES.values()}  # the manifest's "dtype" -> the shards' type
 
 
 def is_dataset(path: str | Path | None) -> bool:
@@ -70,8 +75,9 @@ class Dataset:
 
 
 def open_dataset(path: str | Path, verify: bool = True) -> Dataset:
-    """The dataset in `path`, every shard checked against the manifest (its size always, its sha256 where
-    `verify`); a DataError naming the first that disagrees."""
+    """The dataset in `path`, every shard checked against the manifest (its size and token type always, its
+    sha256 and its ids against the tokenizer's vocabulary where `verify`); a DataError naming the first that
+    disagrees."""
     path = Path(path)
     manifest_path = path / MANIFEST
     try:
@@ -88,7 +94,8 @@ def open_dataset(path: str | Path, verify: bool = True) -> Dataset:
         tokenizer = from_json(manifest["tokenizer"])
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{manifest_path}: its tokenizer cannot be read ({exc}); prepare the dataset again") from None
-    splits = {name: _split(path, manifest["splits"][name], verify) for name in SPLITS if name in manifest["splits"]}
+    splits = {name: _split(path, manifest, name, tokenizer.size, verify) for name in SPLITS
+              if name in manifest["splits"]}
     if "train" not in splits or len(splits["train"]) == 0:
         raise DataError(f"{path} has no training tokens; prepare it from a larger input")
     val = splits.get("val")
@@ -109,32 +116,55 @@ def _check_manifest(manifest, where: Path) -> None:
     if not isinstance(splits, dict) or not all(
             isinstance(s, dict) and isinstance(s.get("shards"), list) for s in splits.values()):
         raise DataError(f"{where} has no readable splits; prepare the dataset again")
+    if manifest.get("dtype") not in TYPE_NAMES:
+        raise DataError(f"{where}: dtype must be one of {', '.join(TYPE_NAMES)}, got {manifest.get('dtype')!r:.40}; "
+                        "prepare the dataset again")
 
 
-def _split(path: Path, split: dict, verify: bool) -> ShardedTokens:
+def _split(path: Path, manifest: dict, name: str, vocab_size: int, verify: bool) -> ShardedTokens:
     shards, checked = [], []
-    for entry in split["shards"]:
+    dtype = TYPE_NAMES[manifest["dtype"]]
+    for entry in manifest["splits"][name]["shards"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or "/" in entry["file"] \
                 or entry["file"].startswith("."):
             raise DataError(f"{path / MANIFEST} lists a shard {entry!r:.60}, not a file of the dataset")
         shard_path = path / entry["file"]
         if not shard_path.is_file():
             raise DataError(f"shard {shard_path} is missing; prepare the dataset again")
-        _, count = read_header(shard_path)
+        header_dtype, count = read_header(shard_path)
+        if header_dtype != dtype:
+            raise DataError(f"shard {shard_path} says {header_dtype.itemsize} bytes per token, but the manifest says "
+                            f"{dtype.name} ({dtype.itemsize} bytes); prepare the dataset again")
         if count != entry.get("tokens") or shard_path.stat().st_size != entry.get("bytes"):
             raise DataError(f"shard {shard_path} holds {count:,} tokens in {shard_path.stat().st_size:,} bytes, but the "
                             f"manifest says {entry.get('tokens')} tokens in {entry.get('bytes')} bytes; prepare the "
                             "dataset again")
         checked.append((shard_path, entry.get("sha256")))
         shards.append(open_shard(shard_path))
-    if verify:  # the shards hashed side by side (hashlib lets go of the GIL): every core reads one
+    if verify:  # the shards read side by side (hashlib and numpy let go of the GIL): every core reads one
         with ThreadPoolExecutor(max_workers=available_cores()) as pool:
-            digests = list(pool.map(sha256_of, [shard_path for shard_path, _ in checked]))
-        for (shard_path, expected), digest in zip(checked, digests):
+            scans = list(pool.map(lambda shard: scan_shard(shard, dtype), [shard_path for shard_path, _ in checked]))
+        for (shard_path, expected), (digest, largest) in zip(checked, scans):
             if digest != expected:
                 raise DataError(f"shard {shard_path} does not match its checksum in the manifest (it changed after "
                                 "prepare); prepare the dataset again")
+            if largest >= vocab_size:
+                raise DataError(f"{shard_path} holds token id {largest}, past the tokenizer's vocabulary of "
+                                f"{vocab_size}: the dataset does not match its manifest; prepare it again")
     return ShardedTokens(shards)
+
+
+def scan_shard(path: Path, dtype: np.dtype) -> tuple[str, int]:
+    """(a shard's sha256, its largest token id, -1 when it holds none), from one read of it in chunks."""
+    digest, largest = hashlib.sha256(), -1
+    with open(path, "rb") as f:
+        digest.update(f.read(HEADER_BYTES))
+        while chunk := f.read(HASH_CHUNK):
+            digest.update(chunk)
+            tokens = np.frombuffer(chunk, dtype, len(chunk) // dtype.itemsize)  # (tokens in the chunk,)
+            if len(tokens):
+                largest = max(largest, int(tokens.max()))
+    return digest.hexdigest(), largest
 
 
 def sha256_of(path: Path) -> str:

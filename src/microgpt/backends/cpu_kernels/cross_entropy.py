@@ -4,7 +4,9 @@ Rows in order; the loss is summed in float64. exp goes through `exp_into`,
 which vectorises, after the row-max shift (so logits of any size stay finite).
 The shift's max is a scalar loop (a running max is one long dependency chain), so
 as in the NumPy backend it is skipped when the row is safely small: the square
-root of its sum of squares (a vectorised loop) bounds every |logit|.
+root of its sum of squares (a vectorised loop) bounds every |logit|. A target
+that is no column raises IndexError before it is read with (the backend then
+names it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ EXP_SAFE = 60.0  # every |logit| below this: exp neither overflows nor underflow
 def softmax_ce_grad(logits, targets, dlogits):
     """dlogits (rows, vocab) = (softmax - onehot) / rows, written; returns the mean loss (float64)."""
     rows, cols = logits.shape
+    if targets.shape[0] < rows or dlogits.shape[0] < rows or dlogits.shape[1] < cols:
+        raise IndexError("softmax_ce_grad: fewer targets or dlogits than logits")
     scratch = np.empty(cols, dtype=np.int32)  # (cols,) for exp_into
     one = logits.dtype.type(1)
     n = logits.dtype.type(rows)
@@ -42,6 +46,8 @@ def softmax_ce_grad(logits, targets, dlogits):
         for c in range(cols):
             total += row[c]
         target = targets[r]
+        if target < 0 or target >= cols:
+            raise IndexError("softmax_ce_grad: a target is no column of the logits")
         loss += np.log(np.float64(total)) - (np.float64(logits[r, target]) - np.float64(top))
         weight = one / (total * n)
         for c in range(cols):
