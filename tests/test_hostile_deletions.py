@@ -5,9 +5,11 @@ directory; prepare removes only its own partial directories, by exact name.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from microgpt.cli import main
+from microgpt.model.checkpoint import is_checkpoint
 
 
 def listing(folder: Path) -> dict[str, bytes]:
@@ -85,3 +87,48 @@ def test_a_directory_named_like_a_partial_but_not_one_is_read(tmp_path, capsys):
     assert prepare(capsys, corpus, "--out", corpus / "books", "--val-fraction", "0")[0] == 0
     manifest = json.loads((corpus / "books" / "manifest.json").read_text())
     assert [entry["path"] for entry in manifest["inputs"]] == [str(corpus / "books.partial-2023-notes" / "chapter1.txt")]
+
+
+# -- F: no dataset inside a checkpoint ----------------------------------------------------------------------------
+
+
+def fake_checkpoint(directory: Path) -> Path:
+    directory.mkdir()
+    (directory / "config.json").write_text('{"format_version": 1}')
+    (directory / "model.safetensors").write_bytes(b"")
+    return directory
+
+
+def test_prepare_refuses_an_out_inside_a_checkpoint(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("text\n")
+    ck = fake_checkpoint(tmp_path / "ck")
+    for out in (ck / "data", ck / "data" / "more"):
+        assert "is inside the checkpoint" in refused(capsys, tmp_path / "a.txt", "--out", out)
+    assert sorted(p.name for p in ck.iterdir()) == ["config.json", "model.safetensors"]
+    assert is_checkpoint(ck)
+
+
+# -- H: graph from-family --out follows export's rules ------------------------------------------------------------
+
+
+def from_family(capsys, out: Path, *flags: str) -> tuple[int, str]:
+    code = main(["graph", "from-family", "--d-model", "16", "--out", str(out), *flags])
+    return code, capsys.readouterr().err
+
+
+def test_graph_from_family_leaves_a_runs_files_and_a_dangling_link(tmp_path, capsys):
+    fake_checkpoint(tmp_path / "ck")
+    for name in ("ck.metrics.jsonl", ".ck.lock", "results.jsonl"):
+        (tmp_path / name).write_text("the run's\n")
+    inodes = {name: (tmp_path / name).stat().st_ino for name in ("ck.metrics.jsonl", ".ck.lock", "results.jsonl")}
+    for name, inode in inodes.items():
+        code, err = from_family(capsys, tmp_path / name, "--overwrite")
+        assert code == 2 and "a file a training run writes" in err, err
+        assert (tmp_path / name).read_text() == "the run's\n" and (tmp_path / name).stat().st_ino == inode
+    link = tmp_path / "g.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    code, err = from_family(capsys, link)
+    assert code == 2 and "exists; add --overwrite" in err, err
+    assert link.is_symlink() and os.readlink(link) == str(tmp_path / "elsewhere.json")
+    assert from_family(capsys, link, "--overwrite")[0] == 0
+    assert json.loads(link.read_text())["dims"]["d"] == 16

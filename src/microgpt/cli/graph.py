@@ -20,11 +20,11 @@ from pathlib import Path
 from microgpt.cli.common import add_flags_with_defaults, add_setting_flags, help_text, positive_int
 from microgpt.cli.graph_show import print_ops, print_tree
 from microgpt.cli.parser import Parser
-from microgpt.cli.sample import check_output_file, write_text_file
+from microgpt.cli.sample import write_text_file
 from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError
 from microgpt.core.registry import FAMILIES
-from microgpt.model.checkpoint import is_checkpoint
+from microgpt.export.files import check_out
 from microgpt.model.family import family, n_params
 from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.sources import Settings
@@ -75,7 +75,7 @@ def add_parser(commands) -> None:
     add_family_flags(write, fields)
     write.add_argument("--out", type=Path, metavar="G.json",
                        help="write the document here (beside it first, then renamed into place); refused if it is "
-                       "a directory, inside a checkpoint, or exists without --overwrite")
+                       "a directory, inside a checkpoint, a run's file, or exists without --overwrite")
     write.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     write.set_defaults(run=run_from_family)
 
@@ -192,17 +192,6 @@ def run_from_family(args) -> int:
     print(f"{args.out}: the graph of {name} {family(name).describe(config).removeprefix(name + ' ')}; train it with "
           f"microgpt train FILE --graph {args.out} --seq-len {config.seq_len}")
     return 0
-
-
-def check_out(path: Path, overwrite: bool) -> None:
-    """Refuse, before anything is made, an --out that is a directory, sits in a checkpoint, or exists."""
-    check_output_file(path)
-    for folder in path.resolve().parents:
-        if is_checkpoint(folder):
-            raise ConfigError(f"--out {path} is inside the checkpoint {folder}, which holds only what microgpt "
-                              "writes there (its config.json keeps its graph); write the document elsewhere")
-    if path.exists() and not overwrite:
-        raise ConfigError(f"--out {path} exists; add --overwrite to replace it, or give another name")
 
 
 def format_document(value, indent: str = "") -> str:

@@ -3,7 +3,8 @@
 
 INPUTs are files or directories (walked recursively): text, JSON Lines (.jsonl) or Parquet (.parquet), each
 also compressed (.gz, .xz, .zst). Nothing is left half-written: the dataset is written beside DIR and renamed
-into place when complete, and an error, a full disk, Ctrl-C or SIGTERM leave no DIR that looks complete.
+into place when complete, and an error, a full disk, Ctrl-C or SIGTERM leave no DIR that looks complete. A DIR
+inside a checkpoint is refused, as `export` refuses a file there: a checkpoint holds only what training writes.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
+from pathlib import Path
 
 from microgpt.cli.common import add_flags_with_defaults
+from microgpt.core.errors import ConfigError
 from microgpt.core.fields import settings_fields
 from microgpt.data.prepare import PrepareSettings, Stopped, describe, prepare
+from microgpt.export.files import checkpoint_around
 
 
 def add_parser(commands) -> None:
@@ -32,6 +36,10 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
+    checkpoint = checkpoint_around(Path(args.out))
+    if checkpoint is not None:
+        raise ConfigError(f"--out {args.out} is inside the checkpoint {checkpoint}, which holds only what microgpt "
+                          "writes there; prepare the dataset elsewhere")
     chosen = PrepareSettings(**{f.field: getattr(args, f.key) for f in settings_fields(PrepareSettings)})
     command = shlex.join(["microgpt", *getattr(args, "argv", ["prepare", *args.inputs, "--out", args.out])])
     try:

@@ -3,8 +3,9 @@ then renamed into place, so a reader never sees half a model and a failed export
 
 Refused: a directory; a path whose folder is missing or not writable; a path inside a checkpoint (which holds
 only what microgpt writes there); another run's file beside its checkpoint (`DIR.metrics.jsonl`,
-`DIR.loss.png`, `.DIR.lock`, `results.jsonl`: training/run_files.py names them); an existing file, unless
-told to overwrite it.
+`DIR.loss.png`, `.DIR.lock`, `results.jsonl`: training/run_files.py names them); an existing file or link,
+unless told to overwrite it. `graph from-family --out` is held to the same rule (`check_out`), and `prepare
+--out` to the checkpoint's (`checkpoint_around`).
 """
 
 from __future__ import annotations
@@ -28,17 +29,22 @@ def run_file(path: Path) -> bool:
     return name.startswith(".") and name.endswith(".lock") and (path.parent / name[1:-5]).is_dir()
 
 
+def checkpoint_around(path: Path) -> Path | None:
+    """The checkpoint that `path` lies inside, at any depth; None where there is none."""
+    return next((folder for folder in path.resolve().parents if is_checkpoint(folder)), None)
+
+
 def check_out(path: Path, overwrite: bool = False) -> None:
     """ExportError, before anything is made, for an --out the export must not write (the module docstring)."""
     if path.is_dir():
-        raise ExportError(f"--out {path} is a directory; give the path of a file to write, e.g. {path / 'model.onnx'}")
+        raise ExportError(f"--out {path} is a directory; give the path of a file to write")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise ExportError(f"--out {path}: cannot write in {parent} (missing or not writable); give a writable path")
-    for folder in path.resolve().parents:
-        if is_checkpoint(folder):
-            raise ExportError(f"--out {path} is inside the checkpoint {folder}, which holds only what microgpt "
-                              "writes there; write the export elsewhere")
+    checkpoint = checkpoint_around(path)
+    if checkpoint is not None:
+        raise ExportError(f"--out {path} is inside the checkpoint {checkpoint}, which holds only what microgpt "
+                          "writes there; write it elsewhere")
     if run_file(path) or run_file(path.resolve()):
         raise ExportError(f"--out {path} is a file a training run writes beside its checkpoint; give another name")
     if (path.exists() or path.is_symlink()) and not overwrite:
