@@ -1,5 +1,5 @@
 """A graph's incremental decoding with a key/value cache, where the graph allows it: `cacheable(program)` and
-`GraphDecoder`, with the face of the gpt family's Decoder (model/gpt/decode.py: `prefill`, `step`, `consumed`).
+`GraphDecoder`, with the face of every decoder (model/decode.py's `CachedDecoder`: `prefill`, `step`, `consumed`).
 
 A cache is sound when the path to the logits mixes positions only through attention under the causal mask
 (`attention`, or `rope_attention` where the compiler folded RoPE into it) and stand-alone `rope`, and every
@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.backends.base import Mat
+from microgpt.model.decode import CachedDecoder
 from microgpt.model.graph.program import Program
 from microgpt.model.kv_cache import KVRing
 
@@ -67,50 +68,26 @@ def last_row_nodes(program: Program, order: list[int]) -> set[int]:
             and program.nodes[i].path[0] not in mixing_units}
 
 
-class GraphDecoder:
-    """Per attention node and head group, K/V rings of seq_len slots for one sequence, and its position counters."""
+class GraphDecoder(CachedDecoder):
+    """Per attention node and head group, K/V rings of seq_len slots for one sequence."""
 
     def __init__(self, model):
-        self.model = model
         program, passes = model.program, model.passes.own
-        self.passes, self.program = passes, program
-        self.capacity = program.dims["T"]
-        self.position = 0  # position of the next token (the first token in the cache is position 0)
-        self.consumed = 0  # context tokens accounted for, including those a long prompt had cropped
+        super().__init__(program.dims["T"])
+        self.model, self.passes, self.program = model, passes, program
         self.order = program.needed([program.logits])  # forward order of the nodes the logits need
         self.last_row = last_row_nodes(program, self.order)
         self.rings = {passes.kernels[i]: [KVRing(model.be, g, self.capacity) for g in passes.kernels[i].groups]
                       for i in self.order if program.nodes[i].op.name in CACHED_OPS}  # kernel -> [group] rings
 
-    @property
-    def length(self) -> int:
-        """Tokens the cache holds: every one so far, up to seq_len."""
-        return min(self.position, self.capacity)
-
-    def prefill(self, token_ids) -> Mat:
-        """Fill an empty cache with a prompt's last seq_len tokens in one batched forward; backend logits
-        (1, vocab) for the token after the prompt."""
-        token_ids = np.asarray(token_ids, dtype=np.int32).reshape(-1)  # (n,)
-        if self.position:
-            raise RuntimeError(f"prefill needs an empty cache, but it holds {self.length} tokens; make a new decoder")
-        if len(token_ids) == 0:
-            raise ValueError("prefill needs a prompt of at least one token")
-        self.consumed = len(token_ids)
-        return self._forward(token_ids[-self.capacity :])
-
-    def step(self, token_id: int) -> Mat:
-        """Append one token at the next position; backend logits (1, vocab) for the token after it."""
-        self.consumed += 1
-        return self._forward(np.array([token_id], dtype=np.int32))  # (1,)
-
-    def _forward(self, token_ids: np.ndarray) -> Mat:
-        """Run n new tokens (positions position .. position + n - 1) through the path to the logits, each
+    def _forward(self, token_ids: np.ndarray, start: int) -> Mat:
+        """Run n new tokens (positions start .. start + n - 1) through the path to the logits, each
         attention node reading and extending its rings; logits (1, vocab) of the last of them."""
         be, program, nodes = self.model.be, self.program, self.program.nodes
         n = len(token_ids)
         ids_host = token_ids[None, :]  # (1, n)
         every_row, last_row = self.passes.run_for(ids_host), self.passes.run_for(ids_host[:, -1:])
-        every_row.start, last_row.start = self.position, self.position + n - 1
+        every_row.start, last_row.start = start, start + n - 1
         every_row.caches = last_row.caches = self.rings
         values = {program.tokens: be.ids(token_ids)}  # value id -> backend array of n rows (or 1, for last_row)
         rows = {program.tokens: n}  # value id -> the rows it holds
@@ -129,6 +106,5 @@ class GraphDecoder:
                 uses[vid] -= 1
                 if uses[vid] == 0 and vid != program.logits:
                     del values[vid]
-        self.position += n
         logits = values[program.logits]  # (rows, vocab)
         return logits[-1:]  # (1, vocab)
