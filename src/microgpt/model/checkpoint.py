@@ -57,7 +57,7 @@ from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.version import __version__
 from microgpt.data.tokenizer import Tokenizer, from_json
-from microgpt.model.family import config_dict, family, saved_model
+from microgpt.model.family import config_dict, family, path_fields, saved_model
 from microgpt.model.memory import DEFAULT_MAX_MEMORY, estimate_training_bytes
 
 FORMAT_VERSION = 2  # 2: family, model and tokenizer in config.json; 1: a GPT's shape and its char vocabulary
@@ -423,7 +423,8 @@ def _model_config(directory: Path, config: dict):
 def read_config(directory: str | Path) -> dict:
     """config.json of a checkpoint directory, checked for its format version and as format 2 has it: a format-1
     file (a GPT's shape at the top level and its characters as `vocab`) reads as family gpt, the shape under
-    `model` and the char tokenizer; `format_version` stays the file's."""
+    `model` and the char tokenizer; `format_version` stays the file's. A path where `model` holds a document (the
+    graph family's `graph`) is refused unread: the checkpoint holds the graph it trained."""
     directory = _existing(Path(directory))
     config = _read_json(directory / CONFIG)
     version = config.get("format_version") if isinstance(config, dict) else None
@@ -447,7 +448,13 @@ def read_config(directory: str | Path) -> dict:
         if not isinstance(config.get(key), kind):
             raise CheckpointError(f"{directory / CONFIG} has no {key} ({kind.__name__}); the file was edited or "
                                   "not written by microgpt")
-    return {**config, "model": saved_model(config["family"], config["model"])}  # an older layout read as it was
+    model = saved_model(config["family"], config["model"])  # an older layout read as it was
+    for key in path_fields(config["family"]):
+        if isinstance(model.get(key), str):  # never followed: a checkpoint reads no file but its own
+            raise CheckpointError(f"{directory / CONFIG}: model.{key} is a path, but a checkpoint holds its {key} "
+                                  "document itself and reads no other file; the file was edited: put the "
+                                  "document in place of the path, or train the model again")
+    return {**config, "model": model}
 
 
 def _existing(directory: Path) -> Path:

@@ -40,7 +40,9 @@ import dataclasses
 import importlib
 from types import ModuleType
 
+from microgpt.core.checks import Path
 from microgpt.core.errors import ConfigError
+from microgpt.core.fields import settings_fields
 from microgpt.core.registry import FAMILIES
 
 
@@ -58,6 +60,14 @@ def saved_model(name: str, model):
         return model
     upgrade = getattr(family(name), "upgrade_saved", None)
     return model if upgrade is None else upgrade(model)
+
+
+def path_fields(name: str) -> list[str]:
+    """The fields of family `name`'s config that a flag gives as a path, which the config reads (the graph
+    family's document): a saved config holds what was read, never the path."""
+    if name not in FAMILIES:
+        return []
+    return [f.field for f in settings_fields(family(name).Config) if isinstance(f.check, Path)]
 
 
 def config_dict(config) -> dict:

@@ -186,10 +186,7 @@ class Studio:
         self.model_processes -= 1
 
     def checkpoint(self, text) -> Path:
-        path = self.workspace.run_of(text, what="the checkpoint")
-        refused = self.workspace.refusal(path)
-        if refused is not None:
-            raise WorkspaceError(refused)
+        path = self.workspace.whole_inside(self.workspace.run_of(text, what="the checkpoint"))
         if not is_checkpoint(path):
             raise ConfigError(f"{text} is not a microgpt checkpoint (no config.json and weights); pick a run that "
                               "has saved")
@@ -483,8 +480,9 @@ class Studio:
         command = self.model_command("eval", checkpoint, body.get("backend")) + ["--json"]
         if body.get("prompts"):
             command += [f"--prompts={self.workspace.inside(body['prompts'], what='the prompts file')}"]
-        elif body.get("file"):
-            command += ["--", str(self.workspace.inside(body["file"], what="the file to score"))]
+        elif body.get("file"):  # a prepared dataset's shards too
+            command += ["--", str(self.workspace.whole_inside(self.workspace.inside(body["file"],
+                                                                                    what="the file to score")))]
         else:
             raise ConfigError("give a file to score, or a prompts file of prompt<TAB>answer lines")
         self.take_model_slot("evaluation")

@@ -12,6 +12,7 @@ checkpoint's writer lock (`others`), shown, and can be stopped the same way.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
+from microgpt.model.checkpoint import TRAIN_STATE
 from microgpt.model.graph.document import read_document
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
@@ -100,6 +102,18 @@ class RunManager:
                                            what=f"the checkpoint of run {name}")  # a link planted there is said
         return checkpoint, settings
 
+    def check_resumed(self, checkpoint: Path) -> None:
+        """What a resume reads besides the named run's settings, held inside the workspace: the checkpoint's files,
+        and the text it trained on, which its train_state.json names and a resume reads over the run's `file`."""
+        self.workspace.whole_inside(checkpoint)
+        try:
+            state = json.loads(self.workspace.file_inside(checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            return  # the resume says what is wrong with it
+        if isinstance(state, dict) and state.get("corpus_file") is not None:
+            self.workspace.check_run_paths({"file": state["corpus_file"]},
+                                           origin=f" of {self.workspace.relative(checkpoint)}/{TRAIN_STATE}")
+
     def threads_in_use(self) -> int:
         return sum(run.threads for run in self.runs.values() if run.process.poll() is None)
 
@@ -116,7 +130,9 @@ class RunManager:
             raise ConfigError(f"run {name} trains with {threads} thread{'s' * (threads > 1)} and the runs training "
                               f"use {busy} of the {self.cores} cores; stop one, or give it fewer threads")
         WriterLock(checkpoint).acquire().release()  # another writer: its own refusal, naming the process
-        if not resume:
+        if resume:
+            self.check_resumed(checkpoint)
+        else:
             guard_name(self.workspace, name, overwrite=overwrite)
         command = [sys.executable, "-m", "microgpt", "train", "--config", str(self.workspace.config), "--run", name]
         if resume:

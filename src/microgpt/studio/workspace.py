@@ -3,11 +3,12 @@
 `Workspace.inside` resolves a path a request gives (relative to the workspace; symlinks followed) and refuses
 one that lands outside the workspace, through `..` or a link, or that names a hidden studio file; every file
 a request reads is resolved and checked so (`file_inside`, `run_log`), and every path-valued setting of a run
-(`check_run_paths`: `model`, `file`, a tokenizer.json's `tokenizer`). A workspace whose `.studio`,
-`.studio/logs` or `checkpoints` is a symlink is refused at start, since the studio writes there. `StudioLock`
-is an fcntl lock on `.studio/studio.lock`, so a second studio on the same workspace is refused, naming the
-process that serves it. `runs` lists every checkpoint of the workspace as training/run_list.py makes the
-rows (what `microgpt runs` prints), each named relative to the workspace.
+(`check_run_paths`: `model`, `file`, a tokenizer.json's `tokenizer`). A directory read whole (a checkpoint, a
+prepared dataset and its shards) is refused where a file in it links out (`whole_inside`), as the run list
+refuses it. A workspace whose `.studio`, `.studio/logs` or `checkpoints` is a symlink is refused at start,
+since the studio writes there. `StudioLock` is an fcntl lock on `.studio/studio.lock`, so a second studio on
+the same workspace is refused, naming the process that serves it. `runs` lists every checkpoint of the
+workspace as training/run_list.py makes the rows (what `microgpt runs` prints), each named relative to it.
 """
 
 from __future__ import annotations
@@ -84,7 +85,16 @@ class Workspace:
             field = known_settings().get(key)
             if field is not None and value is not None and (isinstance(field.check, PathCheck) or (
                     key == "tokenizer" and is_tokenizer_file(value))):  # a tokenizer.json's path, not a kind
-                self.run_of(str(value), what=f"{field.flag}{origin}")  # the workspace itself is none of them
+                # the workspace itself is none of them; a dataset's shards are read too
+                self.whole_inside(self.run_of(str(value), what=f"{field.flag}{origin}"))
+
+    def whole_inside(self, path: Path) -> Path:
+        """`path` (resolved inside the workspace), where no file of it is a link out: a directory the studio has
+        read (a checkpoint, a prepared dataset and its shards) whose links out are refused, naming the first."""
+        refused = self.refusal(path)  # None for a file, or a path that is nothing
+        if refused is not None:
+            raise WorkspaceError(refused)
+        return path
 
     def link_out(self, directory: Path) -> Path | None:
         """A file of `directory` (a checkpoint) that is a link resolving outside the workspace, or None: such a
