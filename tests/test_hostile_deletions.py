@@ -8,8 +8,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
+from conftest import needs
 from microgpt.cli import main
+from microgpt.data.dataset import open_dataset
 from microgpt.model.checkpoint import is_checkpoint
+
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "naïve", "café", "東京", "😀"]
 
 
 def listing(folder: Path) -> dict[str, bytes]:
@@ -132,3 +138,31 @@ def test_graph_from_family_leaves_a_runs_files_and_a_dangling_link(tmp_path, cap
     assert link.is_symlink() and os.readlink(link) == str(tmp_path / "elsewhere.json")
     assert from_family(capsys, link, "--overwrite")[0] == 0
     assert json.loads(link.read_text())["dims"]["d"] == 16
+
+
+# -- G: a cut .zst is refused as a cut .gz or .xz is --------------------------------------------------------------
+
+
+def text_of(size: int) -> str:
+    rng = np.random.default_rng(0)
+    return "".join(" ".join(rng.choice(WORDS, size=12)) + "\n" for _ in range(size // 60))
+
+
+@needs("zstandard")
+def test_a_cut_zst_is_refused_and_a_whole_one_of_several_frames_read(tmp_path, capsys):
+    import zstandard
+
+    text = text_of(1_000_000)
+    packed = zstandard.ZstdCompressor().compress(text.encode())
+    for cut in (0.6, 0.99):
+        (tmp_path / "cut.txt.zst").write_bytes(packed[: int(len(packed) * cut)])
+        line = refused(capsys, tmp_path / "cut.txt.zst", "--out", tmp_path / "ds")
+        assert "cut.txt.zst is not a whole zstandard file" in line and "cut short" in line, line
+        assert not (tmp_path / "ds").exists()
+    halves = [zstandard.ZstdCompressor(write_checksum=True).compress(text[:1000].encode()),
+              zstandard.ZstdCompressor(write_content_size=False).compress(text[1000:].encode())]
+    skippable = (0x184D2A5F).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"  # a frame readers pass over
+    (tmp_path / "whole.txt.zst").write_bytes(halves[0] + skippable + halves[1])
+    assert prepare(capsys, tmp_path / "whole.txt.zst", "--out", tmp_path / "ds", "--val-fraction", "0")[0] == 0
+    dataset = open_dataset(tmp_path / "ds")
+    assert dataset.tokenizer.decode(dataset.train[0 : len(dataset.train)]) == text

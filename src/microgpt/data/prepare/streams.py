@@ -1,6 +1,7 @@
 """Opening an input: its bytes, decompressed where its name says (.gz and .xz by the standard library, .zst by
 zstandard), as a stream read a block at a time, and how far into the file on disk the reading has got (what
-the progress bar counts). A damaged or truncated compressed file is a DataError naming it.
+the progress bar counts). A damaged or truncated compressed file is a DataError naming it: gzip and lzma say
+so at the cut; zstandard's reader ends there without a word, so a .zst file's frames are walked first.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import contextlib
 import gzip
 import io
 import lzma
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +20,8 @@ from microgpt.core.errors import DataError
 from microgpt.data.prepare.inputs import InputFile
 
 COPY_CHUNK = 1 << 22
+ZSTD_MAGIC = 0xFD2FB528
+ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, any of its last 4 bits
 
 
 class Opened:
@@ -65,8 +69,42 @@ def decompressed(file: InputFile, raw):
     if file.compression == ".zst":
         import zstandard
 
+        check_zstd_frames(raw.fileno())
         return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
     return contextlib.nullcontext(raw)
+
+
+def check_zstd_frames(fd: int) -> None:
+    """EOFError where a .zst file ends inside a frame. Its frames' and blocks' headers (RFC 8878) are read
+    and their contents stepped over; anything that is not a frame is left for zstandard to refuse."""
+    size, position = os.fstat(fd).st_size, 0
+
+    def number(width: int) -> int:  # the little-endian number at `position`, which moves past it
+        nonlocal position
+        data = os.pread(fd, width, position)
+        if len(data) < width:
+            raise EOFError(f"it ends inside a frame, at byte {size:,}")
+        position += width
+        return int.from_bytes(data, "little")
+
+    while position < size:
+        magic = number(4)
+        if magic & ~0xF == ZSTD_SKIPPABLE:
+            position += number(4)
+        elif magic != ZSTD_MAGIC:
+            return
+        else:
+            descriptor = number(1)
+            single = descriptor >> 5 & 1  # no window byte; a content size of 1 byte where its flag says 0
+            position += 1 - single + (0, 1, 2, 4)[descriptor & 3] + (single, 2, 4, 8)[descriptor >> 6]
+            last = 0
+            while not last:
+                header = number(3)
+                last, kind, length = header & 1, header >> 1 & 3, header >> 3
+                position += 1 if kind == 1 else length  # an RLE block holds one byte
+            position += 4 * (descriptor >> 2 & 1)  # the checksum
+    if position > size:
+        raise EOFError(f"it ends inside a frame, at byte {size:,}")
 
 
 def _damaged(file: InputFile, exc: BaseException) -> DataError:
