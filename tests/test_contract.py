@@ -4,8 +4,9 @@
   `Backend` with no abstract method left and every training op (and the plumbing
   the model uses) present and callable, and so are our ops beyond the spec
   (`extension_ops`: attention, gap attention, AdamW, streams); the numpy and cuda
-  backends also keep the whole `ReferenceAPI`. Together the two parts name every
-  op of spec/ops.md.
+  backends also keep the whole `ReferenceAPI`, and the cuda backend alone the
+  reference's device calls (`device_ops`). Together the three parts name every
+  op of the reference's API (docs/ops.md).
 - The short list is enough: a backend that implements only `Backend`'s abstract
   methods trains the model, and its inherited causal and gap attention give
   the float64 formulas.
@@ -34,6 +35,7 @@ from microgpt.backends.base import (
     Backend,
     ReferenceAPI,
     contract_ops,
+    device_ops,
     extension_ops,
     reference_api_ops,
     training_ops,
@@ -42,6 +44,7 @@ from microgpt.model.gpt import GPT, GPTConfig
 
 PLUMBING = ["zeros", "from_host", "to_host", "ids", "zero_", "sum_rows", "bmm"]
 WITH_REFERENCE_API = ("numpy", "cuda", "cublas")  # the backends that keep the reference's whole API
+WITH_DEVICE = ("cuda", "cublas")  # the backends with a device: the reference's gpu_* calls and cuBLAS handle
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -51,6 +54,7 @@ def test_backend_class_implements_the_training_contract(name):
     left = sorted(getattr(cls, "__abstractmethods__", ()))
     assert not left, f"{name} ({cls.__name__}) leaves abstract methods: {left}"
     ops = training_ops() + PLUMBING + extension_ops() + (reference_api_ops() if name in WITH_REFERENCE_API else [])
+    ops += device_ops() if name in WITH_DEVICE else []
     for op in ops:
         attr = inspect.getattr_static(cls, op, None)
         assert attr is not None, f"{name} ({cls.__name__}) has no {op!r}"
@@ -60,13 +64,16 @@ def test_backend_class_implements_the_training_contract(name):
             assert callable(getattr(cls, op)), f"{name}: {op!r} is not callable"
     if name in WITH_REFERENCE_API:
         assert issubclass(cls, ReferenceAPI), f"{name} should keep the reference API"
+    if name not in WITH_DEVICE:  # a method that could only raise is no method
+        assert not [op for op in device_ops() if inspect.getattr_static(cls, op, None) is not None], name
 
 
 def test_the_two_parts_name_every_op_of_the_spec():
-    """training_ops() and reference_api_ops() split the spec's 34 ops; every abstract method is in one part."""
+    """training_ops(), reference_api_ops() and device_ops() split the reference's 34 ops; every abstract method
+    is in one part."""
     ops = contract_ops()
     assert len(ops) == len(set(ops)) == 34
-    assert not set(training_ops()) & set(reference_api_ops())
+    assert not set(training_ops()) & (set(reference_api_ops()) | set(device_ops()))
     assert set(Backend.__abstractmethods__) <= set(training_ops()) | set(PLUMBING)
     assert set(ReferenceAPI.__abstractmethods__) <= set(reference_api_ops()) | {"stack"}
     assert not set(Backend.__abstractmethods__) & set(reference_api_ops()), "training must not need the extras"

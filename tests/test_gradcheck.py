@@ -2,7 +2,7 @@
 
 Three levels, each on the NumPy backend and on the cpu backend (numba's kernels), both in float64
 (`get_backend(name, dtype=np.float64)`):
-- ops: every backward op of spec/ops.md (softmax, fused attention softmax, layer
+- ops: every backward op of docs/ops.md (softmax, fused attention softmax, layer
   norm incl. dgamma/dbeta, ReLU, RoPE's inverse as the transpose of RoPE, the
   fused cross-entropy gradient, embedding scatter-add as the adjoint of gather),
   and causal and gap attention's backward;

@@ -3,7 +3,7 @@
 `Backend` is what the model, trainer and tools call: plumbing to move data in
 and out (`zeros`, `from_host`, `to_host`, `ids`, `zero_`, `sum_rows`), the
 products (`matmul`, `matmul_into`, the 3-D batched `bmm`), and the row,
-element-wise, embedding and optimiser ops of spec/ops.md (`add_` and `scale_`
+element-wise, embedding and optimiser ops of docs/ops.md (`add_` and `scale_`
 are the in-place twins of `add!` and `scale!` there). A new backend implements
 its abstract methods and can train. The fused ops, `causal_attention` and
 `gap_attention` (ours: attention that hides the positions right after each
@@ -11,7 +11,7 @@ query, for fill-in-the-middle heads) and `window_attention` (ours: new queries
 against a KV cache's ring, each over its own window) have default implementations built from
 the separate ones, to be fused later (`attention_memory` says what a backend's
 attention keeps, for the memory estimate);
-`adamw_step` (ours, not the spec's: the optimiser of training/optim.py beyond the
+`adamw_step` (ours, not the reference's: the optimiser of training/optim.py beyond the
 reference's Adam) has a default that computes on the host. `streams`,
 `run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
 batch at once (the cpu backend, one per thread); by default there is one stream.
@@ -19,10 +19,11 @@ The classmethod `start(threads)` makes a ready backend for a run, and `on_gpu`
 says whether it computes on a GPU, so a caller needs no backend's name.
 
 `ReferenceAPI` holds the operations of the reference's CuBLASBackend that
-nothing here calls (raw device memory, the cuBLAS handle, `release`,
-`transpose`, the list-based `batched_matmul` and its `stack`, the single-block
-`causal_mask`). The numpy and cuda backends keep them so code written against
-the reference API runs on them; a new backend may leave them out.
+nothing here calls (`release`, `transpose`, the list-based `batched_matmul` and
+its `stack`, the single-block `causal_mask`). The numpy and cuda backends keep
+them so code written against the reference API runs on them; a new backend may
+leave them out. The reference's raw device memory and cuBLAS handle
+(`device_ops`) live on the cuda backend alone.
 
 A "Mat" is the backend's native 2-D array (numpy.ndarray, cupy.ndarray).
 """
@@ -385,28 +386,8 @@ def _gap_shapes(op: str, gap: int, **arrays: Mat) -> tuple[int, int, int]:
 
 class ReferenceAPI(abc.ABC):
     """The reference CuBLASBackend's operations that the model, trainer and tools never call, kept for
-    compatibility with code written against that API. Mixed into a `Backend`, whose `bmm` it uses."""
-
-    @abc.abstractmethod
-    def gpu_alloc(self, size: int) -> int:
-        """Raw device memory of `size` bytes; returns the device pointer."""
-
-    @abc.abstractmethod
-    def gpu_free(self, ptr: int) -> None:
-        """Free memory from gpu_alloc."""
-
-    @abc.abstractmethod
-    def gpu_upload(self, dst: int, src: Any, size: int) -> None:
-        """Copy `size` bytes from host to device."""
-
-    @abc.abstractmethod
-    def gpu_download(self, dst: Any, src: int, size: int) -> None:
-        """Copy `size` bytes from device to host."""
-
-    @property
-    @abc.abstractmethod
-    def handle(self) -> Any:
-        """The backend's cuBLAS handle."""
+    compatibility with code written against that API. Mixed into a `Backend`, whose `bmm` it uses. Its raw
+    device memory and cuBLAS handle (`device_ops`) are the cuda backend's alone, where they mean something."""
 
     @abc.abstractmethod
     def release(self, a: Mat) -> None:
@@ -437,7 +418,7 @@ class ReferenceAPI(abc.ABC):
 
 
 def training_ops() -> list[str]:
-    """The operations of spec/ops.md that training uses (besides `Backend`'s plumbing), in Python spelling."""
+    """The operations of the contract (docs/ops.md) that training uses (besides `Backend`'s plumbing), in Python spelling."""
     return [
         "matmul", "matmul_into", "add", "add_", "scale", "scale_", "softmax_rows", "softmax_backward",
         "causal_mask_batched", "bias_add", "relu_forward", "relu_backward", "fused_bias_relu",
@@ -448,18 +429,22 @@ def training_ops() -> list[str]:
 
 
 def reference_api_ops() -> list[str]:
-    """The rest of spec/ops.md: `ReferenceAPI`'s operations (its `stack` is plumbing for batched_matmul)."""
-    return ["batched_matmul", "transpose", "release", "causal_mask", "gpu_alloc", "gpu_free", "gpu_upload",
-            "gpu_download", "handle"]
+    """The rest of the contract: `ReferenceAPI`'s operations (its `stack` is plumbing for batched_matmul)."""
+    return ["batched_matmul", "transpose", "release", "causal_mask"]
+
+
+def device_ops() -> list[str]:
+    """The reference's raw device memory and cuBLAS handle: on the cuda backend only (cuda/device_memory.py)."""
+    return ["gpu_alloc", "gpu_free", "gpu_upload", "gpu_download", "handle"]
 
 
 def contract_ops() -> list[str]:
-    """Every operation name of spec/ops.md, in Python spelling: both parts."""
-    return training_ops() + reference_api_ops()
+    """Every operation name of the reference's API (docs/ops.md), in Python spelling: all three parts."""
+    return training_ops() + reference_api_ops() + device_ops()
 
 
 def extension_ops() -> list[str]:
-    """The operations of ours beyond spec/ops.md that every backend has, with defaults in `Backend` (inherited or
+    """The operations of ours beyond the reference's API that every backend has, with defaults in `Backend` (inherited or
     fused): attention, the memory estimate, AdamW and the shards' streams."""
     return ["causal_attention", "causal_attention_backward", "gap_attention", "gap_attention_backward",
             "window_attention", "attention_memory", "adamw_step", "run_streams", "add_weighted_"]

@@ -1,8 +1,8 @@
 """The NumPy backend: the readable reference that defines what every op computes.
 
-Plain, vectorised NumPy that reads like the math of spec/ops.md. float32 by
-default; `NumpyBackend(dtype=np.float64)` for gradient checks. Device-only ops
-(`gpu_*`, `handle`) raise a clear error: the CPU has no device.
+Plain, vectorised NumPy that reads like the math of docs/ops.md. float32 by
+default; `NumpyBackend(dtype=np.float64)` for gradient checks. It has no device, so none of the
+reference's device calls (`gpu_*`, `handle`: the cuda backend's).
 
 Three habits keep it fast without hiding the math: sums along rows and columns
 go through BLAS as products with a vector of ones (several times faster than
@@ -250,32 +250,10 @@ class NumpyBackend(Backend, ReferenceAPI):
             self._causal_masks[n] = (future, (~future).astype(self.dtype))
         return self._causal_masks[n]
 
-    # ---- device memory: the CPU has none --------------------------------------------------
-
-    def _no_device(self, op: str):
-        return NotImplementedError(
-            f"{op} needs a GPU, and the numpy backend runs on the CPU and has no device memory; "
-            "use --backend cuda for device operations"
-        )
-
-    def gpu_alloc(self, size):
-        raise self._no_device("gpu_alloc")
-
-    def gpu_free(self, ptr):
-        raise self._no_device("gpu_free")
-
-    def gpu_upload(self, dst, src, size):
-        raise self._no_device("gpu_upload")
-
-    def gpu_download(self, dst, src, size):
-        raise self._no_device("gpu_download")
+    # ---- device: none ----------------------------------------------------------------------
 
     def sync(self):
         pass  # NumPy work is finished when each call returns
-
-    @property
-    def handle(self):
-        raise self._no_device("handle (a cuBLAS handle)")
 
     def finalize(self):
         self._causal_masks.clear()
