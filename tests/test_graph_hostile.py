@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +59,16 @@ def nested_groups(document: dict) -> None:
         "inner": {**layer, "nodes": [{"id": "ln", "op": "layer_norm"}],
                   "edges": [{"from": "x", "to": "ln.x"}, {"from": "ln.out", "to": "x"}]}}
     document["nodes"][1] = {"id": "blocks", "group": "outer"}
+
+
+def groups_nested(document: dict, depth: int) -> None:
+    """`blocks` uses g<depth - 1>, which uses g<depth - 2>, ... down to g0, which passes its input on."""
+    layer = {"params": {"d": None}, "inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"}}
+    document["groups"] = {"g0": {**layer, "nodes": [], "edges": [{"from": "x", "to": "x"}]}}
+    for i in range(1, depth):
+        document["groups"][f"g{i}"] = {**layer, "nodes": [{"id": "inner", "group": f"g{i - 1}"}],
+                                       "edges": [{"from": "x", "to": "inner.x"}, {"from": "inner.x", "to": "x"}]}
+    document["nodes"][1] = {"id": "blocks", "group": f"g{depth - 1}"}
 
 
 def mul_of_two_widths(document: dict) -> None:
@@ -114,6 +128,12 @@ CASES = [
      "group 'outer' uses group 'inner', which is not defined before it"),
     ("unknown_group", changed(lambda d: d["nodes"][1].update(group="transformer_blok")),
      "blocks: unknown group 'transformer_blok'"),
+    ("op_an_object", changed(lambda d: d["nodes"][2].update(op={"name": "layer_norm"})),
+     "final_norm: op must be a name, got {'name': 'layer_norm'}"),
+    ("group_a_list", changed(lambda d: d["nodes"][1].update(group=["transformer_block"])),
+     "blocks: group must be a name, got ['transformer_block']"),
+    ("groups_nested_3000_deep", changed(lambda d: groups_nested(d, 3000)), "groups nest deeper than 32"),
+    ("heads_past_the_limit", changed(lambda d: d["dims"].update(heads=8192)), "more than 4,096"),
     ("newer_version", changed(lambda d: d.update(microgpt_graph=2)), "is graph format 2, written by a newer microgpt"),
     ("no_version", changed(lambda d: d.pop("microgpt_graph")), "has no 'microgpt_graph' key"),
     ("no_next_token_loss", changed(lambda d: (d["nodes"].pop(4), d["edges"].pop(4))),
@@ -188,6 +208,27 @@ def test_a_graph_that_sees_the_future_is_refused_naming_where(tmp_path, monkeypa
     assert not (tmp_path / "ck").exists()
 
 
+def limited_memory() -> None:
+    """In the child: at most 1 GiB of address space, so that a document whose numbers it built would fail."""
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
+@pytest.mark.parametrize("command", [
+    ["graph", "check", "huge.json"], ["graph", "show", "huge.json"],
+    ["graph", "from-family", "--d-model", str(2**29), "--heads", str(2**29)],
+])
+def test_half_a_billion_heads_are_refused_before_any_is_made(command, tmp_path):
+    """2^29 heads of width 1 (or 2): their widths were a tuple of 2^29 at every rope and attention node (4 GiB
+    each, minutes); now one line, in a process that cannot take 1 GiB."""
+    (tmp_path / "huge.json").write_text(J(changed(lambda d: d["dims"].update(d=2**30, heads=2**29))))
+    done = subprocess.run([sys.executable, "-m", "microgpt", *command], cwd=tmp_path, capture_output=True, check=False,
+                          text=True, preexec_fn=limited_memory, timeout=120,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr
+    assert "536,870,912" in done.stderr and "more than 4,096" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_an_unknown_flag_of_a_graph_action_is_one_line(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["graph", "check", "g.json", "--seq-le", "16"])
@@ -240,4 +281,22 @@ def test_from_family_refuses_a_bad_shape_and_writes_nothing(tmp_path, monkeypatc
     assert "--heads 4 does not divide d_model 10" in one_error_line(capsys)
     assert main(["graph", "from-family", "--family", "graph", "--out", "g.json"]) == 2
     assert "is a graph already" in one_error_line(capsys)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--lookahead", "5000", "--seq-len", "6000"],
+     "--lookahead: must be a whole number from 1 to 4096"),
+    (["--cooperative", ",".join(["d1n1"] * 1001)], "--cooperative lists 1,001 specs; it takes at most 1,000"),
+])
+def test_from_family_refuses_a_count_of_parts_past_its_limit(flags, words, tmp_path, monkeypatch, capsys):
+    """400,000 lookahead heads were a document of millions of nodes (gigabytes, in the studio); 150,000 experts took 196 s to
+    lay out. Each is refused from its number."""
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = main(["graph", "from-family", *flags, "--out", "g.json"])
+    except SystemExit as stop:  # a flag's value past its limit: argparse's exit
+        status = stop.code
+    assert status == 2
+    assert words in one_error_line(capsys)
     assert not list(tmp_path.iterdir())

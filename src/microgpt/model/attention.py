@@ -24,6 +24,8 @@ from microgpt.model.layers import Linear, linear_specs
 from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 
+MAX_HEADS = 4096  # heads in one attention: far past any model here, and their widths are a tuple made at once
+
 
 @dataclass(frozen=True)
 class HeadGroup:

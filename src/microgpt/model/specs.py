@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from microgpt.core.errors import ConfigError
+from microgpt.model.attention import MAX_HEADS
 
 SPEC_GRAMMAR = ("d<width>, d<count>x<width> or d<w1>+<w2>+..., then n<layers>, then optionally ff<d_ff>; "
                 "e.g. d64n2, d4x16n2, d1+2+4+8+16+32n2, d4x16n2ff128")
@@ -28,7 +29,7 @@ EXPERT_GRAMMAR = ("an expert's d<width> without a head count reads as max(1, wid
 FF_PER_D_MODEL = 4  # d_ff = 4 x d_model when a spec does not give ff<d_ff>
 EXPERT_HEAD_WIDTH = 16  # the original µGPT's head width for a spec that gives no head count
 MAX_SPEC_NUMBER = 2**31  # a width, count, layers or ff past this is no model here (and its heads are not made)
-MAX_HEADS = 4096  # heads in one spec: far past any model here, and a tuple made at once
+MAX_SPECS = 1000  # specs in one list: models compared, or an ensemble's experts (each a group of its graph)
 _SPEC = re.compile(r"d(?:(?P<count>\d+)x(?P<width>\d+)|(?P<widths>\d+(?:\+\d+)*))n(?P<layers>\d+)(?:ff(?P<ff>\d+))?")
 
 
@@ -91,7 +92,9 @@ def parse_spec_list(text: str, flag: str = "--compare", expert: bool = False) ->
     after it), where an ensemble's experts (--cooperative) may share a shape; `expert` as parse_spec's."""
     items = [item.strip() for item in text.split(",")]
     if not all(items):
-        raise ConfigError(f"{flag} {text!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
+        raise ConfigError(f"{flag} {text[:80]!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
+    if len(items) > MAX_SPECS:
+        raise ConfigError(f"{flag} lists {len(items):,} specs; it takes at most {MAX_SPECS:,}")
     try:
         specs = [parse_spec(item, expert) for item in items]
     except ConfigError as exc:  # said on the flag that gave it (an editor shows it under that field)

@@ -40,13 +40,13 @@ def layered(body: dict) -> dict[str, list[int]]:
     """{node id: [x, y]} for one body (see the module doc)."""
     ids = [node["id"] for node in body.get("nodes", []) if isinstance(node, dict) and isinstance(node.get("id"), str)]
     known = set(ids)
-    reads: dict[str, list[str]] = {node_id: [] for node_id in ids}
+    reads: dict[str, dict[str, None]] = {node_id: {} for node_id in ids}  # each node's sources, in order, once
     for edge in body.get("edges", []):
         if not isinstance(edge, dict):
             continue
         source, target = _node(str(edge.get("from", ""))), _node(str(edge.get("to", "")))
-        if source in known and target in known and source != target and source not in reads[target]:
-            reads[target].append(source)
+        if source in known and target in known and source != target:
+            reads[target][source] = None
     row: dict[str, int] = {}
     state: dict[str, str] = {}  # "open" while its sources are being placed (a cycle's edge back is skipped)
 

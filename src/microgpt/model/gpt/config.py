@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from microgpt.core.checks import HEADS, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
+from microgpt.model.attention import MAX_HEADS
 
 # Named head sets; a named set fixes d_model to its sum.
 NAMED_HEADS: dict[str, tuple[int, ...]] = {
@@ -43,6 +44,8 @@ class GPTConfig:
         check_fields(self)
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
             raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
+        if len(self.head_dims) > MAX_HEADS:
+            raise ConfigError(f"{len(self.head_dims):,} heads is more than {MAX_HEADS:,}; give fewer, wider heads")
         self.head_dims = tuple(self.head_dims)
         if not self.head_dims or min(self.head_dims) < 1:
             raise ConfigError(f"every head needs a width of at least 1, got {list(self.head_dims)}")
@@ -99,6 +102,8 @@ def parse_heads(text: str, d_model: int) -> tuple[tuple[int, ...], int]:
         raise ConfigError(f"--heads {text!r}: counts and widths must be positive")
     if len(numbers) == 1:
         count = numbers[0]
+        if count > MAX_HEADS:
+            raise ConfigError(f"--heads {count:,} is more than {MAX_HEADS:,} heads; give fewer, wider heads")
         if d_model % count:
             raise ConfigError(f"--heads {count} does not divide d_model {d_model}; pick a divisor or list the widths")
         return (d_model // count,) * count, d_model

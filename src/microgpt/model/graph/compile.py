@@ -282,15 +282,17 @@ class _Compiler:
 
     defining: tuple | None = None  # the groups being expanded, innermost last
 
-    def size(self, name: str, scope: dict) -> tuple[int, int]:
+    def size(self, name: str, scope: dict, depth: int) -> tuple[int, int]:
         """(primitives, group copies) one instance of group `name` flattens to in `scope` (body_size's), kept by
-        group and scope."""
+        group and scope; a GraphError where the groups inside it nest deeper than MAX_NESTING."""
+        if depth > MAX_NESTING:
+            raise GraphError(f"group {name}: groups nest deeper than {MAX_NESTING}; flatten some of them")
         key = (name, repr(sorted(scope.items())))
         if key not in self.sizes:
-            self.sizes[key] = self.body_size(self.groups[name], scope, list(self.groups).index(name))
+            self.sizes[key] = self.body_size(self.groups[name], scope, list(self.groups).index(name), depth)
         return self.sizes[key]
 
-    def body_size(self, body: dict, scope: dict, before: int) -> tuple[int, int]:
+    def body_size(self, body: dict, scope: dict, before: int, depth: int = 0) -> tuple[int, int]:
         """(primitives, group copies) a body flattens to in `scope`, counted without expanding it (each group a
         product of its repeat; only the groups listed before position `before`, as the expansion allows), capped
         past MAX_NODES, so that a document that multiplies to billions is refused at once. A node that does not
@@ -313,7 +315,7 @@ class _Compiler:
                 continue
             if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 < repeat <= MAX_REPEAT:
                 continue
-            inner_primitives, inner_copies = self.size(inner_name, inner)
+            inner_primitives, inner_copies = self.size(inner_name, inner, depth + 1)
             primitives += repeat * inner_primitives
             copies += repeat * (1 + inner_copies)
         return min(primitives, MAX_NODES + 1), min(copies, MAX_NODES + 1)

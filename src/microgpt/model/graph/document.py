@@ -209,6 +209,9 @@ def _check_body(body: dict, where: str) -> None:
             _known_keys(node, NODE_KEYS, f"{where}/{node['id']}")
         if ("op" in node) == ("group" in node):
             raise ConfigError(f"{where}/{node['id']}: give either an op or a group")
+        kind = "op" if "op" in node else "group"
+        if not isinstance(node[kind], str):
+            raise ConfigError(f"{where}/{node['id']}: {kind} must be a name, got {node[kind]!r:.60}")
         if not isinstance(node.get("params", {}), dict):
             raise ConfigError(f"{where}/{node['id']}: params must be an object")
         if "repeat" in node and "group" not in node:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from microgpt.core.checks import Choice, NonNegativeNumber, Number, Whole, whole
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import setting
+from microgpt.model.attention import MAX_HEADS
 from microgpt.model.gpt.config import GPTConfig
 from microgpt.model.gpt.config import config_from as trunk_config_from
 
@@ -23,10 +24,10 @@ MODES = ("mtp", "gap", "hydra")
 
 
 class HeadCount(Whole):
-    """K, at least 1; zero or a negative count is explained (the original's -1 is its leaky future head)."""
+    """K, from 1 to MAX_HEADS; zero or a negative count is explained (the original's -1 is its leaky future head)."""
 
     def __init__(self):
-        super().__init__(1)
+        super().__init__(1, MAX_HEADS)
 
     def validate(self, value):
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:

@@ -21,15 +21,19 @@ from typing import ClassVar
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.attention import head_groups, merge_heads, split_heads
+from microgpt.model.attention import MAX_HEADS, head_groups, merge_heads, split_heads
 from microgpt.model.graph.ops.base import Kernel, Op, Port, expect, whole_param
 
 MASKS = ("causal", "gap", "full", "anticausal")
 
 
 def head_widths(params: dict, width: int) -> tuple[int, ...]:
-    """The head widths from a `heads` param (a count, or a list of widths) for queries `width` wide."""
+    """The head widths from a `heads` param (a count, or a list of widths) for queries `width` wide; a count or
+    list past MAX_HEADS is refused before its widths are made."""
     heads = params["heads"]
+    count = len(heads) if isinstance(heads, list) else heads
+    if isinstance(count, int) and count > MAX_HEADS:
+        raise ConfigError(f"param heads gives {count:,} heads, more than {MAX_HEADS:,}; give fewer, wider heads")
     if isinstance(heads, int) and not isinstance(heads, bool):
         if heads < 1 or width % heads:
             raise ConfigError(f"param heads {heads} does not divide the width {width}; give a divisor or the widths")
