@@ -140,9 +140,9 @@ def check_validation_possible(plan: RunSettings, config: TrainConfig) -> None:
 
 def run_info(plan: RunSettings, corpus: Corpus, config: TrainConfig, backend_name: str) -> dict:
     """What train_state.json keeps besides the step and data position: the corpus, the settings, the backend,
-    the best validation loss so far, the checkpoint fine-tuned from and what --vocab-size asked for."""
+    --log, the best validation loss so far, the checkpoint fine-tuned from and what --vocab-size asked for."""
     state = plan.source.train_state if plan.source else {}
-    info = {**corpus.run_info(config, state.get("best_val_loss")), "backend": backend_name}
+    info = {**corpus.run_info(config, state.get("best_val_loss")), "backend": backend_name, "log": plan.run.log}
     if plan.start is Start.FINE_TUNE:
         info["init_from"] = str(plan.source.path.resolve())
     elif state.get("init_from"):

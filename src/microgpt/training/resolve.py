@@ -4,7 +4,7 @@ The sources and their precedence are settings/sources.py's: defaults, preset,
 named run, the checkpoint (resumed, or fine-tuned from) and flags. The three
 ways a run starts are three functions that each return a `RunSettings`:
 `resolve_new`, `resolve_resume` (the checkpoint's family, tokenizer, training
-settings and corpus under the flags) and `resolve_fine_tune` (the source's
+settings, corpus and --log under the flags) and `resolve_fine_tune` (the source's
 family, shape and tokenizer, with a new optimiser, schedule and step 0).
 Every check that needs no text is made here, in one pass: the settings' own
 checks, settings that would do nothing, the shape and tokenizer against a
@@ -112,7 +112,7 @@ def resolve_new(settings: Settings, *, save: bool, asked_to_save: bool, ranks: i
 
 def resolve_resume(settings: Settings, backend: Backend, checkpoint: Path, *, save: bool, asked_to_save: bool,
                    ranks: int, auto: bool) -> RunSettings:
-    """The checkpoint continued: its family, tokenizer, training settings and corpus, under the flags."""
+    """The checkpoint continued: its family, tokenizer, training settings, corpus and --log, under the flags."""
     model, tokenizer, info = load_checkpoint(checkpoint, backend, with_optimizer=True,
                                              max_memory=settings.value("max_memory"))
     state = _train_state(checkpoint, info)
@@ -121,6 +121,8 @@ def resolve_resume(settings: Settings, backend: Backend, checkpoint: Path, *, sa
              "tokenizer": tokenizer.kind}
     if state.get("corpus_file"):
         saved["file"] = state["corpus_file"]
+    if state.get("log"):
+        saved["log"] = state["log"]  # --log tensorboard goes on writing its event files
     settings = settings.resumed_from(saved)
     train, run = settings.train_config(), settings.run_config()
     notes = schedule_overrides(settings, saved, train)
