@@ -1,16 +1,24 @@
 """Nothing deleted that is not ours (issue 52): `prepare --overwrite` replaces only a prepared dataset or an empty
-directory; prepare removes only its own partial directories, by exact name.
+directory; prepare removes only its own partial directories, by exact name, writes no dataset inside a
+checkpoint and refuses a cut .zst input; `graph from-family --out` is held to export's rules; a signal during an
+export's write leaves no temporary file, and prepare's workers end when prepare is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from conftest import needs
+from export_cases import checkpoint
 from microgpt.cli import main
 from microgpt.data.dataset import open_dataset
 from microgpt.model.checkpoint import is_checkpoint
@@ -148,10 +156,8 @@ def text_of(size: int) -> str:
     return "".join(" ".join(rng.choice(WORDS, size=12)) + "\n" for _ in range(size // 60))
 
 
-@needs("zstandard")
 def test_a_cut_zst_is_refused_and_a_whole_one_of_several_frames_read(tmp_path, capsys):
-    import zstandard
-
+    zstandard = pytest.importorskip("zstandard", reason="zstandard is not installed: pip install -e '.[data]'")
     text = text_of(1_000_000)
     packed = zstandard.ZstdCompressor().compress(text.encode())
     for cut in (0.6, 0.99):
@@ -166,3 +172,76 @@ def test_a_cut_zst_is_refused_and_a_whole_one_of_several_frames_read(tmp_path, c
     assert prepare(capsys, tmp_path / "whole.txt.zst", "--out", tmp_path / "ds", "--val-fraction", "0")[0] == 0
     dataset = open_dataset(tmp_path / "ds")
     assert dataset.tokenizer.decode(dataset.train[0 : len(dataset.train)]) == text
+
+
+# -- I: a signal cleans up; workers end with their parent ---------------------------------------------------------
+
+# Runs `microgpt export ARGS` with the temporary file held open once it is whole: it says so on stdout and waits
+# there (its fsync), for the test's signal to come mid-write.
+HELD_WRITE = """
+import os, sys, time, types
+from microgpt.cli import main
+from microgpt.export import files
+
+def held(fd):
+    print("writing", flush=True)
+    time.sleep(120)
+
+files.os = types.SimpleNamespace(**{**vars(os), "fsync": held})
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_during_an_exports_write_leaves_no_temporary_file(tmp_path, signum):
+    for package in ("onnx", "onnxruntime"):
+        pytest.importorskip(package, reason=f"{package} is not installed: pip install -e '.[export]'")
+    out = tmp_path / "model.onnx"
+    process = subprocess.Popen([sys.executable, "-c", HELD_WRITE, "export", str(checkpoint("gpt")), "--out", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "writing\n", process.communicate()
+    assert [p.name for p in tmp_path.iterdir()] == [f".model.onnx.{process.pid}.tmp"]
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("microgpt export: "), err
+    assert not list(tmp_path.iterdir())
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead and waiting for its new parent to reap it, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
+def test_prepares_workers_end_when_it_is_killed(tmp_path):
+    (tmp_path / "big.txt").write_text(text_of(12_000_000))  # bpe: several seconds to tokenize with 2 workers
+    process = subprocess.Popen([sys.executable, "-m", "microgpt", "prepare", str(tmp_path / "big.txt"), "--out",
+                                str(tmp_path / "ds"), "--tokenizer", "bpe", "--tokenizer-sample", "200KB",
+                                "--workers", "2", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("ds.partial-*/train-*.bin")) and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    started = children(process.pid)  # the two workers and multiprocessing's resource tracker
+    assert len(started) >= 3, started
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 30
+    while any(map(alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in started if alive(pid)]

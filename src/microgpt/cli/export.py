@@ -6,14 +6,16 @@
 
 Every family exports (a lookahead model's main head); the file is checked against microgpt's own logits
 before it is written, beside --out first and then renamed into place. Anything wrong is one line, exit 2,
-and nothing written.
+and nothing written; Ctrl-C, SIGTERM or SIGHUP remove the file being written and say so in one line.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from microgpt.cli.common import add_flags_with_defaults, train_settings
+from microgpt.core.stops import Stopped, stopping_on_signals
 from microgpt.export import FORMATS, export
 
 
@@ -36,6 +38,11 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    print(export(args.model, args.format, args.out, kv_cache=args.kv_cache, overwrite=args.overwrite,
-                 max_memory=args.max_memory))
+    try:
+        with stopping_on_signals():  # SIGTERM and SIGHUP unwind as Ctrl-C does, removing the temporary file
+            print(export(args.model, args.format, args.out, kv_cache=args.kv_cache, overwrite=args.overwrite,
+                         max_memory=args.max_memory))
+    except Stopped as exc:
+        print(f"microgpt export: stopped by {exc}; no temporary file is left beside {args.out}", file=sys.stderr)
+        return 128 + exc.signum
     return 0

@@ -7,7 +7,7 @@ passes, writer.py writes the shards, output.py the directory (lock, partial, ren
 and run.py puts them together. docs/data.md describes the format and the command.
 """
 
-from microgpt.data.prepare.output import Stopped
+from microgpt.core.stops import Stopped
 from microgpt.data.prepare.run import Summary, describe, prepare
 from microgpt.data.prepare.settings import PrepareSettings
 

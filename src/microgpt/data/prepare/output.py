@@ -9,8 +9,6 @@ into it last and renames it to --out (an --out being replaced is renamed away fi
 directory named --out is always complete; `abort` removes the partial directory. Partial directories left by a
 killed prepare are removed by the next one into the same --out, whose lock proves them dead: only those named
 exactly `<out>.partial-<8 hex digits>` (or that and `-replaced`) and holding nothing but shards and a manifest.
-
-`stopping_on_signals` turns SIGTERM (and SIGHUP) into `Stopped`, so that a stop cleans up as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -24,42 +22,15 @@ import re
 import secrets
 import shutil
 import signal
-import threading
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.stops import STOP_SIGNALS
 from microgpt.data.dataset import MANIFEST, VERSION_KEY
 
 PARTIAL = ".partial-"
 PARTIAL_SUFFIX = re.compile(r"\.partial-[0-9a-f]{8}(-replaced)?")  # begin()'s and commit()'s names
 SHARD_FILE = re.compile(r"(train|val)-\d{5,}\.bin")  # writer.py's names
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-class Stopped(KeyboardInterrupt):
-    """A signal asked prepare to stop; it cleans up as for Ctrl-C."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def stopping_on_signals():
-    """SIGTERM and SIGHUP raise Stopped in this thread while the block runs (in the main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        raise Stopped(signum)
-
-    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS - {signal.SIGINT}}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 class Output:

@@ -4,8 +4,9 @@
 runs in this process; with more, a pool of spawned processes (fresh interpreters: nothing of this one's
 threads or of the tokenizers library's thread pool is forked), each set up by `work.start(job)`, holds at
 most WINDOW_PER_WORKER blocks per worker at once, so that reading never runs ahead of tokenizing by more
-than a few blocks. Workers ignore Ctrl-C and are ended by this process when it stops early; a worker that
-dies (or cannot start) is a DataError, not a hang. Each tokenizes on one thread.
+than a few blocks. Workers ignore Ctrl-C and are ended by this process when it stops early, and end themselves
+when it ends without a word (kill -9); a worker that dies (or cannot start) is a DataError, not a hang. Each
+tokenizes on one thread.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -41,8 +43,19 @@ def useful_workers(workers: int, inputs: list[InputFile]) -> int:
 
 def _start_worker(job: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_end_with_parent, daemon=True).start()
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread each: the processes are the parallelism
     work.start(job)
+
+
+def _end_with_parent() -> None:
+    """End this worker when the process that started it ends, however it ended: a worker waiting for its next
+    block would wait forever once its parent is killed (kill -9), holding the pool's pipes open, and with them
+    multiprocessing's resource tracker. A spawned process holds the read end of a pipe only its parent writes to
+    (multiprocessing's parent sentinel), which the kernel closes when the parent dies: no polling, and the same
+    on every platform, unlike Linux's PR_SET_PDEATHSIG (which also fires when the parent's starting thread ends)."""
+    multiprocessing.parent_process().join()
+    os._exit(1)
 
 
 def ordered_map(fn: Callable, items: Iterable, workers: int, job: dict) -> Iterator:

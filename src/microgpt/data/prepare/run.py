@@ -17,10 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from microgpt.core.errors import DataError
+from microgpt.core.stops import stopping_on_signals
 from microgpt.data.dataset import MANIFEST_VERSION, VERSION_KEY
 from microgpt.data.prepare.encode import encode
 from microgpt.data.prepare.inputs import InputFile, find_inputs
-from microgpt.data.prepare.output import Output, stopping_on_signals
+from microgpt.data.prepare.output import Output
 from microgpt.data.prepare.pool import available_cores, useful_workers
 from microgpt.data.prepare.progress import MB, note
 from microgpt.data.prepare.scan import Scan, scan
