@@ -2,7 +2,7 @@
 test_graph_random.py.
 
 The objective a graph trains is the sum of its losses, each times its cross_entropy node's `weight`;
-`objective` reads the losses from what loss_and_backward returns (the main loss, or the main loss and the
+`objective` reads the losses from what loss_and_backward returns (the main loss and the
 others by metric name) and weights them from the program. `check_gradients` holds the analytic gradient
 (params.grad after one loss_and_backward) against central differences of that objective: on a sample of
 coordinates of every parameter, and along one random direction through all of them at once (which sees
@@ -75,8 +75,7 @@ def loss_weights(model) -> list[tuple[str | None, float]]:
 
 def objective(model, windows: np.ndarray) -> float:
     """The sum of the losses, each times its weight, from loss_and_backward's return (it adds gradients too)."""
-    result = model.loss_and_backward(windows)
-    main, others = (result, {}) if not isinstance(result, tuple) else result
+    main, others = model.loss_and_backward(windows)
     weights = loss_weights(model)
     assert set(others) == {name for name, _ in weights[1:]}, "loss_and_backward names every other loss"
     return float(sum(weight * (main if name is None else others[name]) for name, weight in weights))

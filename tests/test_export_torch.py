@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import microgpt
+from conftest import need
 from export_cases import CASES, ROOT, SEQ_LEN, TRAINABLE, checkpoint, probe
 from microgpt.backends import get_backend
 from microgpt.cli import main
@@ -21,7 +22,7 @@ from microgpt.model.checkpoint import load_checkpoint
 from microgpt.settings.training import TrainConfig
 from microgpt.training.optim import Optimizer
 
-torch = pytest.importorskip("torch", reason="torch is not installed; pip install torch (a CPU build will do)")
+torch = need("torch")
 from microgpt.export import to_torch
 from microgpt.export.torch_module import load  # after the skip: it imports torch
 
@@ -97,8 +98,8 @@ def microgpt_steps(case: str, windows: list[np.ndarray]) -> tuple[list[float], d
     losses = []
     for batch in windows:
         model.params.zero_grad()
-        loss = model.loss_and_backward(batch)
-        losses.append(float(loss[0] if isinstance(loss, tuple) else loss))
+        loss, _ = model.loss_and_backward(batch)
+        losses.append(float(loss))
         optimizer.step()
     return losses, model.params.to_host()
 

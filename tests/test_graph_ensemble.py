@@ -83,8 +83,8 @@ def train(model, windows: list[np.ndarray]) -> np.ndarray:
     losses = []
     for batch in windows:
         model.params.zero_grad()
-        result = model.loss_and_backward(batch)
-        losses.append(float(result[0] if isinstance(result, tuple) else result))  # the family adds its metrics
+        loss, _ = model.loss_and_backward(batch)
+        losses.append(float(loss))
         model.params.adam_step(LR)
     return np.array(losses)
 

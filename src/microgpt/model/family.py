@@ -26,8 +26,8 @@ A family is a module (a folder under `model/`) that gives:
 
 A built `Model` gives `config`, `be` (its backend), `params` (`model.params.Parameters`), `n_params`,
 `loss(windows)` and `loss_and_backward(windows)` over windows (B, T+1) (the latter adding every gradient
-into params.grad, and returning the mean loss, or (the loss, a small dict of per-step metrics) that the
-trainer writes into the metrics log), `logits(ids)` (backend (B*T, vocab) for host ids (B, T): row t
+into params.grad, and returning (the mean loss, a small dict of per-step metrics, empty for most families)
+that the trainer writes into the metrics log), `logits(ids)` (backend (B*T, vocab) for host ids (B, T): row t
 scores the token after ids[:, : t + 1]) and `decoder()` (an object with `model`, `consumed`, `prefill(ids)`
 and `step(id)`, each giving the next token's logits (1, vocab); `model.decode.Rerun` for a family without a
 cache). Optionally `learn_from(train_tokens)`: what a new model counts from its training tokens before it

@@ -68,9 +68,8 @@ class Sharded:
         losses = self.be.run_streams([partial(self.own.loss, shard) for shard in shards])
         return weighted_mean(losses, shards)
 
-    def loss_and_backward(self, windows: np.ndarray):
-        """Mean loss of windows (B, T+1) (with the metrics, where the passes give any); adds every parameter
-        gradient into params.grad."""
+    def loss_and_backward(self, windows: np.ndarray) -> tuple[float, dict[str, float]]:
+        """(mean loss of windows (B, T+1), the passes' metrics); adds every parameter gradient into params.grad."""
         windows = np.asarray(windows)
         shards = self.split(windows)
         if len(shards) == 1:
@@ -79,8 +78,6 @@ class Sharded:
         results = self.be.run_streams([partial(shard_passes.loss_and_backward, shard)
                                        for shard_passes, shard in zip(passes, shards)])
         self.be.add_weighted_(self.params.grad, self._grads, [len(shard) / len(windows) for shard in shards])
-        if not isinstance(results[0], tuple):
-            return weighted_mean(results, shards)
         metrics = {key: weighted_mean([r[1][key] for r in results], shards) for key in results[0][1]}
         return weighted_mean([r[0] for r in results], shards), metrics
 

@@ -60,11 +60,6 @@ class StepResult:
     metrics: dict[str, float]  # the model's own per-step figures (this rank's micro-batches' mean), if any
 
 
-def split_metrics(result) -> tuple[float, dict[str, float]]:
-    """(loss, metrics) from what a model's loss_and_backward returned: a loss, or (a loss, its metrics)."""
-    return result if isinstance(result, tuple) else (result, {})
-
-
 def train_step(model, windows: np.ndarray, optimizer: Optimizer, comm, grad_accum: int = 1, stop: bool = False,
                save: bool = False) -> StepResult:
     """One step over this rank's windows in `grad_accum` micro-batches. With one process, no accumulation and
@@ -78,9 +73,9 @@ def train_step(model, windows: np.ndarray, optimizer: Optimizer, comm, grad_accu
     params = model.params
     params.zero_grad()
     if grad_accum == 1:
-        loss, metrics = split_metrics(model.loss_and_backward(windows))
+        loss, metrics = model.loss_and_backward(windows)
     else:
-        results = [split_metrics(model.loss_and_backward(micro)) for micro in np.split(windows, grad_accum)]
+        results = [model.loss_and_backward(micro) for micro in np.split(windows, grad_accum)]
         loss = sum(r[0] for r in results) / grad_accum
         metrics = {key: sum(r[1][key] for r in results) / grad_accum for key in results[0][1]}
         model.be.scale_(params.grad, 1.0 / grad_accum)

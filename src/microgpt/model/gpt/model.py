@@ -123,13 +123,14 @@ class Layers:
         loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
         return loss
 
-    def loss_and_backward(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1), in one pass; adds every gradient into this Layers' buffers."""
+    def loss_and_backward(self, windows: np.ndarray) -> tuple[float, dict[str, float]]:
+        """(mean next-token loss of windows (B, T+1), no metrics), in one pass; adds every gradient into this
+        Layers' buffers."""
         batch, seq_len, inputs, targets = self.upload_windows(windows)
         logits, saved = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
         loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
         self.backward(dlogits, saved)
-        return loss
+        return loss, {}
 
 
 class GPT:
@@ -196,9 +197,9 @@ class GPT:
         """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
         return self.passes.loss(windows)
 
-    def loss_and_backward(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1); adds every parameter gradient into params.grad (over a
-        shard of the sequences per backend stream, model/shards.py)."""
+    def loss_and_backward(self, windows: np.ndarray) -> tuple[float, dict[str, float]]:
+        """(mean next-token loss of windows (B, T+1), no metrics); adds every parameter gradient into params.grad
+        (over a shard of the sequences per backend stream, model/shards.py)."""
         return self.passes.loss_and_backward(windows)
 
     def gradients(self, windows: np.ndarray) -> float:
@@ -207,8 +208,7 @@ class GPT:
         A NaN or infinite loss raises NonFiniteLoss, so no update follows and the weights stay as they were.
         """
         self.params.zero_grad()
-        result = self.loss_and_backward(windows)
-        loss = result[0] if isinstance(result, tuple) else result  # (the loss, its metrics) from an extension
+        loss, _ = self.loss_and_backward(windows)
         if not math.isfinite(loss):
             raise NonFiniteLoss(loss, self.params.step + 1)
         return loss

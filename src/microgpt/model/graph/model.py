@@ -123,15 +123,15 @@ class Passes:
         return run.losses[self.kernels[self.program.main_loss]]
 
     def loss_and_backward(self, windows: np.ndarray):
-        """The main loss (or (it, the other losses by name)) of windows (B, T+1); adds every gradient of the
-        objective into these views' buffers."""
+        """(the main loss, the other losses by name) of windows (B, T+1); adds every gradient of the objective
+        into these views' buffers."""
         run = self.upload(windows)
         _, saved = self.forward(run, self.everything)
         self.backward(run, self.everything, saved)
         main = run.losses[self.kernels[self.program.main_loss]]
         others = {self.program.metric_name(i): run.losses[self.kernels[i]] for i in self.program.losses[1:]}
         if not others:
-            return main
+            return main, others
         objective = sum(run.losses.values())  # each loss's weight scales its gradient; the check is finiteness
         return (main if math.isfinite(objective) else objective), others
 
