@@ -24,7 +24,7 @@ tell a changed dataset.
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import DataError
+from microgpt.core.files import TooLarge, parse_json, read_regular
 from microgpt.core.threads import available_cores
 from microgpt.data.shards import DTYPES, HEADER_BYTES, ShardedTokens, open_shard, read_header
 from microgpt.data.tokenizer import Tokenizer, from_json
@@ -46,14 +47,10 @@ TYPE_NAMES = {dtype.name: dtype for dtype in DTYPES.values()}  # the manifest's 
 
 
 def is_dataset(path: str | Path | None) -> bool:
-    """Whether `path` is a directory holding a manifest (a prepared dataset, not a text file); a path that
-    cannot be looked at (too long, unreadable) is not one, and reading it as a text says why."""
-    if path is None:
-        return False
-    try:
-        return (Path(path) / MANIFEST).is_file()
-    except OSError:
-        return False
+    """Whether `path` is a directory holding a manifest (a prepared dataset, not a text file), whatever the
+    manifest is (opening it says what is wrong with it); a path that cannot be looked at (too long,
+    unreadable) is not one, and reading it as a text says why."""
+    return path is not None and os.path.lexists(Path(path) / MANIFEST)
 
 
 @dataclass
@@ -81,14 +78,15 @@ def open_dataset(path: str | Path, verify: bool = True) -> Dataset:
     path = Path(path)
     manifest_path = path / MANIFEST
     try:
-        if manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
-            raise DataError(f"{manifest_path} is over {MAX_MANIFEST_BYTES:,} bytes; it is not a manifest")
-        raw = manifest_path.read_bytes()
-        manifest = json.loads(raw)
+        raw = read_regular(manifest_path, MAX_MANIFEST_BYTES)
+    except TooLarge:
+        raise DataError(f"{manifest_path} is over {MAX_MANIFEST_BYTES:,} bytes; it is not a manifest") from None
     except OSError as exc:
         raise DataError(f"{manifest_path} cannot be read ({exc.strerror or exc}); prepare the dataset again") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{manifest_path} is not valid JSON ({exc}); prepare the dataset again") from None
+    try:
+        manifest = parse_json(raw)
+    except ValueError as exc:
+        raise DataError(f"{manifest_path} is {exc}; prepare the dataset again") from None
     _check_manifest(manifest, manifest_path)
     try:
         tokenizer = from_json(manifest["tokenizer"])

@@ -7,10 +7,12 @@ padding and BPE dropout are switched off on reading: a text encodes whole, and t
 special tokens are added (no [CLS] ... [SEP] around a training text).
 
 Ids are the file's: `size` is the largest id + 1 (an id the file skips is one the model never sees), at
-most what microgpt's int32 ids hold. A vocabulary larger is refused, as are a file that is not JSON or not one
-the library reads, and a text with a character the tokenizer would silently drop (a BPE without an unknown
-token or byte fallback). A character it maps to its unknown token ([UNK]) is allowed: the training run says
-how many tokens are unknown (`unknown_note` in __init__.py).
+most what microgpt's int32 ids hold. A vocabulary larger is refused, as is a sparse one (ids past twice its
+tokens and SPARE_IDS, which the library would lay out whole, gigabytes for an id of billions), a file that is
+not a regular file of at most MAX_FILE_BYTES, not JSON (or nested too deeply, or with too long a number to
+read) or not one the library reads, and a text with a character the tokenizer would silently drop (a BPE
+without an unknown token or byte fallback). A character it maps to its unknown token ([UNK]) is allowed: the
+training run says how many tokens are unknown (`unknown_note` in __init__.py).
 
 Characters (bits per character compares across tokenizers): each id stands for a fixed number of characters
 (`_characters_per_token`), so counts add up across any cut, as bpe.py's do. A byte-level token (a ByteLevel
@@ -36,12 +38,14 @@ import numpy as np
 from tokenizers import Tokenizer as LibraryTokenizer
 
 from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.files import TooLarge, read_json
 from microgpt.data.tokenizer.bpe import LONE_SURROGATE, MAX_VOCAB, byte_alphabet
 
 FILE_NAME = "tokenizer.json"  # what a directory given as the tokenizer holds (a model's folder from the hub)
 # the largest tokenizer.json read: the hub's largest are about 35 MB (Gemma's); kept as a JSON string in
 # config.json or a dataset's manifest, escaping adds a fifth or so, which stays under the manifest's 64 MiB
 MAX_FILE_BYTES = 48 * 1024**2
+SPARE_IDS = 1024  # ids a tokenizer.json may skip beyond as many as it has tokens (a model's padded vocabulary)
 PIECE_CHARS = 1 << 16  # about how long a piece of a long text is, when the tokenizer can be cut there
 CUT_WINDOW = 512  # characters each side of a cut that must encode alike cut and whole for the cut to stand
 CUT_TRIES = 32  # candidate cuts tried for a piece before the rest of the text is encoded whole
@@ -60,38 +64,34 @@ def load_tokenizer_file(path: str | Path) -> HFTokenizer:
                             "tokenizer.json")
         path = path / FILE_NAME
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise DataError(f"the tokenizer file {path} is {size:,} bytes, more than a tokenizer.json has (at most "
-                            f"{MAX_FILE_BYTES:,}); give the path of a Hugging Face tokenizer.json")
-        raw = path.read_bytes()
+        data = read_json(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         raise DataError(f"the tokenizer file {path} does not exist; give the path of a Hugging Face tokenizer.json "
                         "(or char or bpe)") from None
+    except TooLarge:
+        raise DataError(f"the tokenizer file {path} is {path.stat().st_size:,} bytes, more than a tokenizer.json has "
+                        f"(at most {MAX_FILE_BYTES:,}); give the path of a Hugging Face tokenizer.json") from None
     except OSError as exc:
         raise DataError(f"the tokenizer file {path} cannot be read ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"the tokenizer file {path} is not JSON ({exc}); give the tokenizer.json of a Hugging Face "
+    except ValueError as exc:
+        raise DataError(f"the tokenizer file {path} is {exc}; give the tokenizer.json of a Hugging Face "
                         "tokenizer") from None
     return HFTokenizer.from_library_json(data, f"the tokenizer file {path}")
 
 
-def _largest_id(data: dict, where: str) -> int:
-    """The largest id the library JSON gives a token, read before the library parses it (which refuses one past
-    uint32 in its own words)."""
+def _ids(data: dict, where: str) -> set[int]:
+    """The ids the library JSON gives its tokens, read before the library parses it (which refuses one past
+    uint32 in its own words, and lays out every id up to the largest when it writes the file back)."""
     model = data["model"]
     vocab = model.get("vocab")
     if isinstance(vocab, dict):
-        ids = [value for value in vocab.values() if isinstance(value, int)]
+        ids = {value for value in vocab.values() if isinstance(value, int)}
     elif isinstance(vocab, list):  # Unigram: [token, score] pairs, the id their place
-        ids = [len(vocab) - 1]
+        ids = set(range(len(vocab)))
     else:
         raise DataError(f"{where} has no vocabulary (model.vocab); it is not a tokenizer the tokenizers library wrote")
     added = data.get("added_tokens") or []
-    ids += [token["id"] for token in added if isinstance(token, dict) and isinstance(token.get("id"), int)]
-    return max(ids, default=-1)
+    return ids | {token["id"] for token in added if isinstance(token, dict) and isinstance(token.get("id"), int)}
 
 
 def _decoder_types(node) -> set[str]:
@@ -137,10 +137,14 @@ class HFTokenizer:
         if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
             raise DataError(f"{where} is JSON but not a tokenizers file (no 'model'); give the tokenizer.json of a "
                             "Hugging Face tokenizer")
-        top = _largest_id(data, where)
+        ids = _ids(data, where)
+        top = max(ids, default=-1)
         if top >= MAX_VOCAB:
             raise DataError(f"{where} has ids up to {top:,}, more than microgpt's token ids (int32) hold "
                             f"({MAX_VOCAB - 1:,}); use a tokenizer with a smaller vocabulary")
+        if top >= 2 * len(ids) + SPARE_IDS:
+            raise DataError(f"{where} has ids up to {top:,} for {len(ids):,} tokens, more gaps than a tokenizer.json "
+                            f"has (its ids are below {2 * len(ids) + SPARE_IDS:,}); the file was edited or damaged")
         data = {**data, "truncation": None, "padding": None}  # a training text encodes whole
         if data["model"].get("type") == "BPE":
             data["model"] = {**data["model"], "dropout": None}  # the same text encodes the same way every time

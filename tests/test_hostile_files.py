@@ -1,0 +1,125 @@
+"""Files a hostile user hands microgpt in place of the ones it reads (issue 52, items 5 and 6 and part of 7):
+a FIFO or /dev/zero as a tokenizer.json, a checkpoint's config.json or train_state.json; a tokenizer.json whose
+sparse ids would make the tokenizers library allocate gigabytes; 5,000-digit numbers and deep nesting in a
+manifest, a tokenizer.json or a JSON Lines input; a Hugging Face tokenizer in prepare; an unreadable
+results.jsonl; and a JSON Lines line of many megabytes. Each is one line and exit status 2, or works, and
+none hangs: what could hang runs in a subprocess with a timeout, so that the old code fails instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from microgpt.cli import main
+from microgpt.data.dataset import MANIFEST
+
+TEXT = "It was the best of times, it was the worst of times.\n" * 30
+TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
+        "--backend", "numpy", "--threads", "1", "--gen", "0"]
+HANG_S = 120  # far past what any of these takes; the old code hung until killed
+MEMORY = 3 * 1024**3  # the address space a subprocess may take: the old code took gigabytes, or aborted
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture
+def tokenizer_json(workdir) -> Path:
+    """A byte-level BPE tokenizer.json, as the tokenizers library writes one."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator([TEXT], trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tokenizer.save(str(workdir / "tokenizer.json"))
+    return workdir / "tokenizer.json"
+
+
+def microgpt(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI in its own process, killed (and the test failed) if it hangs, and held to MEMORY."""
+    return subprocess.run([sys.executable, "-m", "microgpt", *args], cwd=cwd, capture_output=True, text=True,
+                          check=False, timeout=HANG_S, preexec_fn=held_to_memory)
+
+
+def held_to_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def one_line(done: subprocess.CompletedProcess, *words: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+    return done.stderr
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# ---- a tokenizer.json that is not a file, or not one to read whole ---------------------------------------
+
+def test_a_fifo_as_the_tokenizer_is_refused_unread(workdir):
+    os.mkfifo(workdir / "fifo.json")
+    one_line(microgpt("train", "text.txt", "--tokenizer", "fifo.json", "--no-save", *TINY, cwd=workdir),
+             "the tokenizer file fifo.json", "a pipe, not a regular file")
+    one_line(microgpt("prepare", "text.txt", "--out", "data", "--quiet", "--tokenizer", "fifo.json", cwd=workdir),
+             "the tokenizer file fifo.json", "a pipe")
+    assert not (workdir / "data").exists()
+
+
+def test_dev_zero_and_a_link_to_it_as_the_tokenizer_are_refused_unread(workdir):
+    (workdir / "zero.json").symlink_to("/dev/zero")
+    for name in ("/dev/zero", "zero.json"):
+        one_line(microgpt("train", "text.txt", "--tokenizer", name, "--no-save", *TINY, cwd=workdir),
+                 f"the tokenizer file {name}", "a device, not a regular file")
+
+
+def test_a_sparse_vocabulary_is_refused_before_the_library_reads_it(workdir, tokenizer_json):
+    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    entries = len(data["model"]["vocab"])
+    data["model"]["vocab"]["far"] = 2_000_000_000  # the library would lay out every id up to it: gigabytes
+    (workdir / "sparse.json").write_text(json.dumps(data), encoding="utf-8")
+    for command in (["train", "text.txt", "--no-save", *TINY], ["prepare", "text.txt", "--out", "data", "--quiet"]):
+        one_line(microgpt(*command, "--tokenizer", "sparse.json", cwd=workdir),
+                 "the tokenizer file sparse.json has ids up to 2,000,000,000", f"{entries + 1:,} tokens")
+
+
+@pytest.mark.parametrize("damage, words", [
+    (nested(100_000), "is JSON nested too deeply to read"),
+    ('{"model": {"type": "BPE", "vocab": {"a": 1' + "0" * 5000 + "}}}", "is JSON with a number of too many digits"),
+])
+def test_a_tokenizer_json_too_deep_or_with_a_huge_number_is_one_line(workdir, capsys, damage, words):
+    (workdir / "bad.json").write_text(damage, encoding="utf-8")
+    assert main(["train", "text.txt", "--tokenizer", "bad.json", "--no-save", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the tokenizer file bad.json {words}" in err, err
+
+
+# ---- a dataset's manifest --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage, words", [
+    (nested(100_000), "is JSON nested too deeply to read"),
+    ('{"microgpt_dataset": 1' + "0" * 5000 + "}", "is JSON with a number of too many digits"),
+    (None, "a pipe, not a regular file"),
+])
+def test_a_manifest_too_deep_with_a_huge_number_or_a_fifo_is_one_line(workdir, damage, words):
+    assert main(["prepare", "text.txt", "--out", "data", "--quiet"]) == 0
+    manifest = workdir / "data" / MANIFEST
+    manifest.unlink()
+    if damage is None:
+        os.mkfifo(manifest)
+    else:
+        manifest.write_text(damage, encoding="utf-8")
+    one_line(microgpt("train", "data", "--no-save", *TINY, cwd=workdir), f"{manifest.relative_to(workdir)}", words)
