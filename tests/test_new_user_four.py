@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from export_cases import SEQ_LEN, checkpoint, probe
 from microgpt.cli import main
 from test_tensorboard import GPT, TINY, metrics, scalars
 
@@ -25,3 +26,21 @@ def test_a_resume_keeps_log_tensorboard(workdir):
     assert main(["train", "--resume", "m", "--steps", "10", "--log", "jsonl", "--quiet", "--gen", "0"]) == 0
     assert len(metrics(workdir / "m.metrics.jsonl")) == 10
     assert max(scalars(workdir / "m.tensorboard")["loss/train"]) == 8  # --log jsonl on a resume stops the events
+
+
+def test_the_exports_refuse_more_than_seq_len_tokens(tmp_path):
+    torch = pytest.importorskip("torch", reason="pip install torch (a CPU build will do)")
+    onnx = pytest.importorskip("onnx", reason='the export extra: pip install -e ".[export]"')
+    ort = pytest.importorskip("onnxruntime", reason='the export extra: pip install -e ".[export]"')
+    from microgpt.export import to_torch
+
+    assert main(["export", str(checkpoint("gpt")), "--out", str(tmp_path / "m.onnx")]) == 0
+    run = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    assert f"T from 1 to seq_len {SEQ_LEN}" in onnx.load(str(tmp_path / "m.onnx")).graph.input[0].doc_string
+    module = to_torch(checkpoint("gpt"))
+    vocab = module.vocab_size
+    assert run.run(["logits"], {"ids": probe(vocab, 2, SEQ_LEN)})[0].shape == (2, SEQ_LEN, vocab)
+    with pytest.raises(Exception, match=f"ids longer than seq_len {SEQ_LEN} are refused"):
+        run.run(["logits"], {"ids": probe(vocab, 2, SEQ_LEN + 1)})
+    with pytest.raises(ValueError, match=rf"1 <= T <= seq_len {SEQ_LEN}, got \(2, {SEQ_LEN + 1}\)"):
+        module(torch.from_numpy(probe(vocab, 2, SEQ_LEN + 1)))

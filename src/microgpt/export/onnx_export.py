@@ -1,12 +1,14 @@
 """`microgpt export DIR --format onnx`: the plan (plan.py) as an ONNX model, checked, verified and saved.
 
-The model takes `ids` int64 [batch, T] (T up to seq_len) and gives `logits` float32 [batch, T, vocab], row t
-scoring the token after ids[:, : t + 1]. With `kv_cache` it also takes `position` (int64 [], the first new
-token's position: 0 for a prompt) and, per attention node and head group n in graph order, `past_key.n` and
-`past_value.n` [batch, heads, past, width], and gives `present_key.n` and `present_value.n`: the past and the
-new ones, their last seq_len - 1 (what the next token sees beside itself). A first call passes past 0.
-That needs a graph whose positions mix only through causal attention and RoPE (model/graph/decode.py's
-`blocker`); another is refused. The metadata holds the family, seq_len, the cache layout and the tokenizer.
+The model takes `ids` int64 [batch, T] (T up to seq_len: ONNX Runtime refuses a longer one,
+`refuse_past_seq_len`) and gives `logits` float32 [batch, T, vocab], row t scoring the token after ids[:, : t
++ 1]. With `kv_cache` it also takes `position` (int64 [], the first new token's position: 0 for a prompt) and,
+per attention node and head group n in graph order, `past_key.n` and `past_value.n` [batch, heads, past,
+width], and gives `present_key.n` and `present_value.n`: the past and the new ones, their last seq_len - 1
+(what the next token sees beside itself). A first call passes past 0; with a cache a T past seq_len slides, as
+seq_len tokens and then one at a time would. That needs a graph whose positions mix only through causal
+attention and RoPE (model/graph/decode.py's `blocker`); another is refused. The metadata holds the family,
+seq_len, the cache layout and the tokenizer.
 
 Before the file is written the model passes `onnx.checker.check_model(full_check=True)` (strict shape
 inference) and ONNX Runtime's logits are held within 1e-4 of microgpt's on a probe batch, and with a cache
@@ -44,6 +46,19 @@ def refuse_cache(source: Source) -> None:
                           "attention and rope alone; export without --kv-cache")
 
 
+def refuse_past_seq_len(b: Builder, ids: str, seq_len: int) -> str:
+    """`ids` reshaped to [batch, T] by a T read from a table of the lengths 1 to seq_len, so that ONNX Runtime
+    refuses a T past seq_len, as microgpt's logits do, with an error naming the node (ONNX has no assert):
+    "... running Gather node. Name:'ids longer than seq_len 64 are refused: ...' ... idx=64 must be within
+    the inclusive range [-64,63]". A Gather of one index, which ONNX Runtime's optimiser keeps (a Gather of a
+    Range it turns into a Slice, which clamps in silence)."""
+    shape = b.op("Shape", [ids])  # [2]: batch, T
+    last = b.op("Sub", [b.op("Slice", [shape, b.ints(1), b.ints(2)]), b.ints(1)])  # [1]: T - 1
+    length = b.op("Gather", [b.const(np.arange(1, seq_len + 1), np.int64), last], axis=0,
+                  node_name=f"ids longer than seq_len {seq_len} are refused: give at most the last {seq_len}")
+    return b.op("Reshape", [ids, b.op("Concat", [b.op("Slice", [shape, b.ints(0), b.ints(1)]), length], axis=0)])
+
+
 def build_onnx(source: Source, kv_cache: bool = False):
     """The onnx.ModelProto of a Source, checked (onnx.checker, full_check)."""
     onnx = need("onnx")
@@ -51,6 +66,11 @@ def build_onnx(source: Source, kv_cache: bool = False):
         refuse_cache(source)
     plan, b = source.plan, Builder(onnx)
     ids = b.add_input("ids", INT64, ["batch", "T"])
+    if kv_cache:  # a longer T slides the window as a token at a time would
+        b.inputs[0].doc_string = "token ids, int64 [batch, T]: each sees itself and the seq_len - 1 before it"
+    else:
+        b.inputs[0].doc_string = f"token ids, int64 [batch, T], T from 1 to seq_len {plan['seq_len']}"
+        ids = refuse_past_seq_len(b, ids, plan["seq_len"])
     start = b.add_input("position", INT64, []) if kv_cache else None
     emitter = Emitter(b, Dims(b, ids, start), source.weights, plan["seq_len"], cache=kv_cache)
     values = {plan["ids"]: ids}

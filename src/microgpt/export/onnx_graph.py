@@ -30,10 +30,13 @@ class Builder:
     def name(self, hint: str) -> str:
         return f"{hint}_{next(self._count)}"
 
-    def op(self, op_type: str, inputs: list[str], outputs: int = 1, name: str | None = None, **attributes):
-        """Append one node; its output name, or a list of `outputs` names where it has several."""
+    def op(self, op_type: str, inputs: list[str], outputs: int = 1, name: str | None = None,
+           node_name: str | None = None, **attributes):
+        """Append one node (named `node_name`, else by its type); its output name (`name`, else made), or a list
+        of `outputs` names where it has several."""
         made = [name] if name is not None and outputs == 1 else [self.name(op_type.lower()) for _ in range(outputs)]
-        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, made, name=self.name(op_type), **attributes))
+        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, made, name=node_name or self.name(op_type),
+                                                     **attributes))
         return made[0] if outputs == 1 else made
 
     def const(self, value, dtype=np.float32) -> str:

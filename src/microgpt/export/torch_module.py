@@ -57,7 +57,8 @@ class Holder(nn.Module):
 
 
 class ExportedModel(nn.Module):
-    """A plan's steps as one module: forward(ids (batch, T)) -> logits (batch, T, vocab)."""
+    """A plan's steps as one module: forward(ids (batch, T)) -> logits (batch, T, vocab), T from 1 to seq_len
+    (ValueError past it, as microgpt's own logits refuse: the model saw no longer window)."""
 
     def __init__(self, plan: dict, info: dict | None = None):
         super().__init__()
@@ -108,6 +109,9 @@ class ExportedModel(nn.Module):
         return [{"params": chosen[True], "weight_decay": weight_decay}, {"params": chosen[False], "weight_decay": 0.0}]
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.ndim != 2 or not 1 <= ids.shape[1] <= self.seq_len:
+            raise ValueError(f"the model takes ids of shape (batch, T) with 1 <= T <= seq_len {self.seq_len}, got "
+                             f"{tuple(ids.shape)}; give at most the last {self.seq_len} tokens")
         values = {self.plan["ids"]: ids}
         for step in self.plan["steps"]:
             weights = {role: self.get_parameter(self.paths[name]) for role, name in step["weights"].items()}
