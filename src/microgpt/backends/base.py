@@ -255,19 +255,34 @@ class Backend(abc.ABC):
 
         `saved` is whatever `gap_attention_backward` needs. This default materialises the (n, T, T)
         probabilities, the hidden keys' exactly 0 (see `_masked_softmax`)."""
-        n, t, _ = _gap_shapes("gap_attention", gap, q=q, k=k, v=v)
+        _, t, _ = _gap_shapes("gap_attention", gap, q=q, k=k, v=v)
         positions = np.arange(t)
         after = positions[None, :] - positions[:, None]  # (T, T): key j's distance after query i
-        probs = self._masked_softmax(self.bmm(q, k, False, True), scale, (after >= 1) & (after <= gap))  # (n*T, T)
-        out = self.bmm(probs.reshape(n, t, t), v)  # (n, T, w)
-        return out, (q, k, v, probs)
+        return self.masked_attention(q, k, v, scale, (after >= 1) & (after <= gap))
 
     def gap_attention_backward(self, dout: Mat, saved: Any, scale: float, gap: int) -> tuple[Mat, Mat, Mat]:
         """(dq, dk, dv), each (n, T, w), for dout (n, T, w) and the `saved` of `gap_attention` with this scale
-        and gap. This default takes the mask from the saved probabilities (0 at the hidden keys, so their
-        scores get no gradient) and checks gap and dout's shape; a fused backend would recompute the mask."""
+        and gap. This default checks gap and dout's shape and takes the mask from the saved probabilities
+        (`masked_attention_backward`); a fused backend would recompute the mask."""
+        _gap_shapes("gap_attention_backward", gap, dout=dout, q=saved[0])
+        return self.masked_attention_backward(dout, saved, scale)
+
+    def masked_attention(self, q: Mat, k: Mat, v: Mat, scale: float, hidden: np.ndarray) -> tuple[Mat, Any]:
+        """(out, saved) for n independent heads, q, k and v each (n, T, w), under any mask: out (n, T, w) =
+        softmax(q k^T * scale, the keys where the host's boolean (T, T) `hidden` is True masked) v, the same mask
+        for every head. A row must see at least one key. The gap mask is one such (gap_attention); the graph's
+        full and anticausal masks are others. This default materialises the (n, T, T) probabilities, the hidden
+        keys' exactly 0 (see `_masked_softmax`)."""
+        n, t, _ = q.shape
+        probs = self._masked_softmax(self.bmm(q, k, False, True), scale, hidden)  # (n*T, T)
+        out = self.bmm(probs.reshape(n, t, t), v)  # (n, T, w)
+        return out, (q, k, v, probs)
+
+    def masked_attention_backward(self, dout: Mat, saved: Any, scale: float) -> tuple[Mat, Mat, Mat]:
+        """(dq, dk, dv), each (n, T, w), for dout (n, T, w) and `masked_attention`'s `saved` with this scale. The
+        mask comes from the saved probabilities (0 at the hidden keys, so their scores get no gradient)."""
         q, k, v, probs = saved
-        n, t, _ = _gap_shapes("gap_attention_backward", gap, dout=dout, q=q)
+        n, t, _ = q.shape
         dprobs = self.bmm(dout, v, False, True)  # (n, T, T)
         dv = self.bmm(probs.reshape(n, t, t), dout, True, False)  # (n, T, w)
         dscores = self.softmax_backward(probs, dprobs.reshape(n * t, t))  # (n*T, T)
@@ -447,4 +462,4 @@ def extension_ops() -> list[str]:
     """The operations of ours beyond the reference's API that every backend has, with defaults in `Backend` (inherited or
     fused): attention, the memory estimate, AdamW and the shards' streams."""
     return ["causal_attention", "causal_attention_backward", "gap_attention", "gap_attention_backward",
-            "window_attention", "attention_memory", "adamw_step", "run_streams", "add_weighted_"]
+            "masked_attention", "masked_attention_backward", "window_attention", "attention_memory", "adamw_step", "run_streams", "add_weighted_"]

@@ -8,16 +8,20 @@ ordered (head, sequence, position), so row r is at position r % T: exactly the
 layout `rope_apply` expects for stacked blocks, and (G*B, T, w) blocks for
 `causal_attention`.
 
-The same forward serves training and decoding: given a KV cache (one ring per
-head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new
-row, it adds the new keys and values to the cache and attends to all it holds. `forward_last` is the
-forward of each sequence's last row alone (exact evaluation scores only that row).
+`attend` and `attend_backward` are the heads' work, written once for every caller: the gpt family's
+`Attention` (causal, rotated), the lookahead family's gap heads (the gap mask), and the graph's attention
+op (any mask, rotated or not). The same forward serves training and decoding: given a KV cache (one ring
+per head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new row, it adds the new
+keys and values to the cache and attends to all it holds. `forward_last` is the forward of each sequence's
+last row alone (exact evaluation scores only that row).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from microgpt.backends.base import Backend
 from microgpt.model.layers import Linear, linear_specs
@@ -69,6 +73,77 @@ def merge_heads(dst, heads, group: HeadGroup) -> None:
     dst[:, group.col : group.end] = side_by_side.reshape(rows, group.count * group.width)  # (rows, G*w)
 
 
+MASKS = ("causal", "gap", "full", "anticausal")
+
+
+def hidden_keys(mask: str, seq_len: int):
+    """The (T, T) boolean mask of the keys each query may not see, for the masks without a backend op of their
+    own: `full` hides none, `anticausal` the keys before the query."""
+    after = np.arange(seq_len)[None, :] - np.arange(seq_len)[:, None]  # (T, T): key j's distance after query i
+    return np.zeros((seq_len, seq_len), dtype=bool) if mask == "full" else after < 0
+
+
+def attend(be: Backend, groups: list[HeadGroup], q, k, v, batch: int, seq_len: int, rope: RopeTables | None = None,
+           mask: str = "causal", gap: int = 1, start: int = 0, caches=None):
+    """(the heads' outputs side by side (B*T, width), saved) of queries, keys and values, each (B*T, width): B
+    sequences of T rows at positions start .. start + T - 1, split into each group's heads, queries and keys
+    rotated by `rope` (None: not rotated), attending under `mask` (`causal`; `gap`, hiding the `gap` positions
+    after each query; `full`; `anticausal`).
+
+    Without caches (training, a full forward) start is 0. With them (one KV ring per group, model/kv_cache.py;
+    B is 1; causal only), the new keys and values join the cache and each row attends to the cached positions
+    of its window up to its own: a prompt (start 0), one new token, or a few drafted ones. `saved` is what
+    `attend_backward` needs (training only)."""
+    mixed = be.zeros(q.shape)  # (B*T, width)
+    group_saved = []
+    for i, g in enumerate(groups):
+        n, w = g.count * batch, g.width  # n: (T, w) blocks in this group
+        q_heads, k_heads, v_heads = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # each (n*T, w)
+        if rope is not None:
+            cos, sin = rope.tables(w, seq_len, first_position=start)  # each (T, w)
+            be.rope_apply(q_heads, cos, sin)
+            be.rope_apply(k_heads, cos, sin)
+        queries, keys, values = (a.reshape(n, seq_len, w) for a in (q_heads, k_heads, v_heads))  # each (n, T, w)
+        scale = 1.0 / math.sqrt(w)
+        if caches is not None:
+            out, saved = caches[i].attend(queries, keys, values, start, scale), None  # (n, T, w)
+        elif mask == "causal":
+            out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
+        elif mask == "gap":
+            out, saved = be.gap_attention(queries, keys, values, scale, gap)  # (n, T, w)
+        else:
+            out, saved = be.masked_attention(queries, keys, values, scale, hidden_keys(mask, seq_len))  # (n, T, w)
+        merge_heads(mixed, out, g)
+        group_saved.append(saved)
+    return mixed, group_saved
+
+
+def attend_backward(be: Backend, groups: list[HeadGroup], dmixed, group_saved, batch: int, seq_len: int,
+                    rope: RopeTables | None = None, mask: str = "causal", gap: int = 1):
+    """(dq, dk, dv), each (B*T, width), for the gradient dmixed (B*T, width) of `attend`'s output and its `saved`
+    (a training forward: no caches, start 0)."""
+    dq, dk, dv = be.zeros(dmixed.shape), be.zeros(dmixed.shape), be.zeros(dmixed.shape)  # each (B*T, width)
+    for g, saved in zip(groups, group_saved):
+        n, w = g.count * batch, g.width
+        dout = split_heads(dmixed, g).reshape(n, seq_len, w)  # (n, T, w)
+        scale = 1.0 / math.sqrt(w)
+        if mask == "causal":
+            dq_heads, dk_heads, dv_heads = be.causal_attention_backward(dout, saved, scale)  # each (n, T, w)
+        elif mask == "gap":
+            dq_heads, dk_heads, dv_heads = be.gap_attention_backward(dout, saved, scale, gap)
+        else:
+            dq_heads, dk_heads, dv_heads = be.masked_attention_backward(dout, saved, scale)
+        dq_rows, dk_rows = dq_heads.reshape(n * seq_len, w), dk_heads.reshape(n * seq_len, w)  # each (n*T, w)
+        if rope is not None:
+            cos, sin = rope.tables(w, seq_len)  # each (T, w)
+            be.rope_apply_inverse(dq_rows, cos, sin)
+            be.rope_apply_inverse(dk_rows, cos, sin)
+        merge_heads(dq, dq_rows, g)
+        merge_heads(dk, dk_rows, g)
+        merge_heads(dv, dv_heads, g)
+    return dq, dk, dv
+
+
 class Attention:
     def __init__(self, backend: Backend, params: ParameterViews, name: str, head_dims: tuple[int, ...],
                  rope: RopeTables):
@@ -82,35 +157,12 @@ class Attention:
         return [s for p in ("wq", "wk", "wv", "wo") for s in linear_specs(f"{name}.{p}", d_model, d_model)]
 
     def forward(self, x, batch: int, seq_len: int, cache=None, start: int = 0):
-        """(output (B*T, d), saved) for x (B*T, d): B sequences of T rows at positions start .. start + T - 1.
-
-        Without a cache (training, a full forward) start is 0 and each row attends to the rows up to its
-        own. With one (a list of one KV ring per head group, model/kv_cache.py; B is 1), the new keys and
-        values are added to it and each row attends to the cached positions of its window up to its own: a
-        prompt (start 0), one new token, or a few drafted ones. `saved` is what `backward` needs (training
-        only).
-        """
-        be, T = self.be, seq_len
+        """(output (B*T, d), saved) for x (B*T, d): B sequences of T rows at positions start .. start + T - 1,
+        each row attending to the rows up to its own (through a KV cache, one ring per head group, where one is
+        given; `attend` says how). `saved` is what `backward` needs (training only)."""
         q, k, v = self.wq.forward(x), self.wk.forward(x), self.wv.forward(x)  # each (B*T, d)
-        mixed = be.zeros(x.shape)  # (B*T, d): the heads' outputs side by side
-        group_saved = []
-        for i, g in enumerate(self.groups):
-            n, w = g.count * batch, g.width  # n: (T, w) blocks in this group
-            cos, sin = self.rope.tables(w, T, first_position=start)  # each (T, w)
-            q_heads = split_heads(q, g)  # (n*T, w)
-            k_heads = split_heads(k, g)  # (n*T, w)
-            v_heads = split_heads(v, g)  # (n*T, w)
-            be.rope_apply(q_heads, cos, sin)
-            be.rope_apply(k_heads, cos, sin)
-            keys, values = k_heads.reshape(n, T, w), v_heads.reshape(n, T, w)  # each (n, T, w)
-            queries = q_heads.reshape(n, T, w)  # (n, T, w)
-            scale = 1.0 / math.sqrt(w)
-            if cache is None:
-                out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
-            else:  # decoding: the new keys join the cache, and the rows attend to what it holds
-                out, saved = cache[i].attend(queries, keys, values, start, scale), None  # (n, T, w)
-            merge_heads(mixed, out, g)
-            group_saved.append(saved)
+        mixed, group_saved = attend(self.be, self.groups, q, k, v, batch, seq_len, self.rope, start=start,
+                                    caches=cache)  # (B*T, d): the heads' outputs side by side
         return self.wo.forward(mixed), (x, mixed, group_saved)  # (B*T, d)
 
     def forward_last(self, x, batch: int, seq_len: int):
@@ -134,23 +186,11 @@ class Attention:
 
     def backward(self, dy, saved, batch: int, seq_len: int):
         """dx (B*T, d) for dy (B*T, d) and forward's `saved` (a training forward: no cache, start 0)."""
-        be, T = self.be, seq_len
         x, mixed, group_saved = saved
         dmixed = self.wo.backward(dy, mixed)  # (B*T, d)
-        dq, dk, dv = be.zeros(x.shape), be.zeros(x.shape), be.zeros(x.shape)  # each (B*T, d)
-        for g, attn_saved in zip(self.groups, group_saved):
-            n, w = g.count * batch, g.width
-            cos, sin = self.rope.tables(w, T)  # each (T, w)
-            dout = split_heads(dmixed, g).reshape(n, T, w)  # (n, T, w)
-            scale = 1.0 / math.sqrt(w)
-            dq_heads, dk_heads, dv_heads = be.causal_attention_backward(dout, attn_saved, scale)  # each (n, T, w)
-            dq_rows, dk_rows = dq_heads.reshape(n * T, w), dk_heads.reshape(n * T, w)  # each (n*T, w)
-            be.rope_apply_inverse(dq_rows, cos, sin)
-            be.rope_apply_inverse(dk_rows, cos, sin)
-            merge_heads(dq, dq_rows, g)
-            merge_heads(dk, dk_rows, g)
-            merge_heads(dv, dv_heads, g)
+        dq, dk, dv = attend_backward(self.be, self.groups, dmixed, group_saved, batch, seq_len, self.rope)
         dx = self.wq.backward(dq, x)  # (B*T, d)
+        be = self.be
         be.add_(dx, self.wk.backward(dk, x))
         be.add_(dx, self.wv.backward(dv, x))
         return dx

@@ -11,10 +11,8 @@ t + 1 .. t + gap never reach position t: among them is the token the head predic
 
 from __future__ import annotations
 
-import math
-
 from microgpt.backends.base import Backend
-from microgpt.model.attention import head_groups, merge_heads, split_heads
+from microgpt.model.attention import attend, attend_backward, head_groups
 from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
@@ -38,43 +36,20 @@ class GapAttention:
 
     def forward(self, x, memory, batch: int, seq_len: int):
         """(output (B*T, d), saved) for states x and memory, each (B*T, d)."""
-        be, T = self.be, seq_len
         q, k, v = self.wq.forward(x), self.wk.forward(memory), self.wv.forward(memory)  # each (B*T, d)
-        mixed = be.zeros(x.shape)  # (B*T, d): the heads' outputs side by side
-        group_saved = []
-        for g in self.groups:
-            n, w = g.count * batch, g.width
-            cos, sin = self.rope.tables(w, T)  # each (T, w)
-            q_heads, k_heads, v_heads = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # each (n*T, w)
-            be.rope_apply(q_heads, cos, sin)
-            be.rope_apply(k_heads, cos, sin)
-            out, saved = be.gap_attention(q_heads.reshape(n, T, w), k_heads.reshape(n, T, w),
-                                          v_heads.reshape(n, T, w), 1.0 / math.sqrt(w), self.gap)  # (n, T, w)
-            merge_heads(mixed, out, g)
-            group_saved.append(saved)
+        mixed, group_saved = attend(self.be, self.groups, q, k, v, batch, seq_len, self.rope, "gap",
+                                    self.gap)  # (B*T, d): the heads' outputs side by side
         return self.wo.forward(mixed), (x, memory, mixed, group_saved)  # (B*T, d)
 
     def backward(self, dy, saved, batch: int, seq_len: int):
         """(dx, dmemory), each (B*T, d), for dy (B*T, d) and forward's `saved`."""
-        be, T = self.be, seq_len
         x, memory, mixed, group_saved = saved
         dmixed = self.wo.backward(dy, mixed)  # (B*T, d)
-        dq, dk, dv = be.zeros(x.shape), be.zeros(x.shape), be.zeros(x.shape)  # each (B*T, d)
-        for g, attn_saved in zip(self.groups, group_saved):
-            n, w = g.count * batch, g.width
-            cos, sin = self.rope.tables(w, T)  # each (T, w)
-            dout = split_heads(dmixed, g).reshape(n, T, w)  # (n, T, w)
-            dq_heads, dk_heads, dv_heads = be.gap_attention_backward(dout, attn_saved, 1.0 / math.sqrt(w),
-                                                                     self.gap)  # each (n, T, w)
-            dq_rows, dk_rows = dq_heads.reshape(n * T, w), dk_heads.reshape(n * T, w)  # each (n*T, w)
-            be.rope_apply_inverse(dq_rows, cos, sin)
-            be.rope_apply_inverse(dk_rows, cos, sin)
-            merge_heads(dq, dq_rows, g)
-            merge_heads(dk, dk_rows, g)
-            merge_heads(dv, dv_heads, g)
+        dq, dk, dv = attend_backward(self.be, self.groups, dmixed, group_saved, batch, seq_len, self.rope, "gap",
+                                     self.gap)  # each (B*T, d)
         dx = self.wq.backward(dq, x)  # (B*T, d)
         dmemory = self.wk.backward(dk, memory)  # (B*T, d)
-        be.add_(dmemory, self.wv.backward(dv, memory))
+        self.be.add_(dmemory, self.wv.backward(dv, memory))
         return dx, dmemory
 
 

@@ -8,23 +8,29 @@ to the width (a count splits it evenly), and attends under its `mask`:
 - `full`: every key, and `anticausal`: t and after. Neither is sound before a next-token loss; they are
   here so that the causality check has something to refuse (the original µGPT's future head is anticausal).
 
-Heads run in groups of adjacent equal widths, as in model/attention.py. Where a `rope` node's output feeds
-only an attention's queries or keys, the compiler drops the rope node and the attention rotates its own
-split heads (`rope_attention`): the gpt family's arithmetic, without merging and splitting the heads twice.
+The heads' work is model/attention.py's `attend`, the gpt family's own: heads in groups of adjacent equal
+widths. Where a `rope` node's output feeds only an attention's queries or keys, the compiler drops the rope
+node and the attention rotates its own split heads (`rope_attention`), without merging and splitting them
+twice.
 """
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.attention import MAX_HEADS, head_groups, merge_heads, split_heads
+from microgpt.model.attention import (
+    MASKS,
+    MAX_HEADS,
+    attend,
+    attend_backward,
+    head_groups,
+    merge_heads,
+    split_heads,
+)
 from microgpt.model.graph.ops.base import Kernel, Op, Port, expect, whole_param
-
-MASKS = ("causal", "gap", "full", "anticausal")
 
 
 def head_widths(params: dict, width: int) -> tuple[int, ...]:
@@ -87,81 +93,22 @@ class RopeOp(Op):
 
 
 class AttentionKernel(Kernel):
-    """Per head group: split the heads, rotate queries and keys (rope_attention), attend, merge."""
+    """The heads' work of model/attention.py (`attend`), rotating the queries and keys where rope_attention."""
 
     def __init__(self, backend, widths, mask: str, gap: int, rope, rotates: bool):
         self.be, self.groups, self.mask, self.gap = backend, head_groups(widths), mask, gap
-        self.rope, self.rotates = rope, rotates
+        self.rope = rope if rotates else None
 
     def forward(self, inputs, run):
-        be, T, batch = self.be, run.seq_len, run.batch
         q, k, v = inputs  # each (B*T, width)
-        mixed = be.zeros(q.shape)  # (B*T, width): the heads' outputs side by side
-        group_saved = []
-        for i, g in enumerate(self.groups):
-            n, w = g.count * batch, g.width
-            q_heads, k_heads, v_heads = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # each (n*T, w)
-            if self.rotates:
-                cos, sin = self.rope.tables(w, T, first_position=run.start)  # each (T, w)
-                be.rope_apply(q_heads, cos, sin)
-                be.rope_apply(k_heads, cos, sin)
-            queries, keys, values = (a.reshape(n, T, w) for a in (q_heads, k_heads, v_heads))  # each (n, T, w)
-            scale = 1.0 / math.sqrt(w)
-            if run.caches is not None:  # decoding one sequence: the new keys join the cache (causal masks only)
-                out, saved = run.caches[self][i].attend(queries, keys, values, run.start, scale), None
-            elif self.mask == "causal":
-                out, saved = be.causal_attention(queries, keys, values, scale)  # (n, T, w)
-            elif self.mask == "gap":
-                out, saved = be.gap_attention(queries, keys, values, scale, self.gap)  # (n, T, w)
-            else:
-                out, saved = self._masked(queries, keys, values, scale)  # (n, T, w)
-            merge_heads(mixed, out, g)
-            group_saved.append(saved)
+        caches = None if run.caches is None else run.caches[self]  # decoding one sequence (causal masks only)
+        mixed, group_saved = attend(self.be, self.groups, q, k, v, run.batch, run.seq_len, self.rope, self.mask,
+                                    self.gap, run.start, caches)  # (B*T, width)
         return [mixed], group_saved
 
-    def _hidden(self, t: int) -> np.ndarray:
-        after = np.arange(t)[None, :] - np.arange(t)[:, None]  # (T, T): key j's distance after query i
-        return np.zeros((t, t), dtype=bool) if self.mask == "full" else after < 0
-
-    def _masked(self, q, k, v, scale: float):
-        n, t, _ = q.shape
-        probs = self.be._masked_softmax(self.be.bmm(q, k, False, True), scale, self._hidden(t))  # (n*T, T)
-        return self.be.bmm(probs.reshape(n, t, t), v), (q, k, v, probs)
-
-    def _masked_backward(self, dout, saved, scale: float):
-        be = self.be
-        q, k, v, probs = saved
-        n, t, _ = q.shape
-        dprobs = be.bmm(dout, v, False, True)  # (n, T, T)
-        dv = be.bmm(probs.reshape(n, t, t), dout, True, False)  # (n, T, w)
-        dscores = be.softmax_backward(probs, dprobs.reshape(n * t, t))  # (n*T, T)
-        be.scale_(dscores, scale)
-        dscores = dscores.reshape(n, t, t)
-        return be.bmm(dscores, k), be.bmm(dscores, q, True, False), dv
-
     def backward(self, douts, group_saved, run):
-        be, T = self.be, run.seq_len
-        (dmixed,) = douts
-        dq, dk, dv = be.zeros(dmixed.shape), be.zeros(dmixed.shape), be.zeros(dmixed.shape)  # each (B*T, width)
-        for g, saved in zip(self.groups, group_saved):
-            n, w = g.count * run.batch, g.width
-            dout = split_heads(dmixed, g).reshape(n, T, w)  # (n, T, w)
-            scale = 1.0 / math.sqrt(w)
-            if self.mask == "causal":
-                dq_heads, dk_heads, dv_heads = be.causal_attention_backward(dout, saved, scale)  # each (n, T, w)
-            elif self.mask == "gap":
-                dq_heads, dk_heads, dv_heads = be.gap_attention_backward(dout, saved, scale, self.gap)
-            else:
-                dq_heads, dk_heads, dv_heads = self._masked_backward(dout, saved, scale)
-            dq_rows, dk_rows = dq_heads.reshape(n * T, w), dk_heads.reshape(n * T, w)  # each (n*T, w)
-            if self.rotates:
-                cos, sin = self.rope.tables(w, T)  # each (T, w)
-                be.rope_apply_inverse(dq_rows, cos, sin)
-                be.rope_apply_inverse(dk_rows, cos, sin)
-            merge_heads(dq, dq_rows, g)
-            merge_heads(dk, dk_rows, g)
-            merge_heads(dv, dv_heads, g)
-        return [dq, dk, dv]
+        return list(attend_backward(self.be, self.groups, douts[0], group_saved, run.batch, run.seq_len, self.rope,
+                                    self.mask, self.gap))  # dq, dk, dv, each (B*T, width)
 
 
 class AttentionOp(Op):
