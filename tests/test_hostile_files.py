@@ -123,3 +123,45 @@ def test_a_manifest_too_deep_with_a_huge_number_or_a_fifo_is_one_line(workdir, d
     else:
         manifest.write_text(damage, encoding="utf-8")
     one_line(microgpt("train", "data", "--no-save", *TINY, cwd=workdir), f"{manifest.relative_to(workdir)}", words)
+
+
+# ---- prepare: a tokenizer.json, and JSON Lines inputs ----------------------------------------------------
+
+def held_out(dataset: Path) -> dict:
+    return json.loads((dataset / MANIFEST).read_text(encoding="utf-8"))["splits"].get("val", {})
+
+
+@pytest.mark.parametrize("kind", ["txt", "jsonl"])
+def test_prepare_with_a_tokenizer_json_holds_out_what_it_is_asked(workdir, tokenizer_json, kind):
+    lines = [f"document {i}: it was the best of times, it was the worst of times." for i in range(2000)]
+    if kind == "txt":
+        (workdir / "corpus").mkdir()
+        for i, line in enumerate(lines):
+            (workdir / "corpus" / f"{i:04}.txt").write_text(line + "\n", encoding="utf-8")
+        source = "corpus"
+    else:
+        source = "corpus.jsonl"
+        (workdir / source).write_text("".join(json.dumps({"text": line}) + "\n" for line in lines), encoding="utf-8")
+    common = [source, "--tokenizer", "tokenizer.json", "--workers", "1", "--quiet"]
+    assert main(["prepare", *common, "--out", "default"]) == 0  # about a tenth
+    assert 100 < held_out(workdir / "default")["documents"] < 300
+    assert main(["prepare", *common, "--out", "asked", "--val-tokens", "3000"]) == 0
+    assert 2000 < held_out(workdir / "asked")["tokens"] < 4000
+
+
+def test_a_jsonl_number_of_5000_digits_is_one_line_naming_the_line(workdir, capsys):
+    (workdir / "big.jsonl").write_text('{"text": "fine"}\n{"text": "x", "n": 1' + "0" * 5000 + "}\n",
+                                       encoding="utf-8")
+    assert main(["prepare", "big.jsonl", "--out", "data", "--quiet", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "big.jsonl line 2 is JSON with a number of too many digits" in err, err
+    assert not (workdir / "data").exists()
+
+
+def test_a_jsonl_line_of_many_blocks_is_one_document(workdir):
+    text = "the quick brown fox jumps over the lazy dog. " * 200_000  # 9 MB: nine blocks of reading
+    (workdir / "long.jsonl").write_text(json.dumps({"text": text}) + "\n" + json.dumps({"text": "short"}) + "\n",
+                                        encoding="utf-8")
+    assert main(["prepare", "long.jsonl", "--out", "data", "--quiet", "--workers", "1", "--val-fraction", "0"]) == 0
+    train = json.loads((workdir / "data" / MANIFEST).read_text(encoding="utf-8"))["splits"]["train"]
+    assert (train["documents"], train["tokens"]) == (2, len(text) + 1 + len("short") + 1)

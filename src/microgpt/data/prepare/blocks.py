@@ -113,19 +113,19 @@ def character_cut(data: bytes) -> int:
 
 def _jsonl_blocks(source: Opened, text_field: str, block_bytes: int) -> Iterator[Block]:
     name, compressed = str(source.file.path), bool(source.file.compression)
-    carry, offset, line, slot = b"", 0, 1, 0
+    carry, offset, line, slot = [], 0, 1, 0  # carry: the pieces of a line not ended yet, joined once it ends
     while True:
         more = source.stream.read(block_bytes)
-        data = carry + more
         if not more:
-            if data:
-                yield Block(name, "jsonl", slot, data, offset, line, compressed=compressed)
+            rest = b"".join(carry)
+            if rest:
+                yield Block(name, "jsonl", slot, rest, offset, line, compressed=compressed)
             return
-        end = data.rfind(b"\n") + 1
+        end = more.rfind(b"\n") + 1
         if end == 0:
-            carry = data
+            carry.append(more)
             continue
-        block, carry = data[:end], data[end:]
+        block, carry = b"".join([*carry, more[:end]]), [more[end:]]
         yield Block(name, "jsonl", slot, block, offset, line, compressed=compressed)
         lines = block.count(b"\n")
         offset, line, slot = offset + len(block), line + lines, slot + lines

@@ -152,6 +152,9 @@ def _record_text(block: Block, line: str, number: int, text_field: str) -> str:
     except RecursionError:
         raise DataError(f"{block.source} line {number} is JSON nested too deeply to read; fix or remove that "
                         "line") from None
+    except ValueError:  # int(): more digits than sys.get_int_max_str_digits()
+        raise DataError(f"{block.source} line {number} is JSON with a number of too many digits to read; fix or "
+                        "remove that line") from None
     if not isinstance(record, dict):
         raise DataError(f"{block.source} line {number} is a JSON {type(record).__name__}, not an object with a "
                         f"{text_field!r} field; give JSON Lines of objects")

@@ -24,14 +24,12 @@ from microgpt.data.prepare.inputs import InputFile, find_inputs
 from microgpt.data.prepare.output import Output
 from microgpt.data.prepare.pool import available_cores, useful_workers
 from microgpt.data.prepare.progress import MB, note
-from microgpt.data.prepare.scan import Scan, scan
+from microgpt.data.prepare.scan import RATIO_SAMPLE_CHARS, Scan, scan
 from microgpt.data.prepare.settings import PrepareSettings
 from microgpt.data.prepare.split import choose_split
 from microgpt.data.shards import token_dtype
 from microgpt.data.tokenizer import Tokenizer, is_tokenizer_file, load_tokenizer_file, train_tokenizer
 from microgpt.data.tokenizer.char import CharTokenizer
-
-RATIO_SAMPLE_CHARS = 1_000_000  # the text a bpe tokenizer encodes to estimate tokens per character
 
 
 @dataclass

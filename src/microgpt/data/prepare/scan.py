@@ -4,7 +4,8 @@ Every problem with the input shows here, before anything is written (a binary fi
 an undecodable byte under --errors strict, an input with no documents). What it counts: the documents and
 their characters, as histograms over the split's hash buckets (split.py); the documents --errors skip drops
 and the replacements --errors replace made; the characters used (the char tokenizer's vocabulary); and the
-first --tokenizer-sample of the text (what a bpe tokenizer trains on).
+start of the text: its first --tokenizer-sample for bpe (what it trains on), its first RATIO_SAMPLE_CHARS for
+a tokenizer.json (what tokens per character is measured on, for --val-tokens and the default split).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from microgpt.data.prepare.progress import BytesProgress
 from microgpt.data.prepare.settings import PrepareSettings
 from microgpt.data.prepare.split import BUCKETS, buckets
 from microgpt.data.prepare.work import CODE_POINTS, Scanned, scan_block
+
+RATIO_SAMPLE_CHARS = 1_000_000  # the text a tokenizer encodes to estimate its tokens per character
 
 
 @dataclass
@@ -49,7 +52,7 @@ class Scan:
 
 def scan(inputs: list[InputFile], settings: PrepareSettings, workers: int, quiet: bool) -> Scan:
     found = Scan(used=np.zeros(CODE_POINTS, dtype=bool) if settings.tokenizer == "char" else None)
-    wanted = settings.tokenizer_sample if settings.tokenizer == "bpe" else 0
+    wanted = {"char": 0, "bpe": settings.tokenizer_sample}.get(settings.tokenizer, RATIO_SAMPLE_CHARS)
     job = {"text_field": settings.text_field, "errors": settings.errors, "codepoints": found.used is not None}
     blocks = read_blocks(inputs, settings.text_field, want_text=lambda: found.sample_chars < wanted)
     progress = BytesProgress(sum(file.size for file in inputs), "scanning", quiet)
