@@ -31,7 +31,7 @@ from microgpt.model.gpt import GPT
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
 from microgpt.training.optim import Optimizer
-from microgpt.training.prepare import make_batches
+from microgpt.training.plan import make_batches
 
 RECIPE = {"warmup": 100, "lr_schedule": "cosine", "weight_decay": 0.1, "beta2": 0.99, "grad_clip": 1.0,
           "random_batches": True}

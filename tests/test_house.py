@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "microgpt"
 MAX_FUNCTION_LINES = 60  # a function of training/ reads on one screen
-MAX_PREPARE_LINES = 300  # the modules that resolve and build a run
+MAX_PLAN_LINES = 300  # the modules that resolve and build a run
 MAX_TRAIN_COMMAND_LINES = 220  # cli/train.py: parse and hand over
 
 
@@ -20,10 +20,10 @@ def test_no_function_of_the_run_layer_is_over_sixty_lines():
                 assert lines <= MAX_FUNCTION_LINES, f"{path.name}: {node.name} is {lines} lines"
 
 
-def test_the_modules_that_resolve_and_prepare_a_run_are_short():
-    for name in ("resolve.py", "prepare.py"):
+def test_the_modules_that_resolve_and_plan_a_run_are_short():
+    for name in ("resolve.py", "plan.py"):
         lines = len((PACKAGE / "training" / name).read_text(encoding="utf-8").splitlines())
-        assert lines < MAX_PREPARE_LINES, f"training/{name} is {lines} lines"
+        assert lines < MAX_PLAN_LINES, f"training/{name} is {lines} lines"
 
 
 def test_the_train_command_stays_thin():

@@ -32,9 +32,9 @@ from microgpt.parallel.communicator import communicator
 from microgpt.parallel.launch import relaunch, watch_launcher
 from microgpt.settings.named_runs import load_run
 from microgpt.settings.sources import Settings, check_named_runs, known_settings
-from microgpt.training.compare import prepare_compare
+from microgpt.training.compare import plan_compare
+from microgpt.training.plan import plan_run, start
 from microgpt.training.plot import plot_available
-from microgpt.training.prepare import prepare, start
 from microgpt.training.resolve import RESUME_AUTO
 from microgpt.training.run import Run
 from microgpt.training.run_files import COMPARE_PLOT
@@ -79,7 +79,7 @@ def train_command(args, comm) -> int:
             if comm.size > 1:
                 raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
         else:
-            run = prepare(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from,
+            run = plan_run(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from,
                           overwrite=args.overwrite)
     if args.compare is not None:
         return run_compare(args, settings, backend, note)
@@ -120,7 +120,7 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
 
 def run_compare(args, settings: Settings, backend, note: str | None) -> int:
     """Train each --compare spec in turn on the same data, batches, seed and steps; print a table."""
-    comparison = prepare_compare(settings, args.compare, backend, save=not args.no_save, overwrite=args.overwrite)
+    comparison = plan_compare(settings, args.compare, backend, save=not args.no_save, overwrite=args.overwrite)
     if not args.quiet:
         if note:
             print(note)

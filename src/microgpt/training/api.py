@@ -16,7 +16,7 @@ from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings, known_settings
-from microgpt.training.prepare import prepare, start
+from microgpt.training.plan import plan_run, start
 from microgpt.training.resolve import RESUME_AUTO
 from microgpt.training.run import Run
 from microgpt.training.trainer import RunSummary
@@ -40,7 +40,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
             chosen = Settings(settings, keywords=True)  # raises, none trains
             backend, _ = start(chosen, comm)
             place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
-            run = prepare(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
+            run = plan_run(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
                           overwrite=overwrite)
         with run:
             summary = run.train(Progress(quiet=not progress))

@@ -1,6 +1,6 @@
 """`--compare`: several model specs trained in turn on the same text, tokenizer, batches, seed and steps.
 
-`prepare_compare` checks every spec (its shape, memory, and where it saves:
+`plan_compare` checks every spec (its shape, memory, and where it saves:
 each directory claimed before the first spec trains) before any training;
 `Comparison.runs` then makes each spec's run when it is reached, so only one
 model is in memory at a time. The specs are the family's shape strings
@@ -25,7 +25,7 @@ from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
 from microgpt.training.corpus import Corpus, short_vocabulary
 from microgpt.training.data_parallel import micro_batch_size
-from microgpt.training.prepare import claim, make_batches
+from microgpt.training.plan import claim, make_batches
 from microgpt.training.resolve import check_overwrite
 from microgpt.training.run import Run
 from microgpt.training.run_dir import (
@@ -77,7 +77,7 @@ class Comparison:
                 lock.release()
 
 
-def prepare_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True,
+def plan_compare(settings: Settings, specs_text: str, backend: Backend, save: bool = True,
                     overwrite: bool = False) -> Comparison:
     """Every spec of `specs_text` (the family's shape strings, `parse_specs`) checked (shape, memory, and where
     it saves: each directory locked for this comparison, and none an unfinished checkpoint unless `overwrite`)

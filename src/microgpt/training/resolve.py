@@ -10,7 +10,7 @@ Every check that needs no text is made here, in one pass: the settings' own
 checks, settings that would do nothing, the shape and tokenizer against a
 checkpoint, the batch split, where the run writes, and the family's check of
 the training settings. What needs the text (its held-out share, and the
-validation settings that need it) is checked by prepare.py from this object.
+validation settings that need it) is checked by plan.py from this object.
 """
 
 from __future__ import annotations

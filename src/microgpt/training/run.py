@@ -1,6 +1,6 @@
 """A training run, ready to train (`Run`); what it trains on is corpus.py's `Corpus`.
 
-prepare.py makes a `Run` from the resolved settings; `Run.train` runs the
+plan.py makes a `Run` from the resolved settings; `Run.train` runs the
 `Trainer` (trainer.py), and `Run.finish` appends the results line beside the
 checkpoint and draws the loss plot. `Run.sample` continues a text from the
 trained model, for the CLI's sample after training and for Python

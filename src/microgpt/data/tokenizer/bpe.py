@@ -135,7 +135,7 @@ class BPETokenizer:
                               f"{vocab_size:,}")
         # A merge joins a pair of neighbours, so a text of N bytes can give at most N merges: asking the trainer
         # for more only makes it allocate for them (a billion aborts the interpreter). The run notes the
-        # shortfall (training/prepare.py short_vocabulary).
+        # shortfall (training/corpus.py short_vocabulary).
         vocab_size = min(vocab_size, MIN_VOCAB - 1 + len(text.encode("utf-8")))
         tokenizer = untrained()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(), show_progress=False)

@@ -1,5 +1,5 @@
-"""A run made ready to train, in one pass: `prepare` resolves the settings (resolve.py), then builds the run
-from that one object.
+"""A run planned, in one pass: `plan_run` resolves the settings (resolve.py), then builds the run from that one
+object.
 
 Building reads the corpus, makes the tokenizer (learnt from the text for a new
 run, the checkpoint's for a resume, the source's extended by the text's new
@@ -44,7 +44,7 @@ def start(settings: Settings, comm=None) -> tuple[Backend, str | None]:
     return start_backend(settings.value("backend"), comm, settings.value("threads"))
 
 
-def prepare(settings: Settings, backend: Backend, resume: Path | str | None = None, save: bool = True, comm=None,
+def plan_run(settings: Settings, backend: Backend, resume: Path | str | None = None, save: bool = True, comm=None,
             init_from: Path | None = None, overwrite: bool = False) -> Run:
     """A run ready to train: a new model from the settings, the checkpoint `resume` continued (RESUME_AUTO: the
     one in --model if there is one, a Run that is `done` when it is at its steps already), or a new run from
