@@ -1,5 +1,6 @@
 """Every benchmark script imports against today's library (they run by hand, so nothing else would notice an
-API they use moving); a script that needs an optional package that is missing here skips with its name."""
+API they use moving); a script that needs an optional package that is missing here skips with its name and
+the extra that brings it (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import EXTRAS, NOT_IN_AN_EXTRA, missing_reason
+
 SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
-OPTIONAL = {"torch", "cupy", "mpi4py"}  # packages a benchmark may need that the test install may lack
+OPTIONAL = {*EXTRAS, *NOT_IN_AN_EXTRA}  # packages a benchmark may need that the test extra does not bring
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
@@ -20,7 +23,9 @@ def test_the_script_imports(script, monkeypatch):
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
     try:
         spec.loader.exec_module(module)  # runs the module's top level, not its main()
-    except ModuleNotFoundError as exc:
-        if exc.name in OPTIONAL:
-            pytest.skip(f"{script.name} needs {exc.name}, which is not installed here")
+    except (ModuleNotFoundError, SystemExit) as exc:
+        # a script may also exit with its own message when an import fails: the import is then its context
+        missing = exc if isinstance(exc, ModuleNotFoundError) else exc.__context__
+        if isinstance(missing, ModuleNotFoundError) and (missing.name or "").split(".")[0] in OPTIONAL:
+            pytest.skip(f"{script.name}: {missing_reason(missing.name)}")
         raise

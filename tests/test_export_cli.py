@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import microgpt
+from conftest import need
 from export_cases import SEQ_LEN, checkpoint, probe
 from microgpt.backends import get_backend
 from microgpt.cli import main
@@ -62,6 +63,14 @@ def test_bad_outputs_and_formats_are_one_line_and_write_nothing(run_folder, caps
     refused(capsys, [ck, "--out", str(run_folder / "missing" / "m.onnx")], run_folder, "cannot write in")
     refused(capsys, [ck, "--format", "torch", "--kv-cache", "--out", str(run_folder / "m.pt")], run_folder,
             "--kv-cache is for --format onnx")
+
+
+def test_a_missing_checkpoint_and_a_file_in_the_way_are_one_line_and_write_nothing(run_folder, capsys):
+    """Past the flags' checks: these refusals, and the export that follows, need the packages that build the
+    graph (without them, that is the one line)."""
+    need("onnx")
+    need("onnxruntime")
+    ck = str(run_folder / "ck")
     refused(capsys, [str(run_folder / "nothing"), "--out", str(run_folder / "m.onnx")], run_folder,
             "no such checkpoint")
     (run_folder / "old.onnx").write_bytes(b"mine")
@@ -75,6 +84,8 @@ def test_bad_outputs_and_formats_are_one_line_and_write_nothing(run_folder, caps
                                                       ("onnx", "onnxruntime", '.[export]'),
                                                       ("torch", "torch", "pip install torch")])
 def test_a_missing_package_names_what_to_install(fmt, package, hint, run_folder, capsys, monkeypatch):
+    if package == "onnxruntime":
+        need("onnx")  # checked first: where it is missing too, the line names it
     monkeypatch.setitem(sys.modules, package, None)  # its import fails, as where it is not installed
     err = refused(capsys, [str(run_folder / "ck"), "--format", fmt, "--out", str(run_folder / "m.out")], run_folder,
                   f"{package} is not installed", hint)
@@ -82,7 +93,7 @@ def test_a_missing_package_names_what_to_install(fmt, package, hint, run_folder,
 
 
 def test_a_model_that_fails_its_own_check_is_not_written(run_folder, capsys, monkeypatch):
-    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed; pip install -e '.[export]'")
+    need("onnxruntime")
     from microgpt.export import onnx_export
 
     monkeypatch.setattr(onnx_export, "PROBE_TOLERANCE", 0.0)  # no float32 model meets it: the check fails
@@ -98,7 +109,7 @@ def test_a_checkpoint_whose_first_save_is_under_way_is_refused(tmp_path, capsys)
 
 
 def test_a_checkpoint_saved_during_the_export_is_read_as_one_save(tmp_path, capsys):
-    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed; pip install -e '.[export]'")
+    ort = need("onnxruntime")
     source = checkpoint("gpt")
     first, tokenizer, _ = load_checkpoint(source, get_backend("numpy"))
     second, _, _ = load_checkpoint(source, get_backend("numpy"))

@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 
 import microgpt
+from conftest import need
 from export_cases import CACHEABLE, CASES, ROOT, SEQ_LEN, checkpoint, probe
 from microgpt.cli import main
 
-onnx = pytest.importorskip("onnx", reason="onnx is not installed; pip install -e '.[export]' brings it")
-ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed; pip install -e '.[export]'")
+onnx = need("onnx")
+ort = need("onnxruntime")
 
 TOLERANCE = 1e-4  # see the module docstring
 SHAPES = [(1, 1), (3, 5), (2, SEQ_LEN)]  # (batch, T): one token, a ragged middle, a full window

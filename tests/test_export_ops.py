@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import graph_cases
+from conftest import need
 from graph_gradcheck import build, case_document, perturb
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
@@ -57,7 +58,7 @@ def ids_for(vocab: int, seq_len: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("name", EXPORTABLE)
 def test_every_primitive_exports_to_onnx(name):
-    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed; pip install -e '.[export]'")
+    need("onnxruntime")
     from microgpt.export.onnx_export import build_onnx, refuse_cache, session, verify
 
     model, tokenizer, seq_len = model_of(name)
@@ -76,7 +77,7 @@ def test_every_primitive_exports_to_onnx(name):
 
 @pytest.mark.parametrize("name", EXPORTABLE)
 def test_every_primitive_exports_to_torch(name):
-    torch = pytest.importorskip("torch", reason="torch is not installed; pip install torch (a CPU build will do)")
+    torch = need("torch")
     from microgpt.export.torch_export import build_torch
 
     model, tokenizer, seq_len = model_of(name)
@@ -104,5 +105,6 @@ def test_the_cases_reach_every_op_of_both_exporters():
         reached |= {step["op"] for step in source_of(model, "graph", tokenizer).plan["steps"]}
     written = {attr.removeprefix("op_") for attr in dir(Emitter) if attr.startswith("op_")}
     assert written == reached, f"no case reaches {sorted(written - reached)}; one reaches {sorted(reached - written)}"
-    torch_module = pytest.importorskip("microgpt.export.torch_module", reason="torch is not installed")
+    need("torch")
+    from microgpt.export import torch_module
     assert {a.removeprefix("op_") for a in dir(torch_module.ExportedModel) if a.startswith("op_")} == written

@@ -8,12 +8,12 @@ test_graph_ensemble.py and test_graph_lookahead.py. A 12-layer graph compiles we
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
 
 import microgpt
+from conftest import PeakMemory
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
@@ -62,11 +62,12 @@ def test_the_same_seed_draws_the_same_initial_weights():
     assert all(np.array_equal(ours[name], theirs[name]) for name in theirs)
 
 
-def test_a_12_layer_graph_compiles_in_under_a_second():
+def test_a_12_layer_graph_compiles_without_making_its_weights():
+    """Compiling is bookkeeping over the document: what it allocates is bounded (measured as memory, 0.5 MB here,
+    not as time, which other jobs' load stretches), far below the 85M weights (340 MB) it describes."""
     config = family("gpt").Config(vocab_size=65, d_model=768, n_layers=12, head_dims=(64,) * 12, d_ff=3072, seq_len=256)
     document = document_for("gpt", config)
-    started = time.perf_counter()
-    program = family("graph").Config(vocab_size=65, graph=document, seq_len=256).program
-    elapsed = time.perf_counter() - started
+    with PeakMemory() as memory:
+        program = family("graph").Config(vocab_size=65, graph=document, seq_len=256).program
     assert len(program.nodes) == 12 * 11 + 4  # per block: 2 norms, 5 linears, the fused attention and ReLU, 2 adds
-    assert elapsed < 1.0, f"compiling took {elapsed:.2f} s"
+    assert memory.bytes < 64 * 2**20, f"compiling held {memory.bytes:,} bytes at its peak"

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import need
 from microgpt.cli import main
 from microgpt.training.plot import (
     PLOT_HINT,
@@ -48,7 +49,7 @@ def test_moving_average_starts_at_the_first_step():
 
 
 def test_the_plot_is_a_png(tmp_path):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     records = [{"step": s, "loss": 4.0 / s, "time": s * 0.1} for s in range(1, 101)]
     for r in records[9::10]:
         r["val_loss"] = r["loss"] + 0.1
@@ -67,7 +68,7 @@ def test_without_matplotlib_plotting_is_unavailable_and_the_hint_names_the_extra
 
 
 def test_several_runs_in_one_png_against_step_or_time(tmp_path, capsys):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     from microgpt.cli import main
 
     with_val = [{"step": s, "loss": 4.0 / s, "time": s * 0.1, **({"val_loss": 4.5 / s} if s % 10 == 0 else {})}
@@ -104,7 +105,7 @@ def test_legends_name_runs_by_the_shortest_telling_part_of_their_path(paths, lab
 
 @pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".png", b"\x89PNG")])
 def test_plot_writes_svg_pdf_and_png(tmp_path, suffix, magic):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     from microgpt.cli import main
 
     write_metrics(tmp_path / "a.metrics.jsonl", [{"step": s, "loss": 4.0 / s, "time": s} for s in range(1, 30)])
@@ -115,7 +116,7 @@ def test_plot_writes_svg_pdf_and_png(tmp_path, suffix, magic):
 
 
 def test_plot_refuses_another_format_in_one_line(tmp_path, capsys):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     from microgpt.cli import main
 
     write_metrics(tmp_path / "a.metrics.jsonl", [{"step": 1, "loss": 4.0}])
@@ -124,7 +125,7 @@ def test_plot_refuses_another_format_in_one_line(tmp_path, capsys):
 
 
 def test_follow_redraws_as_the_log_grows_and_stops_on_ctrl_c(tmp_path):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     log = write_metrics(tmp_path / "a.metrics.jsonl", [{"step": s, "loss": 4.0 / s} for s in range(1, 5)])
     out = tmp_path / "live.png"
     proc = subprocess.Popen([sys.executable, "-m", "microgpt", "plot", str(tmp_path / "a"), "--follow", "--interval",
@@ -159,7 +160,7 @@ def test_a_familys_per_part_figures_get_panels_of_their_own(tmp_path, capsys):
     figures = part_figures(records)
     assert set(figures) == {"write_norm", "router_weight"} and set(figures["write_norm"]) == {"expert 0", "expert 1"}
     assert figures["write_norm"]["expert 0"][:2] == [2.0, 3.0]
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     log = write_metrics(tmp_path / "e.metrics.jsonl", records)
     plain = write_loss_plot(write_metrics(tmp_path / "g.jsonl", [{"step": s, "loss": 4.0 / s} for s in range(1, 51)]),
                             tmp_path / "g.png", "t")

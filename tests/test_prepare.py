@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import needs
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.data import shards
@@ -30,16 +31,7 @@ from microgpt.data.tokenizer.bpe import BPETokenizer
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def has(package: str) -> bool:
-    try:
-        __import__(package)
-    except ImportError:
-        return False
-    return True
-
-
-NEEDS_ZSTD = pytest.mark.skipif(not has("zstandard"), reason="zstandard is not installed (pip install -e '.[data]')")
-NEEDS_ARROW = pytest.mark.skipif(not has("pyarrow"), reason="pyarrow is not installed (pip install -e '.[data]')")
+NEEDS_ZSTD, NEEDS_ARROW = needs("zstandard"), needs("pyarrow")
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "wizards", "quietly",
          "hex", "jolly", "zebras;", "naïve", "café", "owners", "résumé", "—", "東京", "✓", "😀"]
 

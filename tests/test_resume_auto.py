@@ -20,6 +20,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import microgpt
+from conftest import need
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.core.progress import Progress
@@ -330,7 +331,7 @@ def test_the_python_api_takes_overwrite_and_resume_auto(workdir, monkeypatch):
 
 
 def test_under_procs_rank_0_refuses_for_every_rank_and_resume_auto_continues(workdir, monkeypatch):
-    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
+    need("mpi4py")
     from microgpt.parallel.launch import child_environment, find_mpiexec
 
     try:

@@ -10,6 +10,7 @@ import io
 import numpy as np
 import pytest
 
+from conftest import need
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
@@ -95,7 +96,7 @@ def test_eval_writes_the_routing_as_csv_and_plot_draws_it(workdir, capsys):
     for row, weights in zip(rows, expected.weights):
         assert [float(row["expert1"]), float(row["expert2"])] == pytest.approx(weights, abs=1e-5)  # 6 digits kept
         assert int(row["dominant"]) == int(np.argmax(weights)) + 1
-    pytest.importorskip("matplotlib")
+    need("matplotlib")
     assert main(["plot", "ens", "--routing", "12 + 3 = 15\n4 + 4 =", "--out", "r.png"]) == 0
     assert (workdir / "r.png").stat().st_size > 1000
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import need
 from slurm_cluster import SlurmCluster, mpi_plugin, skip_reason
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slurm]
@@ -36,7 +37,7 @@ if skip_reason():
     pytest.skip(skip_reason(), allow_module_level=True)
 if mpi_plugin() != "pmi2":
     pytest.skip("this Slurm has no mpi/pmi2 plugin, which the mpich wheel needs under srun", allow_module_level=True)
-pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install -e \".[mpi]\")")
+need("mpi4py")
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="safetensors is not installed")
 
 TINY = ["--preset", "reference", "--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16",
@@ -199,10 +200,8 @@ def test_a_stopped_rank_ends_the_job_within_the_timeout_naming_it(cluster, corpu
                    "first save, with both ranks")
     hung = rank_pids(job)[-1]
     os.kill(hung, signal.SIGSTOP)
-    stopped = time.monotonic()
-    try:
+    try:  # without the watchdog the job waits for ever: wait_until fails it after JOB_TIMEOUT_S, a hang's limit
         job.wait_until(lambda: job.field("JobState") not in ("PENDING", "RUNNING", "COMPLETING"), "end")
-        assert time.monotonic() - stopped < JOB_TIMEOUT_S
     finally:
         if Path(f"/proc/{hung}").exists():
             os.kill(hung, signal.SIGCONT)

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
-pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+from conftest import need
+
+need("starlette")
+need("httpx")
 
 import httpx
 from starlette.testclient import TestClient

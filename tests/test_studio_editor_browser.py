@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
-pytest.importorskip("selenium", reason="the studio extra is not installed (selenium): pip install -e '.[studio]'")
+from conftest import need
+
+need("starlette")
+need("selenium")
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
@@ -246,7 +248,7 @@ def test_build_a_two_expert_ensemble_from_the_palette(browser):
     wait(browser, lambda d: text_of(d, "causality").startswith("causal: "))  # the verdict, once in
     node(browser, "expert2").click()  # a group's costs, and the tokens/s it alone would run at
     costs = browser.find_element(By.CSS_SELECTOR, "#inspector-node .node-costs")
-    wait(browser, lambda d: "alone" in costs.text, timeout=10)
+    wait(browser, lambda d: "alone" in costs.text)
     assert re.fullmatch(r"[\d.]+k? parameters · [\d.]+ (B|KiB|MiB) of a step's memory · [\d.]+% of its operations · "
                         r"alone ≈ [\d.]+[kM]? tokens/s", costs.text), costs.text
     shot(browser, "compose")
@@ -263,7 +265,7 @@ def test_a_shape_error_appears_on_the_wire_and_port_and_clears(browser):
                                                  '.wire-shape').text == "[T, 8]"
     assert "expects" in problems(browser), problems(browser)
     browser.execute_script("document.querySelector('#editor-nodes .port.has-error').focus()")  # its message on focus
-    wait(browser, lambda d: d.find_element(By.ID, "editor-hint").is_displayed(), timeout=10)
+    wait(browser, lambda d: d.find_element(By.ID, "editor-hint").is_displayed())
     assert "expects [T, stream_dim]=[T, 16], got [T, 8]" in browser.find_element(By.ID, "editor-hint").text
     assert "got [T, 8]" in wrong.get_attribute("aria-description")
     shot(browser, "compose-error")
@@ -359,7 +361,7 @@ def test_a_refused_wire_says_why(browser):
     source, target = port(browser, "expert.logits", "out"), port(browser, "router.stream", "in")
     ActionChains(browser).click_and_hold(source).move_by_offset(30, 10).move_to_element(target).perform()
     hint = browser.find_element(By.ID, "editor-hint")
-    wait(browser, lambda d: hint.is_displayed(), timeout=10)
+    wait(browser, lambda d: hint.is_displayed())
     assert hint.text == "logits cannot go to a stream input", hint.text
     ActionChains(browser).release().perform()
     assert ("expert.logits", "router.stream") not in wires(browser)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
-pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+from conftest import need
+
+need("starlette")
+need("httpx")
 
 from starlette.testclient import TestClient
 

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
-pytest.importorskip("selenium", reason="the studio extra is not installed (selenium): pip install -e '.[studio]'")
+from conftest import need
+
+need("starlette")
+need("selenium")
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
 pytestmark = [pytest.mark.browser, pytest.mark.slow,

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from conftest import need
 from microgpt.cli import main
 from microgpt.training.tensorboard_log import tag_of
 
@@ -21,7 +22,6 @@ TEXT = "the cat sat on the mat; the dog sat on the log.\n" * 80
 TINY = ["--backend", "numpy", "--threads", "1", "--seq-len", "16", "--batch-size", "4", "--val-tokens", "200",
         "--gen", "0", "--quiet"]
 GPT = ["--d-model", "16", "--n-layers", "1"]
-EXTRA = "the tensorboard extra is not installed: pip install -e '.[tensorboard]'"
 
 
 def crc32c(data: bytes) -> int:
@@ -56,7 +56,7 @@ def records(path) -> list[bytes]:
 def scalars(directory) -> dict[str, dict[int, float]]:
     """tag -> {step: value} over the directory's event files in name order, as TensorBoard reads them: a
     session start at step S (a purge) hides what earlier files logged at S and after."""
-    event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2", reason=EXTRA)
+    event_pb2 = need("tensorboardX.proto.event_pb2")
     found: dict[str, dict[int, float]] = {}
     for path in sorted(directory.glob("events.out.tfevents.*")):
         for data in records(path):
@@ -93,7 +93,7 @@ def workdir(tmp_path, monkeypatch):
 
 
 def test_the_events_carry_every_figure_of_the_metrics_log(workdir):
-    pytest.importorskip("tensorboardX", reason=EXTRA)
+    need("tensorboardX")
     assert main(["train", "text.txt", "--steps", "12", "--eval-every", "4", "--model", "m", "--log", "tensorboard",
                  *GPT, *TINY]) == 0
     board, log = scalars(workdir / "m.tensorboard"), metrics(workdir / "m.metrics.jsonl")
@@ -103,7 +103,7 @@ def test_the_events_carry_every_figure_of_the_metrics_log(workdir):
 
 
 def test_per_expert_and_per_head_figures(workdir):
-    pytest.importorskip("tensorboardX", reason=EXTRA)
+    need("tensorboardX")
     assert main(["train", "text.txt", "--steps", "6", "--model", "e", "--log", "tensorboard", "--cooperative",
                  "d16n1,d16n1", "--stream-dim", "16", *TINY]) == 0
     board = scalars(workdir / "e.tensorboard")
@@ -117,7 +117,7 @@ def test_per_expert_and_per_head_figures(workdir):
 
 
 def test_a_resume_hides_the_steps_a_killed_run_logged_after_its_save(workdir):
-    SummaryWriter = pytest.importorskip("tensorboardX", reason=EXTRA).SummaryWriter
+    SummaryWriter = need("tensorboardX").SummaryWriter
 
     assert main(["train", "text.txt", "--steps", "8", "--model", "m", "--log", "tensorboard", *GPT, *TINY]) == 0
     # a run killed after its save at step 8 had logged steps 9 and 10 (its file named as the module names them)
@@ -141,7 +141,7 @@ def test_refused_without_the_extra_with_no_save_or_over_a_symlink(workdir, monke
     assert {p.name for p in workdir.iterdir()} == before
     monkeypatch.undo()
     monkeypatch.chdir(workdir)
-    pytest.importorskip("tensorboardX", reason=EXTRA)
+    need("tensorboardX")
     assert main(["train", "text.txt", "--steps", "3", "--no-save", "--log", "tensorboard", *GPT, *TINY]) == 2
     assert "--log tensorboard does nothing here: nothing is saved with --no-save" in capsys.readouterr().err
     (workdir / "elsewhere").mkdir()
@@ -165,7 +165,7 @@ def test_only_the_writing_process_has_an_events_directory():
 
 
 def test_compare_writes_each_spec_s_events_beside_its_checkpoint(workdir):
-    pytest.importorskip("tensorboardX", reason=EXTRA)
+    need("tensorboardX")
     assert main(["train", "text.txt", "--compare", "d16n1,d24n1", "--steps", "4", "--model", "cmp", "--log",
                  "tensorboard", *TINY]) == 0
     for spec in ("d16n1", "d24n1"):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need
 from microgpt.cli import main
 from microgpt.core.threads import available_cores
 
@@ -130,7 +131,7 @@ def test_no_save_writes_no_results_and_no_plot(workdir):
 
 
 def test_a_saved_run_draws_its_loss_plot(workdir, capsys):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     assert main(["train", "text.txt", *TINY, "--model", "ck"]) == 0
     assert (workdir / "ck.loss.png").read_bytes().startswith(b"\x89PNG")
     assert "loss plot: ck.loss.png" in capsys.readouterr().out
@@ -146,7 +147,7 @@ def test_without_matplotlib_one_hint_line_and_no_plot(workdir, capsys, monkeypat
 
 
 def test_compare_and_named_runs_draw_their_curves_together(workdir, capsys):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (the optional 'plot' extra)")
+    need("matplotlib")
     assert main(["train", "text.txt", "--compare", "d8n1,d2x4n1", "--model", "cmp", "--val-tokens", "100",
                  *TINY[8:]]) == 0
     assert (workdir / "cmp" / "compare.png").read_bytes().startswith(b"\x89PNG")
