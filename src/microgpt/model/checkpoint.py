@@ -55,6 +55,7 @@ from safetensors.numpy import save_file
 from microgpt.backends.base import Backend
 from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.files import read_regular
 from microgpt.core.version import __version__
 from microgpt.data.tokenizer import Tokenizer, from_json
 from microgpt.model.family import config_dict, family, path_fields, saved_model
@@ -67,6 +68,7 @@ FILES = (WEIGHTS, CONFIG, OPTIMIZER, TRAIN_STATE)
 # Trained weights of these models stay within a few units (Adam moves a weight by at most about lr per
 # step); a run whose weights pass 1e4 has diverged, and its outputs overflow float32 soon after.
 WEIGHT_LIMIT = 1e4
+MAX_JSON_BYTES = 32 * 1024**2  # config.json or train_state.json: kilobytes, a graph's document at most 4 MiB
 
 
 class CheckpointError(ValueError):
@@ -201,11 +203,17 @@ def _write_files(tmp: Path, model, weights: dict[str, np.ndarray], family_name: 
     _fsync(tmp)
 
 
+def read_small(path: Path) -> bytes:
+    """The bytes of a checkpoint's JSON file (config.json, train_state.json), read only as a regular file (a FIFO
+    planted in its place would hold the reader forever) of at most MAX_JSON_BYTES; an OSError otherwise."""
+    return read_regular(path, MAX_JSON_BYTES)
+
+
 def is_checkpoint(directory: Path) -> bool:
     """A directory microgpt wrote: our config.json (with a format_version) and weights, and nothing else."""
     try:
         names = {entry.name for entry in directory.iterdir()}
-        config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+        config = json.loads(read_small(directory / CONFIG))
     except (OSError, ValueError, RecursionError):
         return False
     return (isinstance(config, dict) and isinstance(config.get("format_version"), int)
@@ -501,7 +509,7 @@ def _check_regular(path: Path) -> None:
 def _read_json(path: Path) -> dict:
     _check_regular(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_small(path))
     except FileNotFoundError:
         raise Vanished(path) from None
     except OSError as exc:

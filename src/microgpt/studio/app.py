@@ -35,7 +35,14 @@ from starlette.routing import Route
 
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.dataset import is_dataset
-from microgpt.model.checkpoint import CONFIG, TRAIN_STATE, CheckpointError, is_checkpoint, read_config
+from microgpt.model.checkpoint import (
+    CONFIG,
+    TRAIN_STATE,
+    CheckpointError,
+    is_checkpoint,
+    read_config,
+    read_small,
+)
 from microgpt.settings.commands import SampleSettings
 from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
@@ -53,7 +60,7 @@ from microgpt.studio.graph_save import (
 )
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
-from microgpt.studio.metrics import Tail, charts_of, last_record, log_of, read_history, records_of, with_speed
+from microgpt.studio.metrics import Tail, charts_of, each_record, last_record, log_of, read_history
 from microgpt.studio.names import NameTaken, first_free, guard_name
 from microgpt.studio.routing import MAX_ROUTED_CHARACTERS
 from microgpt.studio.runs import RunManager, check_run_name
@@ -100,6 +107,26 @@ def sample_number(query, key: str, default: str, kind: type):
     except ValueError:
         raise ConfigError(f"{key.replace('_', '-')} must be {'a whole number' if kind is int else 'a number'}, not "
                           f"{text[:40]!r}") from None
+
+
+def record_keys(logs: list[tuple[str, Path, int | None]]) -> set[str]:
+    """Every key of the records of the logs (run, log, tokens per step) that exist."""
+    return {key for _, log, per_step in logs if log.is_file() for record in each_record(log, per_step) for key in record}
+
+
+def csv_lines(logs: list[tuple[str, Path, int | None]], columns: list[str]):
+    """The CSV of the logs' records, a few hundred rows at a time: the header, then a row a record."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for path, log, per_step in logs:
+        for i, record in enumerate(each_record(log, per_step) if log.is_file() else []):
+            writer.writerow({"run": path, **record})
+            if i % 500 == 499:
+                yield out.getvalue()
+                out.seek(0)
+                out.truncate()
+    yield out.getvalue()
 
 
 class Studio:
@@ -212,7 +239,9 @@ class Studio:
         return JSONResponse(canvas_description())
 
     async def check(self, request: Request) -> JSONResponse:
-        return JSONResponse(check_graph(await self.body(request), self.workspace).as_json())
+        body = await self.body(request)
+        checked = await anyio.to_thread.run_sync(check_graph, body, self.workspace, limiter=self.graph_checkers)
+        return JSONResponse(checked.as_json())
 
     async def graph_palette(self, request: Request) -> JSONResponse:
         return JSONResponse(palette())
@@ -223,10 +252,13 @@ class Studio:
         return JSONResponse(checked.as_json())
 
     async def graph_from_family(self, request: Request) -> JSONResponse:
-        return JSONResponse(from_family_request(await self.body(request), self.workspace))
+        body = await self.body(request)
+        return JSONResponse(await anyio.to_thread.run_sync(from_family_request, body, self.workspace,
+                                                           limiter=self.graph_checkers))
 
     async def graph_layout(self, request: Request) -> JSONResponse:
-        return JSONResponse(layout_request(await self.body(request)))
+        body = await self.body(request)
+        return JSONResponse(await anyio.to_thread.run_sync(layout_request, body, limiter=self.graph_checkers))
 
     async def configs(self, request: Request) -> JSONResponse:
         if not self.workspace.config.exists():
@@ -270,8 +302,16 @@ class Studio:
     # ---- runs -------------------------------------------------------------------------------
 
     async def runs(self, request: Request) -> JSONResponse:
+        states = [*self.manager.states(), *self.manager.others()]
+        rows = await anyio.to_thread.run_sync(self.run_rows, states, limiter=self.history_readers)
+        return JSONResponse({"runs": rows, "cores": self.manager.cores,
+                             "threads_in_use": self.manager.threads_in_use()})
+
+    def run_rows(self, states: list[dict]) -> list[dict]:
+        """Every run's row, with the state of those training (`states`), off the event loop: it reads each
+        checkpoint's files."""
         rows = {row["path"]: row for row in self.workspace.runs()}
-        for state in [*self.manager.states(), *self.manager.others()]:
+        for state in states:
             row = rows.setdefault(state["checkpoint"], {"path": state["checkpoint"], "name": state["name"],
                                                        "has_metrics": True})
             row["studio"] = state
@@ -283,8 +323,7 @@ class Studio:
                 del rows[path]
         for row in rows.values():
             self.whole_run_figures(row)
-        return JSONResponse({"runs": list(rows.values()), "cores": self.manager.cores,
-                             "threads_in_use": self.manager.threads_in_use()})
+        return list(rows.values())
 
     def whole_run_figures(self, row: dict) -> None:
         """A row's seconds and tokens/s over every leg of its run (results.jsonl gives the last leg's): from its
@@ -326,8 +365,8 @@ class Studio:
     def tokens_per_step(self, checkpoint: Path) -> int | None:
         """Tokens one step trains (batch x context), from the checkpoint, else from its named run."""
         try:
-            config = json.loads(self.workspace.file_inside(checkpoint / CONFIG).read_text(encoding="utf-8"))
-            state = json.loads(self.workspace.file_inside(checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))
+            config = json.loads(read_small(self.workspace.file_inside(checkpoint / CONFIG)))
+            state = json.loads(read_small(self.workspace.file_inside(checkpoint / TRAIN_STATE)))
             return int(config["model"]["seq_len"]) * int(state["train_config"]["batch_size"])
         except (OSError, ValueError, KeyError, TypeError, RecursionError, WorkspaceError):
             pass
@@ -376,26 +415,20 @@ class Studio:
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    async def csv(self, request: Request) -> Response:
-        """Every record of the selected runs, one row each, as CSV (run, step, time, then the other keys)."""
-        rows, keys = [], set()
-        if not request.query_params.getlist("run"):
+    async def csv(self, request: Request) -> StreamingResponse:
+        """Every record of the selected runs, one row each, as CSV (run, step, time, then the other keys), streamed
+        as the logs are read: its columns come of a first reading, off the event loop."""
+        paths = request.query_params.getlist("run")
+        if not paths:
             raise ConfigError("no run is selected; tick the runs to download first")
-        for path in request.query_params.getlist("run"):
-            log = self.workspace.run_log(path)
-            lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
-            for record in with_speed(records_of(lines), self.tokens_per_step(self.workspace.run_of(path))):
-                rows.append({"run": path, **record})
-                keys |= record.keys()
-        if not rows:
+        logs = [(path, self.workspace.run_log(path), self.tokens_per_step(self.workspace.run_of(path)))
+                for path in paths]
+        keys = await anyio.to_thread.run_sync(record_keys, logs, limiter=self.history_readers)
+        if not keys:
             raise ConfigError("the selected runs have no metrics records yet; nothing to download")
         columns = ["run", "step", "time", *sorted(keys - {"step", "time"})]
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        return Response(out.getvalue(), media_type="text/csv",
-                        headers={"Content-Disposition": 'attachment; filename="metrics.csv"'})
+        return StreamingResponse(csv_lines(logs, columns), media_type="text/csv",  # a generator: run in a thread
+                                 headers={"Content-Disposition": 'attachment; filename="metrics.csv"'})
 
     # ---- sample and evaluate ----------------------------------------------------------------
 

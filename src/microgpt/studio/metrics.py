@@ -16,6 +16,7 @@ old numbering is read in today's (training/plot.py's `renumbered`): the prior is
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt.core.files import open_regular
 from microgpt.training.plot import PART_METRIC, renumbered
 from microgpt.training.run_files import RunPaths
 
@@ -33,6 +35,7 @@ LAST_BYTES = 16 * 1024  # the end of a log that holds its last record
 SPEED_WINDOW = 50  # records a speed is measured over: tokens/s at a record is since the 50th record before it
 SAMPLES = 3  # records read per bucket of a long log's history (read_history)
 CHUNK = 4 * 2**20  # the block a log is read in
+MAX_LINE = 64 * 1024  # a record is a few hundred bytes
 HISTORIES: dict = {}  # the histories last read, by log, its identity, size and time, and what was asked
 MAX_HISTORIES = 64  # a few kilobytes to a megabyte each
 TITLES = {"loss": "loss (training, and validation as points)", "lr": "learning rate", "grad_norm": "gradient norm",
@@ -63,13 +66,28 @@ def records_of(lines: list[str]) -> list[dict]:
 def with_speed(records: list[dict], tokens_per_step: int | None) -> list[dict]:
     """Each record with tokens_per_s since the SPEED_WINDOW-th record before it (or the first), where the tokens
     per step are known: over one record the clock's rounding and a validation between two steps swing it."""
-    if tokens_per_step:
-        for i, record in enumerate(records):
-            since = records[max(0, i - SPEED_WINDOW)]
-            seconds = record.get("time", 0) - since.get("time", 0)
-            if seconds > 0:
-                record["tokens_per_s"] = (record["step"] - since["step"]) * tokens_per_step / seconds
+    for i, record in enumerate(records):
+        add_speed(record, records[max(0, i - SPEED_WINDOW)], tokens_per_step)
     return records
+
+
+def add_speed(record: dict, since: dict, tokens_per_step: int | None) -> None:
+    """The record's tokens_per_s since the record `since`, where the tokens per step are known."""
+    seconds = record.get("time", 0) - since.get("time", 0)
+    if tokens_per_step and seconds > 0:
+        record["tokens_per_s"] = (record["step"] - since["step"]) * tokens_per_step / seconds
+
+
+def each_record(log: Path, tokens_per_step: int | None):
+    """Every whole record of a log with its tokens_per_s (as with_speed gives it), read a line at a time (a line
+    past MAX_LINE in pieces, none of them a record), so that a download of a long log streams in little memory."""
+    window: collections.deque = collections.deque(maxlen=SPEED_WINDOW + 1)
+    with open_regular(log) as f:
+        while line := f.readline(MAX_LINE):
+            for record in records_of([line.decode("utf-8", errors="replace")]):
+                window.append(record)
+                add_speed(record, window[0], tokens_per_step)
+                yield record
 
 
 def columns_of(records: list[dict], points: int) -> dict[str, list]:
@@ -116,7 +134,7 @@ def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_P
     in blocks of CHUNK bytes (never whole); the history of a log unchanged since it was last read is the one
     read then."""
     try:
-        with open(log, "rb") as f:
+        with open_regular(log) as f:
             info = os.fstat(f.fileno())
             key = (str(log), info.st_ino, info.st_size, info.st_mtime_ns, tokens_per_step, points)
             if key in HISTORIES:  # a log that has not changed since (a finished run opened again)
@@ -178,7 +196,7 @@ def sampled(f, gap: int) -> tuple[list[bytes], int, int]:
 def last_record(log: Path) -> dict | None:
     """The last whole record of a log, from its last few kilobytes (None when it has none)."""
     try:
-        with open(log, "rb") as f:
+        with open_regular(log) as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - LAST_BYTES))
             data = f.read()
     except OSError:

@@ -18,7 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.checkpoint import TRAIN_STATE, CheckpointError, is_checkpoint, read_config, state_step
+from microgpt.model.checkpoint import (
+    TRAIN_STATE,
+    CheckpointError,
+    is_checkpoint,
+    read_config,
+    read_small,
+    state_step,
+)
 from microgpt.model.family import family, n_params
 from microgpt.training.failure import failure_of
 from microgpt.training.run_dir import WriterLock
@@ -151,7 +158,7 @@ def model_figures(path: Path) -> dict:
 
 def read_json(path: Path) -> dict:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(read_small(path))
     except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
