@@ -30,8 +30,8 @@ def test_it_reads_as_the_gpt_family_with_the_char_tokenizer():
 def test_it_samples_and_scores_as_it_did():
     model = microgpt.load(FIXTURES / "format1", backend="numpy", threads=1)
     assert model.sample(60, prompt=EXPECTED["prompt"], temperature=0) == EXPECTED["greedy"]
-    # On another CPU the BLAS kernels may round differently in the last bits; test_seam_bit_identical.py runs
-    # the old code beside this one on the same machine and asks for the same bits.
+    # On another CPU the BLAS kernels may round differently in the last bits; test_bit_identity.py asks for the
+    # recorded bits on a machine like the recording's.
     assert model.evaluate(TEXT).nll == pytest.approx(EXPECTED["nll"], rel=1e-6)
 
 
