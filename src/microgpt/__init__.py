@@ -24,3 +24,8 @@ def __getattr__(name: str):
 
         return load
     raise AttributeError(f"module 'microgpt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """What the module has, the names imported on first use included, for tab completion."""
+    return sorted({*globals(), *__all__})

@@ -29,10 +29,13 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USER_ERROR)
 
     def nearest(self, message: str) -> str:
-        """"; did you mean --d-model?" for a misspelt flag, or a choice close to the one given; else ""."""
+        """"; did you mean --d-model?" for a misspelt flag or the start of one (--temp: --temperature, not the
+        closer-spelt --help), or a choice close to the one given; else ""."""
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
         if unknown and unknown.group(1).startswith("-"):
-            found = difflib.get_close_matches(unknown.group(1).split("=")[0], list(self._option_string_actions), 1)
+            given, flags = unknown.group(1).split("=")[0], list(self._option_string_actions)
+            started = [flag for flag in flags if flag.startswith(given)]
+            found = difflib.get_close_matches(given, started or flags, 1, cutoff=0 if started else 0.6)
             return f"; did you mean {found[0]}?" if found else ""
         choice = re.match(r"argument (\S+): invalid choice: '([^']*)'", message)
         named = choice.group(1) if choice else None

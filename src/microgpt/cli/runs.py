@@ -80,7 +80,9 @@ def cells(row: dict) -> tuple[str, ...]:
     def figure(value, form: str) -> str:
         return "-" if value is None else format(value, form)
 
-    shape = (row.get("model") or "").split(":")[0].removeprefix(f"{row.get('family')} ").strip() or "-"
+    # "gpt d4x24n4: ..." -> "d4x24n4", "graph of 34 primitives (8 kinds), 1 loss: ..." -> "34 primitives ..."
+    shape = (row.get("model") or "").split(":")[0].removeprefix(f"{row.get('family')} ").removeprefix("of ")
+    shape = shape.strip() or "-"
     step = "-" if row.get("step") is None else f"{row['step']}/{row['steps'] if row.get('steps') else '?'}"
     return (row["path"], row.get("family") or "-", shape, figure(row.get("parameters"), ","), step,
             figure(row.get("best_val_loss"), ".4f"), figure(row.get("val_loss"), ".4f"),

@@ -46,11 +46,10 @@ def run(args) -> int:
     for i in range(chosen.num_samples):
         if i:
             write(SEPARATOR)
-        write(chosen.prompt)
         text = model.sample(chosen.tokens, prompt=chosen.prompt, temperature=chosen.temperature,
                             seed=chosen.seed + i, top_k=chosen.top_k, top_p=chosen.top_p, use_cache=chosen.cache,
                             on_text=write, speculation=speculation)
-        samples.append(chosen.prompt + text)
+        samples.append(text)
     write("\n")
     if speculation is not None:
         print(speculation.report(), file=sys.stderr)

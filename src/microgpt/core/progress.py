@@ -3,24 +3,37 @@
 `Progress` is a training run's: the bar (tqdm) shows step, loss, the losses of
 the model's parts where it has several heads, validation loss, tokens/s and the ETA. When output is not a terminal (a log file, CI), a
 plain line is printed after the first step (so a log shows at once that the
-run is going) and then about every tenth of the run, so logs stay readable.
+run is going) and then about every tenth of the run, so logs stay readable; so
+is a terminal that reports no width (a bar of 0 columns shows nothing).
 `Counter` is the same for any other long job that counts items (eval's
 tokens).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from tqdm import tqdm
 
 
+def draws_a_bar(stream) -> bool:
+    """Whether `stream` is a terminal with a width to draw a bar in: one that reports 0 columns (a pty whose
+    size was never set, as some containers' and CI runners' are) gets plain lines."""
+    if not stream.isatty():
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError):  # no file descriptor to ask: the stream's isatty is all there is
+        return True
+
+
 class Progress:
     def __init__(self, quiet: bool = False, stream=None):
         self.quiet = quiet
         self.stream = stream or sys.stderr
-        self.live = not quiet and self.stream.isatty()
+        self.live = not quiet and draws_a_bar(self.stream)
         self._bar = None
         self._total = self._initial = 0
         self._every = 1
@@ -70,7 +83,7 @@ class Counter:
         self.total, self.unit, self.what, self.quiet = total, unit, what, quiet
         self.stream = stream or sys.stderr
         self._bar = tqdm(total=total, file=self.stream, unit=unit, unit_scale=True, desc=what, dynamic_ncols=True,
-                         leave=False) if not quiet and self.stream.isatty() else None
+                         leave=False) if not quiet and draws_a_bar(self.stream) else None
         self._done, self._next_line = 0, 0
         self._started = time.perf_counter()
 

@@ -67,7 +67,9 @@ def export(directory: str | Path, fmt: str | None, out: str | Path, kv_cache: bo
         verify(model, expected, ids)
         write_atomically(out, lambda f: save(model, f))
         what = "a torch module (microgpt.export.torch_module.load reads it)"
-    return f"{out}: {source.describe} as {what}, {len(source.plan['steps'])} steps, from {directory}"
+    ops = [step["op"] for step in source.plan["steps"]]
+    return (f"{out}: {source.describe} as {what}, from {directory}; its forward is {len(ops)} operations "
+            f"({', '.join(dict.fromkeys(ops))})")
 
 
 __all__ = ["FORMATS", "export", "to_torch"]

@@ -230,7 +230,7 @@ def remove_checkpoint(directory: Path) -> None:
         raise CheckpointError(f"cannot remove {directory} ({exc.strerror or exc})") from None
 
 
-class Vanished(CheckpointError, FileNotFoundError):
+class CheckpointNotFound(CheckpointError, FileNotFoundError):
     """A file of the checkpoint (`path`), or the checkpoint, is not there (a save may be swapping the directory
     at that moment). A FileNotFoundError too, which is what Python code expects of a path that is not there."""
 
@@ -269,7 +269,7 @@ def load_checkpoint(directory: str | Path, backend: Backend, with_optimizer: boo
                 raise CheckpointError(f"{directory} was saved again during each of {READ_ATTEMPTS} reads, so no "
                                       "one whole checkpoint could be read; try again, or read it between saves "
                                       "(a run saving with --save-every 1 saves every step)") from None
-        except Vanished as exc:
+        except CheckpointNotFound as exc:
             # a save under way: the directory swapped, a staging or set-aside twin beside it, or the missing file
             # back already (a swap between two reads, with the new directory on the old one's inode)
             changing = (_identity(directory) != seen or staged_twins(directory, "tmp")
@@ -388,7 +388,7 @@ def _header(path: Path) -> tuple[dict[str, tuple[int, ...]], dict]:
             shapes = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
             return shapes, weights.metadata() or {}
     except FileNotFoundError:
-        raise Vanished(path) from None
+        raise CheckpointNotFound(path) from None
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
 
@@ -479,17 +479,17 @@ def _existing(directory: Path) -> Path:
         raise CheckpointError(
             f"{directory} is a file, but a microgpt checkpoint is a directory holding {WEIGHTS} and {CONFIG}"
         )
-    raise Vanished(directory, f"{directory}: no such checkpoint directory; train one with `microgpt train --model "
-                   f"{directory}`")
+    raise CheckpointNotFound(directory, f"{directory}: no such checkpoint directory; train one with `microgpt train "
+                             f"--model {directory}`")
 
 
 def _check_regular(path: Path) -> None:
-    """A checkpoint file must be a readable regular file: Vanished when it is not there, a CheckpointError
+    """A checkpoint file must be a readable regular file: CheckpointNotFound when not there, a CheckpointError
     naming the real cause otherwise (a FIFO or a device would hang or never end; a file we may not read)."""
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise Vanished(path) from None
+        raise CheckpointNotFound(path) from None
     except OSError as exc:
         raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(info.st_mode):
@@ -498,7 +498,7 @@ def _check_regular(path: Path) -> None:
     try:
         open(path, "rb").close()  # a regular file: opening it cannot hang
     except FileNotFoundError:
-        raise Vanished(path) from None
+        raise CheckpointNotFound(path) from None
     except PermissionError:
         raise CheckpointError(f"{path} cannot be read (permission denied, mode {stat.S_IMODE(info.st_mode):o}); "
                               "ask its owner to make it readable") from None
@@ -511,7 +511,7 @@ def _read_json(path: Path) -> dict:
     try:
         return json.loads(read_small(path))
     except FileNotFoundError:
-        raise Vanished(path) from None
+        raise CheckpointNotFound(path) from None
     except OSError as exc:
         raise CheckpointError(f"{path} cannot be read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -528,7 +528,7 @@ def _read_tensors(path: Path) -> tuple[dict[str, np.ndarray], dict]:
         with safe_open(str(path), "np") as f:
             return {name: f.get_tensor(name) for name in f.keys()}, f.metadata() or {}  # noqa: SIM118
     except FileNotFoundError:
-        raise Vanished(path) from None
+        raise CheckpointNotFound(path) from None
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path} cannot be read as safetensors ({exc}); it is truncated or not a checkpoint") from None
 

@@ -16,7 +16,8 @@ from microgpt.core.fields import check_fields, setting, settings_fields
 
 @dataclass
 class SampleSettings:
-    prompt: str = setting("", "text to continue", TEXT, shown_default="a newline", metavar="TEXT")
+    prompt: str = setting("", "text to continue (what follows it is printed, not the prompt itself)", TEXT,
+                          shown_default="a newline", metavar="TEXT")
     tokens: int = setting(500, "tokens to generate (characters, with the char tokenizer)", whole(0))
     temperature: float = setting(0.8, "sampling temperature; 0 is greedy (argmax)", NON_NEGATIVE_NUMBER,
                                  metavar="X")

@@ -70,7 +70,7 @@ class RunSummary:
     tokens_per_sec: float
     checkpoint: Path | None
     stop_signal: int | None = None  # SIGINT or SIGTERM when a signal stopped the run
-    losses: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list, repr=False)  # each step's: left out of the one-line repr
     metrics: dict[str, float] = field(default_factory=dict)  # the model's own figures at the last step
 
     @property

@@ -73,7 +73,7 @@ class LoadedModel:
                top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
                on_text: Callable[[str], None] | None = None, speculation: Speculation | None = None) -> str:
         """n_tokens tokens of text continuing `prompt` (the tokenizer's start text when empty, a newline where it
-        has one), as `microgpt sample` makes them; with a `speculation` (microgpt.use.speculative), drafted by the
+        has one), without the prompt itself, as `microgpt sample` prints them; with a `speculation` (microgpt.use.speculative), drafted by the
         model's lookahead heads, and counted there."""
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
                         on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache, speculation=speculation)

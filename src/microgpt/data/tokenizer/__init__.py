@@ -9,6 +9,7 @@ Part of the ground: of microgpt it imports only core/errors.py.
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 import numpy as np
@@ -73,8 +74,10 @@ SAVED_KINDS: dict[str, type[Tokenizer]] = {**KINDS, "hf": HFTokenizer}  # what a
 
 
 def is_tokenizer_file(value) -> bool:
-    """Whether a --tokenizer value names a file (a path: it ends in .json or has a slash) rather than a kind."""
-    return isinstance(value, str) and bool(value) and (value.endswith(".json") or "/" in value or "\\" in value)
+    """Whether a --tokenizer value names a file rather than a kind: it ends in .json, has a slash, or is no
+    kind's name and is there (`--tokenizer gpt2`, a folder holding tokenizer.json)."""
+    return isinstance(value, str) and bool(value) and (value.endswith(".json") or "/" in value or "\\" in value
+                                                       or (value not in SAVED_KINDS and os.path.exists(value)))
 
 
 def from_json(data: dict) -> Tokenizer:
