@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+from types import SimpleNamespace
 
 import pytest
 
@@ -117,3 +118,25 @@ def test_a_missing_checkpoint_raises_an_error_named_for_what_it_is():
     with pytest.raises(FileNotFoundError) as caught:
         microgpt.load("nope")
     assert type(caught.value).__name__ == "CheckpointNotFound" and isinstance(caught.value, CheckpointError)
+
+
+def test_eval_s_first_progress_line_has_the_first_batch_s_eta(tmp_path, monkeypatch, capsys):
+    """The clock runs 10 s a batch: the first line's ETA is the other 9 batches' 90 s (it said 0 s, the counter
+    starting its clock after the first batch)."""
+    import microgpt.core.progress as progress_module
+    import microgpt.use.evaluate as evaluate_module
+    from export_cases import TEXT as CASES_TEXT
+
+    (tmp_path / "held.txt").write_text(CASES_TEXT, encoding="utf-8")
+    clock = [0.0]
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    nll_rows = evaluate_module.nll_rows
+
+    def a_batch_takes_ten_seconds(*args):
+        clock[0] += 10
+        return nll_rows(*args)
+
+    monkeypatch.setattr(evaluate_module, "nll_rows", a_batch_takes_ten_seconds)
+    assert main(["eval", str(checkpoint("gpt")), str(tmp_path / "held.txt"), "--max-positions", "40",
+                 "--batch-size", "4", "--backend", "numpy"]) == 0
+    assert capsys.readouterr().err.splitlines()[0].endswith(": 4/40 tokens  ETA 90s")

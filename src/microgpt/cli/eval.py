@@ -21,7 +21,7 @@ from microgpt.core.progress import Counter
 from microgpt.data.corpus import read_corpus
 from microgpt.data.dataset import is_dataset, open_dataset
 from microgpt.settings.commands import EvalSettings
-from microgpt.use.evaluate import evaluate
+from microgpt.use.evaluate import evaluate, scorable_positions
 from microgpt.use.fill import fill_rates, gap_heads
 from microgpt.use.head_scores import score_heads
 from microgpt.use.loaded import LoadedModel, load
@@ -104,12 +104,9 @@ def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
     """Score FILE: NLL per token, perplexity and bits per character."""
     model = loaded.model
     tokens = scored_tokens(args, loaded)
-    counter = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal counter
-        counter = counter or Counter(total, "token", f"scoring {args.file}")
-        counter.update(done)
+    # made before the first batch, so that its clock counts it: the first line's ETA is the first batch's pace
+    counter = Counter(scorable_positions(len(tokens), model.config.seq_len, args.file, chosen.max_positions),
+                      "token", f"scoring {args.file}")
 
     batch = loaded.fitting_batch(chosen.batch_size)
     if batch < chosen.batch_size:
@@ -117,10 +114,10 @@ def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
               f"scoring {batch} windows at a time", file=sys.stderr)
     try:
         result = evaluate(model, tokens, batch_size=batch, max_positions=chosen.max_positions,
-                          what=args.file, stride=chosen.stride, on_progress=progress, tokenizer=loaded.tokenizer)
+                          what=args.file, stride=chosen.stride, on_progress=lambda done, _: counter.update(done),
+                          tokenizer=loaded.tokenizer)
     finally:
-        if counter is not None:
-            counter.close()
+        counter.close()
     extras = extra_figures(args, chosen, loaded, tokens, batch)
     if chosen.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions,

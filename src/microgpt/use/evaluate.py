@@ -48,14 +48,15 @@ class Evaluation:
         return self.nll * self.positions / self.characters / math.log(2)
 
 
-def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text") -> int:
-    """How many positions a text of n_tokens has with a full seq_len context; a DataError when none."""
+def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text", most: int | None = None) -> int:
+    """How many positions a text of n_tokens has with a full seq_len context, at most `most`; a DataError when
+    none."""
     if n_tokens < seq_len + 1:
         raise DataError(
             f"{what} has {n_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1}: the model reads "
             f"{seq_len} tokens of context before each one it scores; give a longer text"
         )
-    return n_tokens - seq_len
+    return n_tokens - seq_len if most is None else min(n_tokens - seq_len, most)
 
 
 def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
@@ -71,9 +72,7 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
         raise DataError(f"--stride must be between 1 and the model's seq_len {seq_len}, got {stride}")
     if not hasattr(tokens, "chunks"):  # a prepared dataset's split is read a window at a time, never whole
         tokens = np.asarray(tokens, dtype=np.int32)
-    positions = scorable_positions(len(tokens), seq_len, what)
-    if max_positions is not None:
-        positions = min(positions, max_positions)
+    positions = scorable_positions(len(tokens), seq_len, what, max_positions)
     end = seq_len + positions  # one past the last scored position
     firsts = np.arange(seq_len, end, stride)  # (windows,) the first position each window scores
     rows = np.arange(seq_len - stride, seq_len)  # (S,) the logits rows that can be scored
