@@ -23,6 +23,7 @@ from microgpt.data.prepare.streams import Opened, opened, seekable_copy
 
 BLOCK_BYTES = 1024**2  # what a worker takes at a time: its text, code points and ids are a few times this
 MAX_BLOCK_BYTES = 64 * 1024**2  # a text without a safe place to cut in this much is cut anyway
+MAX_LINE_BYTES = 128 * 1024**2  # a JSON Lines line is gathered whole: a longer one is refused as it grows
 PRINTABLE = range(0x21, 0x7F)  # printable ASCII, not space: a byte that ends a character and is no whitespace
 
 
@@ -124,6 +125,9 @@ def _jsonl_blocks(source: Opened, text_field: str, block_bytes: int) -> Iterator
         end = more.rfind(b"\n") + 1
         if end == 0:
             carry.append(more)
+            if sum(map(len, carry)) > MAX_LINE_BYTES:
+                raise DataError(f"{name} line {line} is longer than {MAX_LINE_BYTES:,} bytes, more than a record "
+                                "to train on holds; split it, or leave the file out")
             continue
         block, carry = b"".join([*carry, more[:end]]), [more[end:]]
         yield Block(name, "jsonl", slot, block, offset, line, compressed=compressed)

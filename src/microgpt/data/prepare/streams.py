@@ -1,7 +1,10 @@
 """Opening an input: its bytes, decompressed where its name says (.gz and .xz by the standard library, .zst by
 zstandard), as a stream read a block at a time, and how far into the file on disk the reading has got (what
 the progress bar counts). A damaged or truncated compressed file is a DataError naming it: gzip and lzma say
-so at the cut; zstandard's reader ends there without a word, so a .zst file's frames are walked first.
+so at the cut; zstandard's reader ends there without a word, so a .zst file's frames are walked first. So is
+one that decompresses to more than MAX_EXPANSION times its size on disk (and MIN_EXPANDED): text compresses
+by ten or so, a stream of one repeated byte by tens of thousands (1 GB of zeros is a 32 KB .zst), which
+would otherwise be read, and tokenized, to its end.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from microgpt.data.prepare.inputs import InputFile
 COPY_CHUNK = 1 << 22
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, any of its last 4 bits
+MAX_EXPANSION = 1000  # a compressed file may decompress to this many times its size on disk,
+MIN_EXPANDED = 64 * 1024**2  # or to this many bytes, whichever is more
 
 
 class Opened:
@@ -49,7 +54,7 @@ def opened(file: InputFile) -> Iterator[Opened]:
     with raw:
         try:
             with decompressed(file, raw) as stream:
-                yield Opened(file, raw, stream)
+                yield Opened(file, raw, Bounded(file, stream) if file.compression else stream)
         except (EOFError, gzip.BadGzipFile, lzma.LZMAError) as exc:
             raise _damaged(file, exc) from None
         except OSError as exc:
@@ -72,6 +77,25 @@ def decompressed(file: InputFile, raw):
         check_zstd_frames(raw.fileno())
         return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
     return contextlib.nullcontext(raw)
+
+
+class Bounded:
+    """A decompressed stream that gives at most MAX_EXPANSION times its file's size (at least MIN_EXPANDED
+    bytes), and is a DataError naming the file past that."""
+
+    def __init__(self, file: InputFile, stream):
+        self.file, self.stream = file, stream
+        self.limit = max(MIN_EXPANDED, MAX_EXPANSION * file.size)
+        self.left = self.limit
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(self.left + 1 if size < 0 else min(size, self.left + 1))
+        self.left -= len(data)
+        if self.left < 0:
+            raise DataError(f"{self.file.path} decompresses to more than {self.limit:,} bytes, over "
+                            f"{MAX_EXPANSION:,} times its {self.file.size:,} bytes on disk, which text does not (a "
+                            "compression bomb?); decompress it yourself and give the result, or leave it out")
+        return data
 
 
 def check_zstd_frames(fd: int) -> None:
