@@ -165,3 +165,48 @@ def test_a_jsonl_line_of_many_blocks_is_one_document(workdir):
     assert main(["prepare", "long.jsonl", "--out", "data", "--quiet", "--workers", "1", "--val-fraction", "0"]) == 0
     train = json.loads((workdir / "data" / MANIFEST).read_text(encoding="utf-8"))["splits"]["train"]
     assert (train["documents"], train["tokens"]) == (2, len(text) + 1 + len("short") + 1)
+
+
+# ---- the run list: a checkpoint's JSON planted as a FIFO, and its results.jsonl --------------------------
+
+def trained(workdir: Path, name: str) -> Path:
+    assert main(["train", "text.txt", *TINY, "--steps", "2", "--model", f"runs/{name}"]) == 0
+    return workdir / "runs" / name
+
+
+def listed(done: subprocess.CompletedProcess) -> dict[str, dict]:
+    assert done.returncode == 0, done.stderr
+    return {row["name"]: row for row in map(json.loads, done.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("planted", ["config.json", "train_state.json"])
+def test_runs_lists_a_checkpoint_whose_json_is_a_fifo_as_damaged_without_hanging(workdir, planted):
+    trained(workdir, "good")
+    (trained(workdir, "bad") / planted).unlink()
+    os.mkfifo(workdir / "runs" / "bad" / planted)
+    rows = listed(microgpt("runs", "--json", "runs", cwd=workdir))
+    assert rows["good"]["step"] == 2 and not rows["good"].get("damaged")
+    assert rows["bad"]["damaged"] and f"{planted}" in rows["bad"]["error"] and "a pipe" in rows["bad"]["error"]
+
+
+def test_runs_reads_results_jsonl_a_line_at_a_time(workdir):
+    trained(workdir, "good")
+    results = workdir / "runs" / "results.jsonl"
+    last = results.read_bytes()
+    with open(results, "wb") as f:  # 300 MB of one line, then the run's record: read whole, 600 MB or more
+        f.write(b"x" * 300 * 1024**2 + b"\n" + last)
+    wrapped = ("import resource, sys; from microgpt.cli import main; code = main(sys.argv[1:]); "
+               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", wrapped, "runs", "--json", "runs"], cwd=workdir,
+                          capture_output=True, text=True, check=False, timeout=HANG_S, preexec_fn=held_to_memory)
+    assert listed(done)["good"]["tokens_per_sec"] > 0  # the record after the long line is read
+    assert int(done.stderr.split()[-1]) < 400, done.stderr  # MB at its peak: a line at a time, 64 KiB at most
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode, so none is unreadable")
+def test_runs_lists_runs_beside_an_unreadable_results_jsonl(workdir):
+    trained(workdir, "good")
+    (workdir / "runs" / "results.jsonl").chmod(0)
+    rows = listed(microgpt("runs", "--json", "runs", cwd=workdir))
+    assert rows["good"]["step"] == 2 and rows["good"]["tokens_per_sec"] is None
+

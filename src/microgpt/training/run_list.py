@@ -6,8 +6,10 @@ parameter count (from config.json), its step of its steps, best and last validat
 machine (from the latest line of the results.jsonl beside it), and its status: training (a process holds
 its writer lock), finished, failed (it stopped short on an unsound step, training/failure.py), unfinished,
 unknown (its training state records no readable --steps) or damaged (a file that cannot be read, which
-marks its own row and never fails the list). A run's `-best` copy is folded into the run's row (where and
-when it was best); a `-best` left alone by a run killed before its first save keeps a row of its own.
+marks its own row and never fails the list; a config.json or train_state.json that is a pipe, a device or
+unreadable is opened, never read, and its checkpoint listed so, where it would vanish). A run's `-best` copy
+is folded into the run's row (where and when it was best); a `-best` left alone by a run killed before its
+first save keeps a row of its own.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
+from microgpt.core.files import open_regular
 from microgpt.model.checkpoint import (
+    CONFIG,
+    FILES,
     TRAIN_STATE,
+    WEIGHTS,
     CheckpointError,
     is_checkpoint,
     read_config,
-    read_small,
     state_step,
 )
 from microgpt.model.family import family, n_params
@@ -32,6 +37,7 @@ from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import RESULTS_LOG, RunPaths
 
 SCAN_DEPTH = 3  # directories below a folder searched for checkpoints
+MAX_RESULT_LINE = 64 * 1024  # a results.jsonl record is a few hundred bytes
 DAMAGE = (TypeError, ValueError, AttributeError, KeyError, RecursionError, OSError)  # what a hand-edited file raises
 
 
@@ -49,21 +55,48 @@ def find_checkpoints(root: Path, refused: Callable[[Path], bool] = lambda path: 
                 if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                     continue
                 path = Path(entry.path)
-                if refused(path):
-                    found.append(path)
-                else:
-                    (found if is_checkpoint(path) else below).append(path)
+                (found if is_listed(path, refused) else below).append(path)
         level = below
     return found
 
 
+def is_listed(path: Path, refused: Callable[[Path], bool]) -> bool:
+    """Whether find_checkpoints lists a directory: one `refused` names, one of a checkpoint's files whose JSON
+    cannot be opened (a damaged row, not a run that vanishes; asked first, so nothing reads a pipe), and one
+    microgpt wrote."""
+    return refused(path) or (checkpoint_files(path) and unreadable(path, str) is not None) or is_checkpoint(path)
+
+
+def checkpoint_files(directory: Path) -> bool:
+    """Whether a directory holds a checkpoint's weights and config.json, and nothing but a checkpoint's files."""
+    try:
+        names = {entry.name for entry in os.scandir(directory)}
+    except OSError:
+        return False
+    return {WEIGHTS, CONFIG} <= names <= set(FILES)
+
+
+def unreadable(path: Path, name: Callable[[Path], str]) -> str | None:
+    """Why the checkpoint's config.json or train_state.json cannot be opened (a pipe, a device, no permission), or
+    None: opened, never read, so that a FIFO cannot hold the list."""
+    for file in (CONFIG, TRAIN_STATE):
+        try:
+            open_regular(path / file).close()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"{name(path)}/{file} cannot be read ({exc.strerror or exc}); {name(path)} is damaged"
+    return None
+
+
 def run_rows(checkpoints: list[Path], name: Callable[[Path], str] = str,
              refusal: Callable[[Path], str | None] = lambda path: None) -> list[dict]:
-    """A row per checkpoint, named by `name`; a checkpoint `refusal` speaks of is a damaged row, never read."""
+    """A row per checkpoint, named by `name`; a checkpoint `refusal` speaks of, or whose JSON cannot be opened, is
+    a damaged row, never read."""
     latest = latest_results(checkpoints)
     rows = {}
     for path in checkpoints:
-        refused = refusal(path)
+        refused = refusal(path) or unreadable(path, name)
         if refused is not None:
             rows[path] = damaged(path, name, refused)
             continue
@@ -88,15 +121,21 @@ def results_files(checkpoints: list[Path]) -> list[Path]:
 
 
 def latest_results(checkpoints: list[Path]) -> dict[str, dict]:
-    """Each checkpoint's latest line of the results.jsonl beside it, by the checkpoint's resolved path."""
+    """Each checkpoint's latest line of the results.jsonl beside it, by the checkpoint's resolved path: read a line
+    at a time (a line past MAX_RESULT_LINE in pieces, none of them a record), and none from a results.jsonl
+    that cannot be read (its rows show without its figures)."""
     latest: dict[str, dict] = {}
     for results in results_files(checkpoints):
-        for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-                latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
-            except (ValueError, KeyError, TypeError, RecursionError):
-                continue
+        try:
+            with open_regular(results) as f:
+                while line := f.readline(MAX_RESULT_LINE):
+                    try:
+                        record = json.loads(line.decode("utf-8", errors="replace"))
+                        latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
+                    except (ValueError, KeyError, TypeError, RecursionError):
+                        continue
+        except OSError:
+            continue
     return latest
 
 
@@ -158,7 +197,7 @@ def model_figures(path: Path) -> dict:
 
 def read_json(path: Path) -> dict:
     try:
-        value = json.loads(read_small(path))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
