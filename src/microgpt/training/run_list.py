@@ -29,6 +29,7 @@ from microgpt.model.checkpoint import (
     CheckpointError,
     is_checkpoint,
     read_config,
+    read_small,
     state_step,
 )
 from microgpt.model.family import family, n_params
@@ -197,7 +198,7 @@ def model_figures(path: Path) -> dict:
 
 def read_json(path: Path) -> dict:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(read_small(path))
     except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
