@@ -48,6 +48,7 @@ def _cuda_skip_reason() -> str | None:
 
 
 CUDA_SKIP = _cuda_skip_reason()
+BACKENDS = ["numpy", "cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(CUDA_SKIP is not None, reason=str(CUDA_SKIP))])]
 
 # module: the extra of pyproject.toml that brings it (the test extra brings matplotlib, as the plot extra does)
 EXTRAS = {"starlette": "studio", "anyio": "studio", "uvicorn": "studio", "httpx": "studio", "selenium": "studio",
@@ -79,7 +80,6 @@ def needs(*modules: str) -> pytest.MarkDecorator:
     """A mark that skips a test, with the reason, unless every one of `modules` is installed."""
     missing = [module for module in modules if not installed(module)]
     return pytest.mark.skipif(bool(missing), reason=missing_reason(missing[0]) if missing else "")
-BACKENDS = ["numpy", "cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(CUDA_SKIP is not None, reason=str(CUDA_SKIP))])]
 
 
 @pytest.fixture(params=BACKENDS)
