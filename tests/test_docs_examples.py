@@ -1,5 +1,5 @@
 """The docs show what the tool does: every `microgpt` command line in the README and docs/ parses with the real
-parser, and the README's copy of examples/configs.yaml is the file, whose every run trains."""
+parser, and docs/training.md's copy of examples/configs.yaml is the file, whose every run trains."""
 
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ def test_every_command_in_the_docs_parses(args):
     assert parsed.command == args[0]
 
 
-def test_the_readme_copy_of_the_example_configs_is_the_file():
+def test_the_docs_copy_of_the_example_configs_is_the_file():
     example = (ROOT / "examples" / "configs.yaml").read_text(encoding="utf-8")
-    assert f"```yaml\n{example}```" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"```yaml\n{example}```" in (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The settings are declared once: the README's flag table, the train flags, their help and the YAML keys
+"""The settings are declared once: the CLI reference's flag table (docs/cli.md), the train flags, their help and the YAML keys
 all follow the config dataclasses."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from microgpt.cli import build_parser
-from microgpt.cli.flag_table import BEGIN, END, readme_block
+from microgpt.cli.flag_table import BEGIN, END, docs_block
 from microgpt.settings.known import known_settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+CLI_PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
 
 def train_parser():
@@ -17,13 +17,13 @@ def train_parser():
     return commands.choices["train"]
 
 
-def test_readme_flag_table_is_the_generated_one():
-    text = README.read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, "README.md lost its train-flag table markers"
-    in_readme = text[text.index(BEGIN) : text.index(END) + len(END)]
-    assert in_readme == readme_block(), (
-        "README.md's flag table differs from the settings; run "
-        "`python -m microgpt.cli.flag_table --write README.md`"
+def test_the_cli_reference_flag_table_is_the_generated_one():
+    text = CLI_PAGE.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, "docs/cli.md lost its train-flag table markers"
+    on_page = text[text.index(BEGIN) : text.index(END) + len(END)]
+    assert on_page == docs_block(), (
+        "docs/cli.md's flag table differs from the settings; run "
+        "`python -m microgpt.cli.flag_table --write docs/cli.md`"
     )
 
 

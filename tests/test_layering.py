@@ -1,6 +1,6 @@
-"""The import graph has the shape the packages' docstrings draw (README, "Layout"): each package imports only
-the packages below it, the library reaches a backend or a family only through their faces, and no modules
-import each other in a loop."""
+"""The import graph has the shape the packages' docstrings draw (CONTRIBUTING.md, "The layers"): each package
+imports only the packages below it, the library reaches a backend or a family only through their faces, and no
+modules import each other in a loop."""
 
 from __future__ import annotations
 

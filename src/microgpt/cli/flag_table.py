@@ -1,7 +1,8 @@
-"""The README's table of `microgpt train` flags, made from the same declarations as the flags themselves.
+"""The CLI reference's table of `microgpt train` flags (docs/cli.md), made from the same declarations as the
+flags themselves.
 
-`python -m microgpt.cli.flag_table` prints it, and with `--write README.md`
-puts it in place; tests/test_flag_table.py fails when the README's copy
+`python -m microgpt.cli.flag_table` prints it, and with `--write docs/cli.md`
+puts it in place; tests/test_flag_table.py fails when the page's copy
 (between the two marker lines) drifts from it.
 """
 
@@ -41,19 +42,20 @@ def _cell(text: str) -> str:
     return f"`{text}`" if "<" in text and len(text) < 40 else text.replace("<", "&lt;")
 
 
-def readme_block() -> str:
+def docs_block() -> str:
+    """The table between its two marker lines, as docs/cli.md holds it."""
     return f"{BEGIN}\n{flag_table()}\n{END}"
 
 
-def write_into(readme: Path) -> None:
-    """Replace the table between the markers of `readme` with the current one."""
-    text = readme.read_text(encoding="utf-8")
+def write_into(page: Path) -> None:
+    """Replace the table between the markers of `page` with the current one."""
+    text = page.read_text(encoding="utf-8")
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    readme.write_text(text[:start] + readme_block() + text[end:], encoding="utf-8")
+    page.write_text(text[:start] + docs_block() + text[end:], encoding="utf-8")
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--write":
         write_into(Path(sys.argv[2]))
     else:
-        print(readme_block())
+        print(docs_block())

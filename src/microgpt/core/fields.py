@@ -2,7 +2,7 @@
 
 Every field made with `setting(...)` is a user setting: the command's flag
 (`--d-model` for d_model), the key of a named run in YAML (`d_model`), its help
-line, the README's flag table and the studio's forms are all derived from the
+line, the CLI reference's flag table (docs/cli.md) and the studio's forms are all derived from the
 field (`settings_fields`), and `check_fields` holds every value to its check.
 Each layer declares its own settings with it: a model family its shape
 (model/gpt/config.py), a run how it trains (settings/training.py).
@@ -54,7 +54,7 @@ class SettingField:
 
     @property
     def default_text(self) -> str:
-        """The default as the help and the README show it."""
+        """The default as the help and the CLI reference show it."""
         if self.shown_default is not None:
             return self.shown_default
         return self.check.show(self.default)

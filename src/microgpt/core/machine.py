@@ -2,7 +2,7 @@
 
 Speeds differ about 2x between the machines people run microgpt on, and a busy
 machine is slower still, so every measured speed the tool prints or logs says
-where it was measured (`describe()`), as the README's figures do.
+where it was measured (`describe()`), as the figures of docs/benchmarks.md do.
 """
 
 from __future__ import annotations

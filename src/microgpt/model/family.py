@@ -3,8 +3,8 @@
 A family is a module (a folder under `model/`) that gives:
 - `Config`: a dataclass of the family's shape. Its first field is `vocab_size` (set from the tokenizer, not a
   user setting); every other field made with `core.fields.setting(...)` is a setting, so its flag, YAML key, help
-  and README line follow from it, and one of them is `seq_len`, the context length in tokens. Families that
-  share a setting (`seq_len`, `d_model`) declare it alike;
+  and CLI reference row follow from it, and one of them is `seq_len`, the context length in tokens. Families
+  that share a setting (`seq_len`, `d_model`) declare it alike;
 - `config_from(settings, vocab_size) -> Config` (optional): the config from a run's settings where it is more
   than one field per setting (GPT's --heads fixes d_model); without it each field takes its setting's value;
 - `param_specs(config, prefix="") -> list[ParamSpec]`: every parameter in checkpoint order (name, shape,

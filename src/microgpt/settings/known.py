@@ -11,8 +11,8 @@ from microgpt.settings.training import ModelChoice, RunConfig, TrainConfig
 
 
 def known_settings() -> dict[str, SettingField]:
-    """Every setting by key, in the order help and the README list them: the model's kind, each family's shape
-    (a key that several families declare is one setting), how a run trains, where it runs."""
+    """Every setting by key, in the order help and the CLI reference list them: the model's kind, each family's
+    shape (a key that several families declare is one setting), how a run trains, where it runs."""
     found: dict[str, SettingField] = {}
     owners = [ModelChoice, *(family(name).Config for name in FAMILIES), TrainConfig, RunConfig]
     for f in settings_fields(*owners):
