@@ -77,3 +77,54 @@ def test_a_json_lines_line_past_the_limit_is_refused_naming_it(tmp_path, monkeyp
     line = one_line(capsys.readouterr().err)
     assert "a.jsonl line 2 is longer than 3,000 bytes" in line, line
     assert not (tmp_path / "out").exists()
+
+
+STOPPED_MIDWAY = """import contextlib, sys
+from microgpt.data.prepare.pool import ordered_map
+for trial in range(12):
+    blocks = [b"x" * 2**21] * 20  # results of 2 MiB: a worker ended mid-send leaves a part of one in the pipe
+    with contextlib.suppress(OSError), contextlib.closing(ordered_map(bytes.upper, blocks, 2, {})) as results:
+        for n, _ in enumerate(results):
+            if n == trial % 3:
+                raise OSError(28, "No space left on device")
+print("stopped every time")
+"""
+
+
+def test_workers_stopped_midway_never_hang_the_pool():
+    """A write that fails while two workers run (a full disk) ends them and the pool: the pool's thread waited
+    for the rest of a result that a worker, ended mid-send, never sent, and the shutdown with it, forever."""
+    done = subprocess.run([sys.executable, "-c", STOPPED_MIDWAY], capture_output=True, text=True, timeout=120,
+                          env=CHILD_ENV, check=False)
+    assert done.returncode == 0 and done.stdout == "stopped every time\n", done.stderr
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs at tmp_path/disk (root only), unmounted after."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
+                             text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill ({mounted.stderr.strip() or 'mount failed'}): needs root")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_full_disk_with_two_workers_is_one_line_and_keeps_the_old_dataset(full_disk, tmp_path):
+    """prepare --overwrite onto a disk that fills, with 2 workers: 'the disk is full', the earlier dataset as it
+    was, and no partial directory or lock left (it hung in 2 of 3 runs, holding both, until killed)."""
+    (tmp_path / "small.txt").write_text("a small corpus\n" * 20)
+    assert main(["prepare", str(tmp_path / "small.txt"), "--out", str(full_disk / "ds"), "--quiet"]) == 0
+    before = {path.name: path.read_bytes() for path in (full_disk / "ds").iterdir()}
+    with open(tmp_path / "big.jsonl", "w") as f:  # 4 MB of text, 8 MB of tokens: two workers, and no room
+        f.writelines(json.dumps({"text": f"line {i} of the corpus, " * 8}) + "\n" for i in range(20_000))
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-m", "microgpt", "prepare", str(tmp_path / "big.jsonl"), "--out",
+                               str(full_disk / "ds"), "--overwrite", "--quiet", "--workers", "2"],
+                              capture_output=True, text=True, timeout=120, env=CHILD_ENV, check=False)
+        assert done.returncode == 2, done.stderr
+        assert "the disk is full" in one_line(done.stderr)
+        assert os.listdir(full_disk) == ["ds"]
+        assert {path.name: path.read_bytes() for path in (full_disk / "ds").iterdir()} == before

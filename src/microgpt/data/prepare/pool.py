@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import threading
@@ -78,10 +79,22 @@ def ordered_map(fn: Callable, items: Iterable, workers: int, job: dict) -> Itera
         finished = True
     finally:
         if not finished:  # an error, Ctrl-C or SIGTERM: end the workers now, not after their blocks
-            for process in list(getattr(pool, "_processes", {}).values()):
-                with contextlib.suppress(OSError):
-                    process.terminate()
+            _end_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's workers and wait until they have ended. One ended while sending a result leaves
+    the pool's thread waiting for the rest of it, and the pool's shutdown waiting on that thread, for ever: the
+    pipe stays open while this process holds its write end, which it never writes. So that end is closed, and
+    the thread reads the end of the pipe and finds the pool broken."""
+    processes = list(pool._processes.values())
+    for process in processes:
+        with contextlib.suppress(OSError):
+            process.terminate()
+    for process in processes:
+        multiprocessing.connection.wait([process.sentinel])
+    pool._result_queue._writer.close()
 
 
 def _result(future):

@@ -118,8 +118,8 @@ def _manifest(tokenizer: Tokenizer, splits: dict, files: list[InputFile], comman
 
 def _write_error(exc: OSError, out: Path) -> DataError:
     if exc.errno == errno.ENOSPC:
-        return DataError(f"no space left on the device of {out.parent}; nothing was kept: free some space, or give "
-                         "--out on another disk")
+        return DataError(f"the disk is full (no space left on the device of {out.parent}); nothing was kept: free "
+                         "some space, or give --out on another disk")
     return DataError(f"cannot write the dataset beside {out} ({exc.strerror or exc}); nothing was kept: pick "
                      "another --out")
 
