@@ -1,13 +1,21 @@
 """A tiny workspace for the studio's tests: a short text made here (never shared data), a prompts file, and
-graphs of a small two-expert ensemble and a small lookahead model on it, as the canvas sends them."""
+drafts of a small two-expert ensemble and a small lookahead model on it, as the editor saves them: the family,
+its settings (as the inspector's fields give them) and the graph `graph from-family` writes for them."""
 
 from __future__ import annotations
 
+import json
 import random
-from itertools import pairwise
 from pathlib import Path
 
+from microgpt.core.errors import ConfigError
+from microgpt.model.family import family
+from microgpt.model.graph.from_family import document_for
+from microgpt.settings.known import family_keys, known_settings
+from microgpt.settings.sources import Settings
+
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "it"]
+TRAINING = {"batch_size": "4", "backend": "numpy", "threads": "1", "gen": "0"}
 
 
 def make_workspace(root: Path) -> Path:
@@ -18,25 +26,31 @@ def make_workspace(root: Path) -> Path:
     return root
 
 
-def ensemble_graph(steps: int = 30, expert: str = "d2x8n1") -> dict:
-    """The canvas's graph of a two-expert ensemble: data -> prior -> expert -> expert -> stream -> router ->
-    training."""
-    kinds = [("data", {"file": "tiny.txt", "seq_len": "16"}), ("prior", {}), ("expert", {"cooperative": expert}),
-             ("expert", {"cooperative": "d2x8n1"}), ("stream", {"stream_dim": "16"}), ("router", {}),
-             ("training", {"steps": str(steps), "batch_size": "4", "backend": "numpy", "threads": "1", "gen": "0"})]
-    return chain_graph("ensemble", kinds)
+def ensemble_run(steps: int = 30, expert: str = "d2x8n1") -> dict:
+    """The editor's draft of a two-expert ensemble (the first expert `expert`), as /api/save takes it."""
+    return family_run("ensemble", {"file": "tiny.txt", "seq_len": "16", "cooperative": f"{expert},d2x8n1",
+                                   "stream_dim": "16", "steps": str(steps), **TRAINING})
 
 
-def lookahead_graph(mode: str = "mtp", heads: int = 2, steps: int = 30) -> dict:
-    """The canvas's graph of a small lookahead model: data -> trunk -> heads -> training."""
-    kinds = [("data", {"file": "tiny.txt", "seq_len": "16"}),
-             ("trunk", {"d_model": "16", "n_layers": "1", "heads": "2", "d_ff": "32"}),
-             ("heads", {"lookahead": str(heads), "lookahead_mode": mode, "head_layers": "1"}),
-             ("training", {"steps": str(steps), "batch_size": "4", "backend": "numpy", "threads": "1", "gen": "0"})]
-    return chain_graph("lookahead", kinds)
+def lookahead_run(mode: str = "mtp", heads: int = 2, steps: int = 30) -> dict:
+    """The editor's draft of a small lookahead model, as /api/save takes it."""
+    return family_run("lookahead", {"file": "tiny.txt", "seq_len": "16", "d_model": "16", "n_layers": "1",
+                                    "heads": "2", "d_ff": "32", "lookahead": str(heads), "lookahead_mode": mode,
+                                    "head_layers": "1", "steps": str(steps), **TRAINING})
 
 
-def chain_graph(family: str, kinds: list[tuple[str, dict]]) -> dict:
-    nodes = [{"id": f"n{i}", "kind": kind, "values": values} for i, (kind, values) in enumerate(kinds, start=1)]
-    edges = [{"from": a["id"], "to": b["id"]} for a, b in pairwise(nodes)]
-    return {"family": family, "nodes": nodes, "edges": edges, "extra": {}}
+def family_run(name: str, settings: dict) -> dict:
+    """{"family", "settings", "document"}: the document the page draws for the settings (from-family's, as
+    JSON carries it), or None where its shape settings make none."""
+    fields, own = known_settings(), set(family_keys(family(name)))
+    try:
+        shape = {key: fields[key].check.from_text(value) for key, value in settings.items() if key in own}
+        document = json.loads(json.dumps(document_for(name, Settings({"family": name, **shape}).model_config(1))))
+    except (ConfigError, ValueError):
+        document = None
+    return {"family": name, "settings": dict(settings), "document": document}
+
+
+def check_body(run: dict) -> dict:
+    """The /api/graph/check body of a family draft: its family and settings (the server draws its graph)."""
+    return {"family": run["family"], "settings": run["settings"]}

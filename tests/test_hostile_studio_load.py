@@ -226,11 +226,12 @@ def test_a_fifo_as_a_metrics_log_is_one_line_on_every_reader(workspace, client):
 
 BLOCKED = [("/api/graph/from-family", "from_family_request", {"family": "gpt"}),
            ("/api/graph/layout", "layout_request", {"document": {}}),
-           ("/api/check", "check_graph", {"nodes": []})]
+           ("/api/graph/check", "check_request", {"document": {}}),
+           ("/api/save", "save_run", {"name": "x", "document": {}})]
 
 
 class Checked:
-    """What a check gives back (GraphCheck, or compose's), as little as the route reads of it."""
+    """What a check gives back (GraphCheck), as little as the route reads of it."""
 
     def as_json(self) -> dict:
         return {"ok": True}
@@ -246,7 +247,8 @@ def test_the_page_answers_while_a_graph_request_works(url, work, body, client, m
         started.set()
         go_on.wait(WAIT_S)
         return {"layout_request": {"layout": None},
-                "from_family_request": {"document": None, "layout": None, "errors": []}}.get(work, Checked())
+                "from_family_request": {"document": None, "layout": None, "errors": []},
+                "save_run": {"saved": "x"}}.get(work, Checked())
 
     monkeypatch.setattr(f"microgpt.studio.app.{work}", slow)
     worker = threading.Thread(target=client.post, args=(url,), kwargs={"json": body}, daemon=True)

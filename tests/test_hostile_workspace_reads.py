@@ -16,7 +16,7 @@ pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): 
 
 import microgpt
 from microgpt.cli import main
-from studio_workspace import lookahead_graph
+from studio_workspace import check_body, lookahead_run
 from test_dataset_training import write_dataset
 from test_studio_hostile import client, one_line_error, studio, workspace  # noqa: F401 - the studio's fixtures
 
@@ -128,9 +128,9 @@ def test_a_dataset_whose_shards_link_outside_is_scored_by_no_route(client, works
 
 def test_a_dataset_whose_shards_link_outside_is_checked_and_trained_by_no_route(client, studio, workspace,  # noqa: F811
                                                                                 linked_dataset):
-    graph = lookahead_graph()
-    graph["nodes"][0]["values"]["file"] = "prepared"
-    errors = client.post("/api/check", json=graph).json()["errors"]
+    run = lookahead_run()
+    run["settings"]["file"] = "prepared"
+    errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
     assert errors and "outside the workspace" in errors[0]["message"], errors
     (workspace / "studio.yaml").write_text("runs:\n  d: {file: prepared, steps: 1, d_model: 8, n_layers: 1, "
                                            "seq_len: 8, batch_size: 2, backend: numpy, threads: 1}\n",

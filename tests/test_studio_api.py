@@ -1,6 +1,7 @@
 """The studio's API through Starlette's TestClient: the guard (token, Host, Origin), paths held inside the
-workspace (through '..' and through a symlink), the canvas checked by the library's own rules with each error
-on its node, saving to the YAML the CLI trains from, the workspace lock and the checkpoint writer lock; a run
+workspace (through '..' and through a symlink), a family's settings checked by the library's own rules with each
+error on its setting, saving to the YAML the CLI trains from (a family's own graph as the family's settings, any
+other as a graph run, whatever the page claims), the workspace lock and the checkpoint writer lock; a run
 stopped and resumed; and a real `microgpt studio` process: the warning off loopback, and Ctrl-C stopping its
 runs with SIGTERM (so they save) or, with --keep-runs, leaving them training."""
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import need
 
@@ -32,19 +34,12 @@ from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.named_runs import load_run
 from microgpt.settings.sources import Settings
 from microgpt.studio.app import Studio
-from microgpt.studio.canvas import (
-    DATA,
-    FAMILY_CANVAS,
-    NOT_ON_CANVAS,
-    TRAINING,
-    components_of,
-    offered_families,
-)
+from microgpt.studio.graph_run import offered_families, settings_form
 from microgpt.studio.metrics import chart_of
 from microgpt.studio.workspace import StudioLock, Workspace, WorkspaceError
 from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import RunPaths
-from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
+from studio_workspace import check_body, ensemble_run, lookahead_run, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
@@ -93,13 +88,13 @@ def test_a_request_without_the_token_is_refused(workspace):
     """Every API call needs the token; the page and its files hold no secret and need none."""
     studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
     bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
-    for path in ("/api/canvas", "/api/runs", "/api/metrics?run=x", "/api/sample?checkpoint=x"):
+    for path in ("/api/graph/settings", "/api/runs", "/api/metrics?run=x", "/api/sample?checkpoint=x"):
         answer = bare.get(path)
         assert answer.status_code == 401 and "token" in answer.json()["error"], path
-    assert bare.get("/api/canvas", headers={"X-Studio-Token": "wrong"}).status_code == 401
-    assert bare.get("/api/canvas", headers={"X-Studio-Token": ""}).status_code == 401
-    assert bare.get(f"/api/canvas?token={TOKEN}").status_code == 200
-    assert bare.get("/api/canvas", headers={"X-Studio-Token": TOKEN}).status_code == 200
+    assert bare.get("/api/graph/settings", headers={"X-Studio-Token": "wrong"}).status_code == 401
+    assert bare.get("/api/graph/settings", headers={"X-Studio-Token": ""}).status_code == 401
+    assert bare.get(f"/api/graph/settings?token={TOKEN}").status_code == 200
+    assert bare.get("/api/graph/settings", headers={"X-Studio-Token": TOKEN}).status_code == 200
     for path in ("/", "/static/editor.js"):
         answer = bare.get(path)
         assert answer.status_code == 200 and TOKEN not in answer.text, path
@@ -107,13 +102,13 @@ def test_a_request_without_the_token_is_refused(workspace):
 
 
 def test_a_bad_host_header_and_a_cross_site_origin_are_refused(client):
-    rebound = client.get("/api/canvas", headers={"Host": "evil.example:8765"})
+    rebound = client.get("/api/graph/settings", headers={"Host": "evil.example:8765"})
     assert rebound.status_code == 403 and "Host" in rebound.json()["error"]
-    assert client.get("/api/canvas", headers={"Host": "127.0.0.1:9999"}).status_code == 403
-    cross = client.post("/api/check", json=ensemble_graph(), headers={"Origin": "http://evil.example"})
+    assert client.get("/api/graph/settings", headers={"Host": "127.0.0.1:9999"}).status_code == 403
+    cross = client.post("/api/graph/check", json=check_body(ensemble_run()), headers={"Origin": "http://evil.example"})
     assert cross.status_code == 403 and "cross-site" in cross.json()["error"]
-    assert client.get("/api/canvas", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
-    assert client.get("/api/canvas", headers={"Host": f"localhost:{PORT}", "Origin": f"http://localhost:{PORT}"}
+    assert client.get("/api/graph/settings", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert client.get("/api/graph/settings", headers={"Host": f"localhost:{PORT}", "Origin": f"http://localhost:{PORT}"}
                       ).status_code == 200
 
 
@@ -125,11 +120,11 @@ def test_paths_outside_the_workspace_are_refused_through_dotdot_and_symlinks(cli
     for path in ("../outside/secret.txt", "link/secret.txt", "secret.txt", "/etc/passwd", "link"):
         answer = client.get("/api/metrics", params={"run": path})
         assert answer.status_code == 403 and "outside the workspace" in answer.json()["error"], path
-    graph = ensemble_graph()
-    graph["nodes"][0]["values"]["file"] = "link/secret.txt"
-    checked = client.post("/api/check", json=graph).json()
+    run = ensemble_run()
+    run["settings"]["file"] = "link/secret.txt"
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
     assert not checked["ok"] and "outside the workspace" in checked["errors"][0]["message"]
-    assert checked["errors"][0]["node"] == "n1"
+    assert checked["errors"][0]["setting"] == "file"
     answer = client.post("/api/eval", json={"checkpoint": "../outside", "file": "tiny.txt"})
     assert answer.status_code == 403
     assert client.get("/api/csv", params={"run": "../outside/x"}).status_code == 403
@@ -138,46 +133,38 @@ def test_paths_outside_the_workspace_are_refused_through_dotdot_and_symlinks(cli
 
 def test_run_names_that_could_escape_are_refused(client):
     for name in ("../x", "a/b", ".hidden", "-rf", "x" * 65):
-        answer = client.post("/api/save", json={"name": name, "graph": ensemble_graph()})
+        answer = client.post("/api/save", json={"name": name, **ensemble_run()})
         assert answer.status_code == 400 and "run name" in answer.json()["error"], name
 
 
-def test_each_error_appears_on_the_node_it_concerns_and_clears(client):
-    graph = ensemble_graph()
-    checked = client.post("/api/check", json=graph).json()
+def test_each_error_appears_on_the_setting_it_concerns_and_clears(client):
+    run = ensemble_run()
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
     assert checked["ok"], checked["errors"]
     assert checked["parameters"] > 0 and checked["memory_bytes"] > 0 and checked["tokens_per_second"] > 0
-    graph["nodes"][3]["values"]["cooperative"] = "d2x8"  # the second expert
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert [e["node"] for e in errors] == ["n4"] and "model spec 'd2x8' is not valid" in errors[0]["message"]
-    graph["nodes"][3]["values"]["cooperative"] = "d2x8n1"
-    graph["nodes"][4]["values"]["active_dims"] = "32"  # wider than the stream: the family's own check
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert [e["node"] for e in errors] == ["n5"] and "--active-dims 32" in errors[0]["message"]
-    graph["nodes"][4]["values"]["active_dims"] = ""
-    graph["nodes"][6]["values"]["lr"] = "fast"  # the flag's own check
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert errors == [{"node": "n7", "message": "--lr must be a number, not 'fast'"}]
-    graph["nodes"][6]["values"]["lr"] = ""
-    assert client.post("/api/check", json=graph).json()["ok"]
+    run["settings"]["cooperative"] = "d2x8n1,d2x8"  # the second expert
+    errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
+    assert [e["setting"] for e in errors] == ["cooperative"] and "model spec 'd2x8' is not valid" in errors[0]["message"]
+    run["settings"]["cooperative"] = "d2x8n1,d2x8n1"
+    run["settings"]["active_dims"] = "32"  # wider than the stream: the family's own check
+    errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
+    assert len(errors) == 1 and "--active-dims 32" in errors[0]["message"], errors
+    del run["settings"]["active_dims"]
+    run["settings"]["lr"] = "fast"  # the flag's own check
+    errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
+    assert [(e["setting"], e["message"]) for e in errors] == [("lr", "--lr must be a number, not 'fast'")]
+    del run["settings"]["lr"]
+    assert client.post("/api/graph/check", json=check_body(run)).json()["ok"]
 
 
-def test_connections_are_type_checked_and_the_chain_is_whole(client):
-    graph = ensemble_graph()
-    graph["edges"] = [e for e in graph["edges"] if e["to"] != "n2"] + [{"from": "n1", "to": "n3"}]
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert errors[0]["node"] == "n3" and "takes stream" in errors[0]["message"]
-    graph = ensemble_graph()
-    graph["edges"] = [e for e in graph["edges"] if e["from"] != "n6"]  # the router left unconnected
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert errors[0] == {"node": "n7", "message": "not connected to the model: connect it into the chain or remove it"}
-    assert errors[1]["node"] == "n6" and "the training is missing here" in errors[1]["message"]
+def saved_runs(workspace) -> dict:
+    return yaml.safe_load((workspace / "studio.yaml").read_text(encoding="utf-8"))["runs"]
 
 
 def test_the_saved_yaml_is_what_the_cli_trains(client, workspace):
-    graph = ensemble_graph()
-    checked = client.post("/api/check", json=graph).json()
-    saved = client.post("/api/save", json={"name": "ens", "graph": graph}).json()
+    run = ensemble_run()
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
+    saved = client.post("/api/save", json={"name": "ens", **run}).json()
     assert saved["command"] == "microgpt train --config studio.yaml --run ens"
     named = load_run(workspace / "studio.yaml", "ens")
     settings = Settings({}, named)
@@ -185,16 +172,70 @@ def test_the_saved_yaml_is_what_the_cli_trains(client, workspace):
     vocab = len(set((workspace / "tiny.txt").read_text(encoding="utf-8")))
     assert n_params(family("ensemble"), settings.model_config(vocab)) == checked["parameters"]
     loaded = client.get("/api/config", params={"name": "ens"}).json()
-    assert [n["kind"] for n in loaded["nodes"]] == [n["kind"] for n in graph["nodes"]]
-    assert client.post("/api/check", json=loaded).json()["parameters"] == checked["parameters"]
-    broken = ensemble_graph(expert="d2x8")
-    answer = client.post("/api/save", json={"name": "bad", "graph": broken})
-    assert answer.status_code == 400 and answer.json()["errors"][0]["node"] == "n3"
+    assert loaded["family"] == "ensemble" and loaded["settings"] == {**run["settings"], "file": "tiny.txt"}
+    assert client.post("/api/graph/check", json=check_body(loaded)).json()["parameters"] == checked["parameters"]
+    broken = ensemble_run(expert="d2x8")
+    answer = client.post("/api/save", json={"name": "bad", **broken})
+    assert answer.status_code == 400 and answer.json()["errors"][0]["setting"] == "cooperative"
     assert "bad" not in (workspace / "studio.yaml").read_text(encoding="utf-8")
 
 
+def test_a_familys_own_graph_saved_unchanged_is_the_familys_named_run(client, workspace):
+    """A draft still exactly the graph from-family writes for its family and settings is saved as those
+    settings: no document beside it, and the YAML the CLI's flags would give."""
+    run = ensemble_run()
+    saved = client.post("/api/save", json={"name": "ens", **run, "layout": {"positions": {"/expert1": [5, 6]}}})
+    assert saved.status_code == 200, saved.json()
+    assert saved.json()["command"] == "microgpt train --config studio.yaml --run ens"
+    assert "graph" not in saved.json() and not (workspace / "graphs").exists()
+    assert saved_runs(workspace)["ens"] == {"family": "ensemble", "file": "tiny.txt", "seq_len": 16,
+                                            "cooperative": "d2x8n1,d2x8n1", "stream_dim": 16, "steps": 30,
+                                            "batch_size": 4, "backend": "numpy", "threads": 1, "gen": 0}
+    assert yaml.safe_load(saved.json()["yaml"]) == {"runs": {"ens": saved_runs(workspace)["ens"]}}
+    assert client.get("/api/config", params={"name": "ens"}).json()["layout"]["positions"] == {"/expert1": [5, 6]}
+
+
+def test_a_familys_graph_with_one_node_changed_is_saved_as_a_graph_run(client, workspace):
+    run = ensemble_run()
+    node = next(n for n in run["document"]["nodes"] if n["id"] == "expert2")
+    node["params"] = {**node["params"], "d_ff": 32}  # the second expert's feed-forward narrower than its spec
+    saved = client.post("/api/save", json={"name": "ens", **run})
+    assert saved.status_code == 200, saved.json()
+    entry = saved_runs(workspace)["ens"]
+    assert entry["family"] == "graph" and entry["graph"] == "graphs/ens.json"
+    assert not {"cooperative", "stream_dim"} & set(entry), "the family's shape settings are its document now"
+    assert entry["file"] == "tiny.txt" and entry["seq_len"] == 16 and entry["steps"] == 30
+    written = json.loads((workspace / "graphs" / "ens.json").read_text(encoding="utf-8"))
+    assert next(n for n in written["nodes"] if n["id"] == "expert2")["params"]["d_ff"] == 32
+    trained = subprocess.run([sys.executable, "-m", "microgpt", "train", "--config", "studio.yaml", "--run", "ens",
+                              "--steps", "1", "--no-save"], check=False, cwd=workspace, capture_output=True,
+                             text=True, timeout=WAIT_S)
+    assert trained.returncode == 0, trained.stderr
+
+
+@pytest.mark.parametrize("claim", ["other settings", "another family", "not a document"])
+def test_a_family_claimed_for_another_graph_is_never_saved_as_the_family(client, workspace, claim):
+    """The page says which family and settings it drew from; the server draws them again and compares, so a
+    claim that does not match the document makes a graph run (or, where the document is none, a refusal)."""
+    drawn = ensemble_run()
+    if claim == "other settings":
+        body = {**drawn, "settings": {**drawn["settings"], "cooperative": "d2x8n1,d2x8n1,d2x8n1"}}
+    elif claim == "another family":
+        body = {**lookahead_run(), "document": drawn["document"]}
+    else:
+        body = {**drawn, "document": {"microgpt_graph": 1, "nodes": "all of them"}}
+    answer = client.post("/api/save", json={"name": "forged", **body})
+    entry = saved_runs(workspace).get("forged") if (workspace / "studio.yaml").exists() else None
+    if claim == "not a document":
+        assert answer.status_code == 400 and entry is None, answer.json()
+        return
+    assert answer.status_code == 200, answer.json()
+    assert entry["family"] == "graph" and entry["graph"] == "graphs/forged.json"
+    assert json.loads((workspace / "graphs" / "forged.json").read_text(encoding="utf-8")) == drawn["document"]
+
+
 def test_a_checkpoint_another_process_writes_is_refused_with_the_writer_lock(client, workspace):
-    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()})
+    client.post("/api/save", json={"name": "ens", **ensemble_run()})
     held = WriterLock(workspace / "checkpoints" / "ens").acquire()
     try:
         answer = client.post("/api/runs/ens/start")
@@ -213,22 +254,20 @@ def test_a_second_studio_on_the_same_workspace_is_refused(workspace):
     StudioLock(Workspace(workspace)).acquire("http://127.0.0.1:3/?token=z").release()
 
 
-def test_every_registered_family_the_canvas_offers_owns_its_settings():
-    assert {"gpt", "ensemble"} <= set(offered_families())
-    common = set(DATA.keys) | set(TRAINING.keys)
-    assert common <= set(known_settings())
-    for name in offered_families():
-        own = {key for c in FAMILY_CANVAS[name].components for key in c.keys}
-        assert own <= set(family_keys(family(name))), name
-        assert set(family_keys(family(name))) - {"seq_len"} <= own, f"{name} has settings no component shows"
-        assert components_of(name)[0].kind == "data"
-    assert set(FAMILIES) - set(NOT_ON_CANVAS) <= set(FAMILY_CANVAS), \
-        "a registered family has no canvas entry in studio/canvas.py"
+def test_every_registered_family_the_editor_offers_shows_its_settings():
+    form = settings_form()
+    assert {"gpt", "ensemble", "lookahead"} <= set(offered_families()) == set(form["families"])
+    common = set(form["data"]) | set(form["training"])
+    assert common <= set(known_settings()) and set(form["settings"]) <= set(known_settings())
+    for name, described in form["families"].items():
+        assert set(described["shape"]) == set(family_keys(family(name))) - set(form["data"]), name
+        assert described["label"] and set(described["template"]) <= set(described["shape"]), name
+    assert set(FAMILIES) - {"graph"} <= set(offered_families()), "a registered family has no from-family graph"
 
 
 @pytest.mark.slow
 def test_a_stopped_run_resumes_from_its_checkpoint(client, studio, workspace):
-    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)})
+    client.post("/api/save", json={"name": "ens", **ensemble_run(steps=100000)})
     started = client.post("/api/runs/ens/start").json()
     assert started["running"] and started["checkpoint"] == "checkpoints/ens"
     checkpoint = workspace / "checkpoints" / "ens"
@@ -288,7 +327,7 @@ def test_ctrl_c_stops_the_studio_and_its_runs_save_or_with_keep_runs_train_on(wo
     process, url = start_studio(workspace, *(["--keep-runs"] if keep_runs else []))
     token = re.search(r"token=([^&\s]+)", url).group(1)
     with httpx.Client(base_url=url.split("/?")[0], headers={"X-Studio-Token": token}) as http:
-        assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)}).status_code == 200
+        assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=100000)}).status_code == 200
         pid = http.post("/api/runs/ens/start").json()["pid"]
     checkpoint = workspace / "checkpoints" / "ens"
     try:
@@ -314,9 +353,9 @@ def test_ctrl_c_stops_the_studio_and_its_runs_save_or_with_keep_runs_train_on(wo
 
 @pytest.mark.slow
 def test_a_runs_best_copy_is_folded_into_its_row_and_an_orphan_one_is_marked(client, studio, workspace):
-    graph = ensemble_graph(steps=30)
-    graph["nodes"][-1]["values"].update(eval_every="10", val_tokens="200")
-    client.post("/api/save", json={"name": "ens", "graph": graph})
+    run = ensemble_run(steps=30)
+    run["settings"].update(eval_every="10", val_tokens="200")
+    client.post("/api/save", json={"name": "ens", **run})
     client.post("/api/runs/ens/start")
     assert studio.manager.runs["ens"].process.wait(WAIT_S) == 0
     assert is_checkpoint(workspace / "checkpoints" / "ens-best")
@@ -342,38 +381,37 @@ def test_a_runs_best_copy_is_folded_into_its_row_and_an_orphan_one_is_marked(cli
 
 @pytest.mark.parametrize("mode", ["mtp", "gap"])
 def test_a_lookahead_model_composes_checks_and_saves(client, workspace, mode):
-    graph = lookahead_graph(mode)
-    checked = client.post("/api/check", json=graph).json()
+    run = lookahead_run(mode)
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
     assert checked["ok"], checked["errors"]
-    assert checked["parameters"] > 0 and f"lookahead 2 {mode} heads" in checked["description"]
-    graph["nodes"][2]["values"]["lookahead"] = "0"
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert [e["node"] for e in errors] == ["n3"] and "--lookahead" in errors[0]["message"], errors
-    graph["nodes"][2]["values"]["lookahead"] = "2"
-    saved = client.post("/api/save", json={"name": f"look-{mode}", "graph": graph})
+    assert checked["parameters"] > 0 and "3 losses" in checked["description"]  # the main one and a head's each
+    errors = client.post("/api/graph/check", json=check_body({**run, "settings": {**run["settings"], "lookahead": "0"}})
+                         ).json()["errors"]
+    assert [e["setting"] for e in errors] == ["lookahead"] and "--lookahead" in errors[0]["message"], errors
+    saved = client.post("/api/save", json={"name": f"look-{mode}", **run})
     assert saved.status_code == 200, saved.json()
     settings = Settings({}, load_run(workspace / "studio.yaml", f"look-{mode}"))
     assert settings.value("family") == "lookahead" and settings.value("lookahead_mode") == mode
     loaded = client.get("/api/config", params={"name": f"look-{mode}"}).json()
-    assert [n["kind"] for n in loaded["nodes"]] == ["data", "trunk", "heads", "training"]
-    assert client.post("/api/check", json=loaded).json()["parameters"] == checked["parameters"]
+    assert loaded["family"] == "lookahead" and loaded["settings"]["lookahead_mode"] == mode
+    assert client.post("/api/graph/check", json=check_body(loaded)).json()["parameters"] == checked["parameters"]
 
 
 def test_a_prepared_dataset_in_the_workspace_is_offered_and_composes(client, workspace):
     """A dataset directory is a data file like a text: listed, checked with its own tokenizer, and a tokenizer
-    setting for it refused on the data node."""
+    setting for it refused on that setting."""
     from test_dataset_training import write_dataset
 
     text = (workspace / "tiny.txt").read_text(encoding="utf-8")
     write_dataset(workspace / "prepared", text, held_out=200, shard_tokens=500)
     assert "prepared" in client.get("/api/files").json()["files"]
-    graph = lookahead_graph()
-    graph["nodes"][0]["values"]["file"] = "prepared"
-    checked = client.post("/api/check", json=graph).json()
+    run = lookahead_run()
+    run["settings"]["file"] = "prepared"
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
     assert checked["ok"], checked["errors"]
-    graph["nodes"][0]["values"]["tokenizer"] = "bpe"
-    errors = client.post("/api/check", json=graph).json()["errors"]
-    assert errors and "prepared dataset" in errors[0]["message"], errors
+    run["settings"]["tokenizer"] = "bpe"
+    errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
+    assert errors and "prepared dataset" in errors[0]["message"] and errors[0]["setting"] == "tokenizer", errors
 
 def test_per_part_figures_share_a_chart_and_head_losses_stay_off_the_main_loss():
     assert chart_of("loss")["chart"] == chart_of("val_loss")["chart"] == "loss"
@@ -386,8 +424,8 @@ def test_per_part_figures_share_a_chart_and_head_losses_stay_off_the_main_loss()
 
 @pytest.mark.slow
 def test_the_cli_trains_the_saved_lookahead_model_and_watch_charts_its_head_losses(client, workspace):
-    graph = lookahead_graph("mtp", steps=12)
-    assert client.post("/api/save", json={"name": "look", "graph": graph}).status_code == 200
+    run = lookahead_run("mtp", steps=12)
+    assert client.post("/api/save", json={"name": "look", **run}).status_code == 200
     trained = subprocess.run([sys.executable, "-m", "microgpt", "train", "--config", "studio.yaml", "--run", "look"],
                              check=False, cwd=workspace, capture_output=True, text=True, timeout=WAIT_S * 3)
     assert trained.returncode == 0, trained.stderr

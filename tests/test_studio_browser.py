@@ -193,6 +193,8 @@ def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):
     wait(browser, lambda d: "--config studio.yaml --run ens" in d.find_element(By.ID, "saved-yaml").text)
     named = load_run(studio[1] / "studio.yaml", "ens")
     assert named.values["cooperative"] == "d2x8n1,d2x8n1" and named.values["steps"] == 100000
+    assert named.values["family"] == "ensemble" and "graph" not in named.values  # the family's settings, short
+    assert not (studio[1] / "graphs").exists()
     tab(browser, "watch")
     wait(browser, lambda d: points(d, "loss") >= 2)
     before = points(browser, "loss")

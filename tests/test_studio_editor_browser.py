@@ -561,3 +561,37 @@ def test_load_a_graph_run_back_with_its_layout(browser, studio):
     click_empty_canvas(browser)  # the keys are the canvas's again, not the list's
     press(browser, Keys.CONTROL, "z")  # loading is one step: the gpt draft is back
     wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line"))
+
+
+def test_a_familys_graph_saves_as_the_family_and_an_edited_one_as_a_graph(browser, studio):
+    """The gpt draft drawn from its settings is saved as those settings (no document beside it), a shape setting
+    typed just before Save included; the same draft with a node's param edited is saved as a graph run; the
+    family's run loads back as the family."""
+    wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line") and "head" in node_ids(d))
+    name = browser.find_element(By.ID, "run-name")
+    name.send_keys(Keys.CONTROL, "a")
+    name.send_keys("small")
+    type_into(browser, '#inspector [data-setting="d_model"]', "32")
+    browser.find_element(By.ID, "save").click()  # at once: the save waits for the graph of d_model 32
+    wait(browser, lambda d: "--run small" in d.find_element(By.ID, "saved-yaml").text)
+    assert "graphs/" not in browser.find_element(By.ID, "saved-yaml").text
+    named = load_run(studio[1] / "studio.yaml", "small")
+    assert named.values["family"] == "gpt" and named.values["d_model"] == 32 and "graph" not in named.values
+    assert not (studio[1] / "graphs" / "small.json").exists()
+    click_empty_canvas(browser)
+    node(browser, "loss").click()
+    type_into(browser, '#inspector-node [data-param="weight"]', "0.5")
+    wait(browser, lambda d: text_of(d, "mode-line").startswith("edited: this trains as a graph document"))
+    name.send_keys(Keys.CONTROL, "a")
+    name.send_keys("small-edited")
+    browser.find_element(By.ID, "save").click()
+    wait(browser, lambda d: "--run small-edited" in d.find_element(By.ID, "saved-yaml").text)
+    named = load_run(studio[1] / "studio.yaml", "small-edited")
+    assert named.values["family"] == "graph" and "d_model" not in named.values
+    document = json.loads((studio[1] / "graphs" / "small-edited.json").read_text(encoding="utf-8"))
+    assert next(n for n in document["nodes"] if n["id"] == "loss")["params"]["weight"] == 0.5
+    assert document["dims"]["d"] == 32
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#load-run option[value="small"]'))
+    Select(browser.find_element(By.ID, "load-run")).select_by_value("small")
+    wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line") and "final_norm" in node_ids(d))
+    assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="d_model"]').get_attribute("value") == "32"

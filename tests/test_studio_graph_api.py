@@ -33,7 +33,7 @@ from microgpt.settings.sources import Settings
 from microgpt.studio import graph_api, graph_palette
 from microgpt.studio.app import Studio
 from microgpt.studio.workspace import Workspace
-from studio_workspace import ensemble_graph, make_workspace
+from studio_workspace import ensemble_run, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
@@ -466,12 +466,13 @@ def test_a_graph_with_problems_is_not_saved(client, workspace):
 
 
 def test_a_family_run_keeps_its_layout(client, workspace):
-    graph = ensemble_graph(steps=5)
-    answer = client.post("/api/save", json={"name": "ens", "graph": graph, "layout": LAYOUT})
+    run = ensemble_run(steps=5)
+    answer = client.post("/api/save", json={"name": "ens", **run, "layout": LAYOUT})
     assert answer.status_code == 200 and answer.json()["layout"] == "studio/layout/ens.json"
     loaded = client.get("/api/config", params={"name": "ens"}).json()
-    assert loaded["family"] == "ensemble" and loaded["layout"] == LAYOUT and loaded["nodes"]
-    assert client.post("/api/save", json={"name": "ens2", "graph": graph}).status_code == 200
+    assert loaded["family"] == "ensemble" and loaded["layout"] == LAYOUT
+    assert loaded["settings"]["cooperative"] == "d2x8n1,d2x8n1"
+    assert client.post("/api/save", json={"name": "ens2", **run}).status_code == 200
     assert "layout" not in client.get("/api/config", params={"name": "ens2"}).json()
 
 
@@ -495,7 +496,7 @@ def test_a_bad_run_name_is_refused_before_anything_is_written(client, workspace,
                                     {"viewport": {"x": "far"}}, {"extra": 1}])
 def test_a_bad_layout_is_refused_and_nothing_is_written(client, workspace, layout):
     one_line(client.post("/api/save", json={**graph_body(), "layout": layout}), 400)
-    one_line(client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(), "layout": layout}), 400)
+    one_line(client.post("/api/save", json={"name": "ens", **ensemble_run(), "layout": layout}), 400)
     assert written(workspace) == set()
 
 
@@ -559,7 +560,7 @@ def test_the_studios_files_are_never_written_through_a_link_out(client, workspac
     (workspace / "studio").mkdir()
     (workspace / "studio" / "layout").symlink_to(outside)
     (workspace / "graphs" / "g1.json").unlink()
-    one_line(client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(), "layout": LAYOUT}), 403)
+    one_line(client.post("/api/save", json={"name": "ens", **ensemble_run(), "layout": LAYOUT}), 403)
     assert list(outside.iterdir()) == []
     assert not (workspace / "studio.yaml").exists()
 

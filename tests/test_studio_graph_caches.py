@@ -1,4 +1,4 @@
-"""The node editor's checks keep the last data file's text (compose.corpus_text) and its characters
+"""The node editor's checks keep the last data file's text (graph_run.corpus_text) and its characters
 (graph_run._characters) while two checks run at once on worker threads: each answer is its own file's, even
 when another check stores its file between the store and the return (the interleaving is made here, at once,
 by a cache that runs the other check as it is written to); and a kept text is read again under another
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from microgpt.core.errors import DataError
-from microgpt.studio import compose, graph_run
+from microgpt.studio import graph_run
 from microgpt.studio.workspace import Workspace
 
 
@@ -38,18 +38,18 @@ def test_corpus_text_is_the_files_own_while_another_file_is_stored(tmp_path):
     (tmp_path / "a.txt").write_text("alpha text\n", encoding="utf-8")
     (tmp_path / "b.txt").write_text("bravo text\n", encoding="utf-8")
     workspace = Workspace(tmp_path)
-    workspace.corpus_cache = InterleavingCache(lambda: compose.corpus_text("b.txt", workspace, None))
-    assert compose.corpus_text("a.txt", workspace, None) == "alpha text\n"
-    assert compose.corpus_text("b.txt", workspace, None) == "bravo text\n"  # the last stored, kept
-    assert compose.corpus_text("a.txt", workspace, None) == "alpha text\n"
+    workspace.corpus_cache = InterleavingCache(lambda: graph_run.corpus_text("b.txt", workspace, None))
+    assert graph_run.corpus_text("a.txt", workspace, None) == "alpha text\n"
+    assert graph_run.corpus_text("b.txt", workspace, None) == "bravo text\n"  # the last stored, kept
+    assert graph_run.corpus_text("a.txt", workspace, None) == "alpha text\n"
 
 
 def test_corpus_text_kept_is_refused_under_a_smaller_cap(tmp_path):
     (tmp_path / "a.txt").write_text("x" * 5000, encoding="utf-8")
     workspace = Workspace(tmp_path)
-    assert compose.corpus_text("a.txt", workspace, None) == "x" * 5000
+    assert graph_run.corpus_text("a.txt", workspace, None) == "x" * 5000
     with pytest.raises(DataError, match="over the 1,000-byte corpus cap"):
-        compose.corpus_text("a.txt", workspace, 1000)
+        graph_run.corpus_text("a.txt", workspace, 1000)
 
 
 def test_characters_are_the_texts_own_while_another_text_is_stored(monkeypatch):

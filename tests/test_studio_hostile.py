@@ -27,7 +27,7 @@ import microgpt
 from microgpt.studio.app import MAX_MODEL_PROCESSES, MAX_SAMPLE_TOKENS, Studio
 from microgpt.studio.guard import MAX_BODY_BYTES
 from microgpt.studio.workspace import Workspace, WorkspaceError
-from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
+from studio_workspace import check_body, ensemble_run, lookahead_run, make_workspace
 from test_studio_api import alive, logged_steps, saved_step, start_studio, wait_for
 
 TOKEN = "test-token"
@@ -67,19 +67,16 @@ def one_line_error(answer, status: int) -> str:
 def test_a_path_setting_that_points_out_of_the_workspace_is_refused_on_save(client, workspace, key):
     (workspace.parent / "escaped").write_text("a text outside the workspace\n" * 50, encoding="utf-8")
     for outside in (str(workspace.parent / "escaped"), "../escaped"):
-        graph = lookahead_graph()
-        if key == "file":  # the data node's (a file kept in `extra` gives way to it)
-            graph["nodes"][0]["values"]["file"] = outside
-        else:
-            graph["extra"] = {key: outside}
-        answer = client.post("/api/save", json={"name": "out", "graph": graph})
+        run = lookahead_run()
+        run["settings"][key] = outside
+        answer = client.post("/api/save", json={"name": "out", **run})
         assert answer.status_code == 400, outside
         assert any("outside the workspace" in error["message"] for error in answer.json()["errors"])
         assert not (workspace / "studio.yaml").exists()
 
 
 def test_a_named_run_edited_to_write_outside_is_refused_at_start(client, workspace):
-    assert client.post("/api/save", json={"name": "ok", "graph": lookahead_graph(steps=2)}).status_code == 200
+    assert client.post("/api/save", json={"name": "ok", **lookahead_run(steps=2)}).status_code == 200
     text = (workspace / "studio.yaml").read_text(encoding="utf-8")
     (workspace / "studio.yaml").write_text(text.replace("  ok:\n", f"  ok:\n    model: {workspace.parent}/escaped\n"),
                                            encoding="utf-8")
@@ -92,7 +89,7 @@ def test_a_named_run_edited_to_write_outside_is_refused_at_start(client, workspa
 def test_a_named_run_edited_to_read_a_graph_outside_is_refused_at_start(client, workspace):
     """--graph is a path like --file: a run started from the studio reads no document outside the workspace."""
     (workspace.parent / "outside.json").write_text('{"microgpt_graph": 1}', encoding="utf-8")
-    assert client.post("/api/save", json={"name": "ok", "graph": lookahead_graph(steps=2)}).status_code == 200
+    assert client.post("/api/save", json={"name": "ok", **lookahead_run(steps=2)}).status_code == 200
     text = (workspace / "studio.yaml").read_text(encoding="utf-8")
     (workspace / "studio.yaml").write_text(text.replace("  ok:\n", f"  ok:\n    graph: {workspace.parent}/outside.json\n"),
                                            encoding="utf-8")
@@ -137,7 +134,7 @@ def test_no_cookie_carries_the_token_and_a_cookie_opens_no_api_call(studio):
     page = bare.get(f"/?token={TOKEN}")
     assert page.status_code == 200 and "set-cookie" not in page.headers and TOKEN not in page.text
     bare.cookies.set(f"microgpt_studio_{PORT}", TOKEN)  # as an older studio set it
-    for path in ("/api/runs", "/api/sample?checkpoint=x", "/api/canvas"):
+    for path in ("/api/runs", "/api/sample?checkpoint=x", "/api/graph/settings"):
         assert bare.get(path).status_code == 401, path
     assert bare.get("/api/runs", headers={"X-Studio-Token": TOKEN}).status_code == 200
 
@@ -153,16 +150,16 @@ def test_a_same_site_page_of_another_port_is_refused_and_nothing_can_be_framed(c
 # ---- limits ----------------------------------------------------------------------------------------------
 
 def test_a_body_over_the_cap_is_refused_without_being_read_whole(client):
-    big = b'{"graph": "' + b"x" * (MAX_BODY_BYTES + 10) + b'"}'
-    assert "over" in one_line_error(client.post("/api/check", content=big), 413)
+    big = b'{"document": "' + b"x" * (MAX_BODY_BYTES + 10) + b'"}'
+    assert "over" in one_line_error(client.post("/api/graph/check", content=big), 413)
 
     def chunks():  # no Content-Length: counted as it comes
-        yield b'{"graph": "'
+        yield b'{"document": "'
         for _ in range(MAX_BODY_BYTES // 65536 + 2):
             yield b"x" * 65536
         yield b'"}'
 
-    assert "over" in one_line_error(client.post("/api/check", content=chunks()), 400)
+    assert "over" in one_line_error(client.post("/api/graph/check", content=chunks()), 400)
 
 
 def test_samples_are_capped_in_length_and_in_number(client, studio, workspace):
@@ -182,14 +179,14 @@ def test_samples_are_capped_in_length_and_in_number(client, studio, workspace):
 
 # ---- no traceback: one line, status 400 ------------------------------------------------------------------
 
-def test_a_data_file_that_does_not_exist_is_an_error_on_the_data_node(client):
-    graph = ensemble_graph()
-    graph["nodes"][0]["values"]["file"] = "tin"  # half typed
-    checked = client.post("/api/check", json=graph).json()
-    assert checked["ok"] is False and checked["errors"][0]["node"] == "n1"
+def test_a_data_file_that_does_not_exist_is_an_error_on_the_data_setting(client):
+    run = ensemble_run()
+    run["settings"]["file"] = "tin"  # half typed
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
+    assert checked["ok"] is False and checked["errors"][0]["setting"] == "file"
     assert "no such file" in checked["errors"][0]["message"]
-    graph["nodes"][0]["values"]["file"] = "x" * 300  # ENAMETOOLONG
-    assert client.post("/api/check", json=graph).json()["errors"][0]["node"] == "n1"
+    run["settings"]["file"] = "x" * 300  # ENAMETOOLONG
+    assert client.post("/api/graph/check", json=check_body(run)).json()["errors"][0]["setting"] == "file"
 
 
 @pytest.mark.parametrize("query", ["points=abc", "points=1e3", "points=-5"])
@@ -202,28 +199,32 @@ def test_a_malformed_stream_cursor_is_one_line(client, cursor):
     assert "cursor" in one_line_error(client.get("/api/stream", params={"run": cursor}), 400)
 
 
-@pytest.mark.parametrize("graph", [
-    "x", ["nodes"], {"family": "gpt", "nodes": "n1"}, {"family": "gpt", "nodes": [], "edges": {"a": 1}},
-    {"family": "gpt", "nodes": [{"id": ["n1"], "kind": "data"}]}, {"family": "gpt", "nodes": ["n1"]},
-    {"family": "gpt", "nodes": [{"id": "n1", "kind": "data", "values": "x"}]},
-    {"family": "gpt", "nodes": [], "edges": [{"from": 1, "to": 2}]}, {"family": "gpt", "extra": []},
+@pytest.mark.parametrize("draft", [
+    {"family": "gpt", "settings": "x"}, {"family": ["gpt"], "settings": {}}, {"family": {"a": 1}},
+    {"family": "gpt", "settings": {"d_model": [1]}}, {"family": "gpt", "settings": {"nothing": 1}},
+    {"family": "gpt", "settings": {}, "document": "x"}, {"family": "gpt", "settings": {}, "document": {"nodes": "n1"}},
+    {"family": "gpt", "settings": {}, "document": {"microgpt_graph": 1, "nodes": [{"id": ["n1"]}]}},
+    {"family": "gpt", "settings": {}, "document": None, "layout": "x"}, {"document": [1]}, {"document": {}},
+    {"family": "graph", "settings": {}, "document": {"microgpt_graph": 1}},
 ])
-def test_a_graph_of_the_wrong_shape_is_one_line(client, graph):
-    for answer in (client.post("/api/check", json=graph), client.post("/api/save", json={"name": "g", "graph": graph})):
+def test_a_draft_of_the_wrong_shape_is_one_line(client, draft):
+    for answer in (client.post("/api/graph/check", json=draft), client.post("/api/save", json={"name": "g", **draft})):
         assert answer.status_code in (200, 400)
         body = answer.json()
-        errors = body.get("errors") or [{"message": body.get("error")}]
-        assert errors and all("\n" not in e["message"] for e in errors)
+        errors = body.get("errors") or ([{"message": body["error"]}] if "error" in body else [])
+        assert all(isinstance(e["message"], str) and "\n" not in e["message"] for e in errors)
+    assert answer.status_code == 400, "nothing of the wrong shape is saved"
 
 
 def test_a_nul_byte_in_a_prompt_and_a_bad_extra_value_are_one_line(client, workspace):
     microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
                    backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
     assert "NUL" in one_line_error(client.get("/api/sample", params={"checkpoint": "ck", "prompt": "a\0b"}), 400)
-    graph = lookahead_graph()
-    graph["extra"] = {"max_corpus": "abc"}
-    checked = client.post("/api/check", json=graph).json()
-    assert checked["ok"] is False and "max_corpus" in checked["errors"][0]["message"]
+    run = lookahead_run()
+    run["settings"]["max_corpus"] = "abc"
+    checked = client.post("/api/graph/check", json=check_body(run)).json()
+    assert checked["ok"] is False and checked["errors"][0]["setting"] == "max_corpus"
+    assert "--max-corpus" in checked["errors"][0]["message"]
 
 
 def test_a_full_disk_on_save_is_one_line(client, monkeypatch):
@@ -231,7 +232,7 @@ def test_a_full_disk_on_save_is_one_line(client, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device", str(self))
 
     monkeypatch.setattr(Path, "write_text", full)
-    message = one_line_error(client.post("/api/save", json={"name": "full", "graph": lookahead_graph()}), 400)
+    message = one_line_error(client.post("/api/save", json={"name": "full", **lookahead_run()}), 400)
     assert "No space left on device" in message
 
 
@@ -280,7 +281,7 @@ def studio_process(workspace: Path):
 def test_sighup_stops_the_studio_as_sigterm_does_and_its_run_saves(workspace):
     process, base, token = studio_process(workspace)
     with httpx.Client(base_url=base, headers={"X-Studio-Token": token}) as http:
-        assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)}).status_code == 200
+        assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=100000)}).status_code == 200
         pid = http.post("/api/runs/ens/start").json()["pid"]
     checkpoint = workspace / "checkpoints" / "ens"
     try:
@@ -299,7 +300,7 @@ def test_sighup_stops_the_studio_as_sigterm_does_and_its_run_saves(workspace):
 def test_a_later_studio_finds_a_run_still_training_and_stops_it(workspace):
     first = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
     http = TestClient(first.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
-    assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)}).status_code == 200
+    assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=100000)}).status_code == 200
     run = first.manager.start("ens")  # then its studio dies (SIGKILL): nobody stops the run
     checkpoint = workspace / "checkpoints" / "ens"
     try:
@@ -352,7 +353,7 @@ def test_ctrl_c_with_streams_open_says_one_line_not_tracebacks(workspace):
 
 
 def test_starting_over_a_finished_run_asks_first(client, studio, workspace):
-    assert client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=3)}).status_code == 200
+    assert client.post("/api/save", json={"name": "ens", **ensemble_run(steps=3)}).status_code == 200
     assert client.post("/api/runs/ens/start").status_code == 200
     assert studio.manager.runs["ens"].process.wait(120) == 0
     again = client.post("/api/runs/ens/start")
@@ -367,9 +368,9 @@ def test_starting_over_a_finished_run_asks_first(client, studio, workspace):
 
 @pytest.mark.parametrize("model", [".", "checkpoints/.."])
 def test_the_workspace_itself_is_no_checkpoint_to_write(client, model):
-    graph = lookahead_graph()
-    graph["extra"] = {"model": model}
-    errors = client.post("/api/check", json=graph).json()["errors"]
+    run = lookahead_run()
+    run["settings"]["model"] = model
+    errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
     assert errors and "the workspace itself" in errors[0]["message"]
 
 
@@ -490,7 +491,7 @@ def test_a_graph_run_whose_graph_cannot_be_read_is_refused_at_start(client, stud
 
 
 def test_a_checkpoint_directory_linked_out_of_the_workspace_is_refused_at_start(client, studio, workspace):
-    assert client.post("/api/save", json={"name": "lnk", "graph": lookahead_graph(steps=2)}).status_code == 200
+    assert client.post("/api/save", json={"name": "lnk", **lookahead_run(steps=2)}).status_code == 200
     outside = workspace.parent / "elsewhere"
     outside.mkdir()
     (workspace / "checkpoints").mkdir(exist_ok=True)

@@ -24,7 +24,7 @@ from microgpt.model.checkpoint import is_checkpoint
 from microgpt.studio.app import Studio
 from microgpt.studio.workspace import Workspace
 from microgpt.training.run_files import RunPaths
-from studio_workspace import ensemble_graph, lookahead_graph, make_workspace
+from studio_workspace import ensemble_run, lookahead_run, make_workspace
 
 TOKEN = "test-token"
 PORT = 8765
@@ -61,16 +61,16 @@ def row(client, path: str) -> dict:
     return next(r for r in client.get("/api/runs").json()["runs"] if r["path"] == path)
 
 
-def trained(client, studio, name: str, steps: int = 3, graph=None) -> None:
-    assert client.post("/api/save", json={"name": name, "graph": graph or ensemble_graph(steps=steps)}).status_code == 200
+def trained(client, studio, name: str, steps: int = 3, run=None) -> None:
+    assert client.post("/api/save", json={"name": name, **(run or ensemble_run(steps=steps))}).status_code == 200
     assert client.post(f"/api/runs/{name}/start").status_code == 200
     assert studio.manager.runs[name].process.wait(WAIT_S) == 0
 
 
 def test_a_name_carried_over_to_another_family_is_refused_until_confirmed(client, workspace):
-    assert client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()}).status_code == 200
-    assert client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()}).status_code == 200  # the same
-    answer = client.post("/api/save", json={"name": "ens", "graph": lookahead_graph()})
+    assert client.post("/api/save", json={"name": "ens", **ensemble_run()}).status_code == 200
+    assert client.post("/api/save", json={"name": "ens", **ensemble_run()}).status_code == 200  # the same
+    answer = client.post("/api/save", json={"name": "ens", **lookahead_run()})
     assert answer.status_code == 409
     body = answer.json()
     assert body["exists"] is True and body["suggested"] == "ens-2"
@@ -78,9 +78,9 @@ def test_a_name_carried_over_to_another_family_is_refused_until_confirmed(client
                              "ens-2")
     assert "ensemble" in (workspace / "studio.yaml").read_text(encoding="utf-8")
     assert "lookahead" not in (workspace / "studio.yaml").read_text(encoding="utf-8")
-    assert client.post("/api/save", json={"name": "ens-2", "graph": lookahead_graph()}).status_code == 200
-    assert client.post("/api/save", json={"name": "ens", "graph": lookahead_graph()}).json()["suggested"] == "ens-3"
-    replaced = client.post("/api/save", json={"name": "ens", "graph": lookahead_graph(), "overwrite": True})
+    assert client.post("/api/save", json={"name": "ens-2", **lookahead_run()}).status_code == 200
+    assert client.post("/api/save", json={"name": "ens", **lookahead_run()}).json()["suggested"] == "ens-3"
+    replaced = client.post("/api/save", json={"name": "ens", **lookahead_run(), "overwrite": True})
     assert replaced.status_code == 200
     assert client.get("/api/config", params={"name": "ens"}).json()["family"] == "lookahead"
 
@@ -95,7 +95,7 @@ def test_train_on_a_finished_runs_name_keeps_its_checkpoint_until_confirmed(clie
                                      "(ensemble, finished, step 3 of 3)); replace it, or save as ens-2",
                             "exists": True, "suggested": "ens-2"}
     assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == weights_before
-    other = client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=4)})
+    other = client.post("/api/save", json={"name": "ens", **ensemble_run(steps=4)})
     assert other.status_code == 409 and "finished, step 3 of 3" in other.json()["error"]
     assert client.post("/api/runs/ens/start", json={"overwrite": True}).status_code == 200
     assert studio.manager.runs["ens"].process.wait(WAIT_S) == 0
@@ -104,38 +104,38 @@ def test_train_on_a_finished_runs_name_keeps_its_checkpoint_until_confirmed(clie
 def test_a_checkpoint_without_a_yaml_entry_is_a_taken_name(client, studio, workspace):
     trained(client, studio, "ens")
     (workspace / "checkpoints" / "ens").rename(workspace / "checkpoints" / "cli-run")  # trained from a shell
-    answer = client.post("/api/save", json={"name": "cli-run", "graph": ensemble_graph()})
+    answer = client.post("/api/save", json={"name": "cli-run", **ensemble_run()})
     assert answer.status_code == 409 and "with a checkpoint checkpoints/cli-run" in answer.json()["error"]
     assert answer.json()["suggested"] == "cli-run-2"
 
 
 def test_the_default_run_name_is_a_free_one(client, studio, workspace):
     assert client.get("/api/free-name").json() == {"name": "run1"}
-    client.post("/api/save", json={"name": "run1", "graph": ensemble_graph()})
+    client.post("/api/save", json={"name": "run1", **ensemble_run()})
     assert client.get("/api/free-name").json() == {"name": "run2"}
     trained(client, studio, "run2")
     (workspace / "studio.yaml").unlink()  # the checkpoint alone still counts
     assert client.get("/api/free-name").json() == {"name": "run1"}
-    client.post("/api/save", json={"name": "run1", "graph": ensemble_graph()})
+    client.post("/api/save", json={"name": "run1", **ensemble_run()})
     assert client.get("/api/free-name").json() == {"name": "run3"}
 
 
 def test_one_broken_run_in_studio_yaml_keeps_the_default_name_but_not_a_save(client, workspace):
     """A hand edit that breaks one run: the page still gets its default name (the broken run's name is taken),
     while a save into the file says which run is wrong, as `microgpt train --config` does."""
-    client.post("/api/save", json={"name": "run1", "graph": ensemble_graph()})
+    client.post("/api/save", json={"name": "run1", **ensemble_run()})
     config = workspace / "studio.yaml"
     config.write_text(config.read_text(encoding="utf-8") + "  run2: {family: graph, graph: 5}\n", encoding="utf-8")
     assert client.get("/api/free-name").json() == {"name": "run3"}
-    answer = client.post("/api/save", json={"name": "run3", "graph": ensemble_graph()})
+    answer = client.post("/api/save", json={"name": "run3", **ensemble_run()})
     assert answer.status_code == 400 and "run run2" in answer.json()["error"]
 
 
 @pytest.mark.slow
 def test_a_training_runs_state_carries_its_live_progress(client, studio, workspace):
-    graph = ensemble_graph(steps=100000)
-    graph["nodes"][-1]["values"].update(eval_every="5", val_tokens="64")
-    client.post("/api/save", json={"name": "ens", "graph": graph})
+    run = ensemble_run(steps=100000)
+    run["settings"].update(eval_every="5", val_tokens="64")
+    client.post("/api/save", json={"name": "ens", **run})
     client.post("/api/runs/ens/start")
 
     def progress():
@@ -155,7 +155,7 @@ def test_a_training_runs_state_carries_its_live_progress(client, studio, workspa
 
 
 def test_a_failed_runs_error_and_the_tail_of_its_log(client, studio, workspace):
-    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph()})
+    client.post("/api/save", json={"name": "ens", **ensemble_run()})
     (workspace / "tiny.txt").write_text("", encoding="utf-8")  # nothing to train on: train says so and exits 1
     client.post("/api/runs/ens/start")
     studio.manager.runs["ens"].process.wait(WAIT_S)
@@ -170,7 +170,7 @@ def test_a_failed_runs_error_and_the_tail_of_its_log(client, studio, workspace):
 
 @pytest.mark.slow
 def test_a_resumed_runs_seconds_and_tokens_per_second_cover_every_leg(client, studio, workspace):
-    client.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=100000)})
+    client.post("/api/save", json={"name": "ens", **ensemble_run(steps=100000)})
     checkpoint = workspace / "checkpoints" / "ens"
     log = RunPaths(checkpoint).metrics
 
@@ -193,9 +193,9 @@ def test_a_resumed_runs_seconds_and_tokens_per_second_cover_every_leg(client, st
 
 @pytest.mark.slow
 def test_a_best_copy_saved_while_its_run_trains_folds_into_its_row(client, studio, workspace):
-    graph = ensemble_graph(steps=100000)
-    graph["nodes"][-1]["values"].update(eval_every="3", val_tokens="64")
-    client.post("/api/save", json={"name": "ens", "graph": graph})
+    run = ensemble_run(steps=100000)
+    run["settings"].update(eval_every="3", val_tokens="64")
+    client.post("/api/save", json={"name": "ens", **run})
     client.post("/api/runs/ens/start")
     best = RunPaths(workspace / "checkpoints" / "ens").best
     wait_for(lambda: is_checkpoint(best), "the run's first -best copy")

@@ -42,7 +42,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from studio_workspace import ensemble_graph, make_workspace
+from studio_workspace import ensemble_run, make_workspace
 
 WAIT_S = 180  # the longest any one step may take: generous, since a loaded 2-core machine can take 60 s
 SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
@@ -78,9 +78,9 @@ def studio(tmp_path_factory):
     url = found.group(0)
     http = httpx.Client(base_url=url.split("/?")[0], headers={"X-Studio-Token": url.split("token=")[1]},
                         timeout=WAIT_S)
-    assert http.post("/api/save", json={"name": "ens", "graph": ensemble_graph(steps=3)}).status_code == 200
+    assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=3)}).status_code == 200
     assert http.post("/api/runs/ens/start").status_code == 200
-    assert http.post("/api/save", json={"name": "run1", "graph": ensemble_graph()}).status_code == 200
+    assert http.post("/api/save", json={"name": "run1", **ensemble_run()}).status_code == 200
     wait_until(lambda: studio_state(http, "ens").get("returncode") == 0, "run ens to finish")
     yield url, workspace, http
     process.send_signal(signal.SIGINT)
@@ -213,9 +213,9 @@ def test_the_default_run_name_is_a_free_one(browser):
 
 def test_a_failed_runs_error_shows_in_its_row_with_its_log_a_click_away(browser, studio):
     http = studio[2]
-    graph = ensemble_graph(steps=3)
-    graph["nodes"][0]["values"]["file"] = "fragile.txt"
-    assert http.post("/api/save", json={"name": "broken", "graph": graph}).status_code == 200
+    run = ensemble_run(steps=3)
+    run["settings"]["file"] = "fragile.txt"
+    assert http.post("/api/save", json={"name": "broken", **run}).status_code == 200
     (studio[1] / "fragile.txt").write_text("", encoding="utf-8")  # nothing to train on: train says so, exits 1
     assert http.post("/api/runs/broken/start").status_code == 200
     tab(browser, "watch")
@@ -237,12 +237,12 @@ def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, stud
     checkpoint = workspace / "checkpoints" / "ens"
     before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
     js(browser, """window.asked = undefined;
-        const graph = arguments[0];
+        const draft = arguments[0];
         saveOrAsk("ens", async (name, overwrite) => {
-          await api("/api/save", {body: {name, graph, overwrite}});
+          await api("/api/save", {body: {name, ...draft, overwrite}});
           return api(`/api/runs/${name}/start`, {body: {overwrite}});
         }).then(answer => { window.asked = answer; }, err => { window.asked = {error: err.message}; });""",
-       ensemble_graph(steps=3))
+       ensemble_run(steps=3))
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "dialog#name-dialog[open]"))
     text = browser.find_element(By.ID, "name-dialog-text").text
     assert text == ("run ens exists (in studio.yaml (ensemble), with a checkpoint checkpoints/ens (ensemble, "
@@ -267,9 +267,9 @@ def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, stud
 
 def test_the_learning_rate_chart_follows_a_training_run(browser, studio):
     http = studio[2]
-    graph = ensemble_graph(steps=100000)
-    graph["nodes"][-1]["values"].update(eval_every="10", val_tokens="64", warmup="1000")
-    assert http.post("/api/save", json={"name": "long", "graph": graph}).status_code == 200
+    run = ensemble_run(steps=100000)
+    run["settings"].update(eval_every="10", val_tokens="64", warmup="1000")
+    assert http.post("/api/save", json={"name": "long", **run}).status_code == 200
     assert http.post("/api/runs/long/start").status_code == 200
     tab(browser, "watch")
     follow_only(browser, "checkpoints/long")
@@ -424,9 +424,9 @@ def test_downloading_an_empty_selection_says_so(browser):
 def test_overlay_two_runs_in_their_colours(browser, studio):
     """A run at a higher learning rate beside the long one, overlaid from Compare."""
     http = studio[2]
-    graph = ensemble_graph(steps=300)
-    graph["nodes"][-1]["values"].update(lr="0.01", eval_every="20", val_tokens="64")
-    assert http.post("/api/save", json={"name": "fast", "graph": graph}).status_code == 200
+    run = ensemble_run(steps=300)
+    run["settings"].update(lr="0.01", eval_every="20", val_tokens="64")
+    assert http.post("/api/save", json={"name": "fast", **run}).status_code == 200
     assert http.post("/api/runs/fast/start").status_code == 200
     wait_until(lambda: studio_state(http, "fast").get("returncode") == 0, "run fast to finish")
     wait(browser, lambda d: js(d, "const s = document.querySelector('#runs-table tr[data-run=\"checkpoints/fast\"] "

@@ -1,10 +1,9 @@
 """The studio's web app: its pages, and the JSON API they call, over one workspace.
 
-Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles; `/api/canvas` the
-families' components; `/api/check` a graph's problems and costs; `/api/graph/palette`, `/api/graph/check`,
-`/api/graph/from-family` and `/api/graph/layout` the node editor's primitives, check, family graphs and
-layouts (graph_palette.py, graph_api.py);
-`/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml; `/api/runs` every run of
+Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles; `/api/graph/palette`,
+`/api/graph/settings`, `/api/graph/check`, `/api/graph/from-family` and `/api/graph/layout` the node editor's
+primitives, run settings, check, family graphs and layouts (graph_palette.py, graph_run.py, graph_api.py);
+`/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml (graph_save.py); `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
 streamed as it is made (server-sent events), `/api/routing` an ensemble's routing of a text (for the colours
@@ -47,21 +46,14 @@ from microgpt.settings.commands import SampleSettings
 from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
-from microgpt.studio.canvas import canvas_description
-from microgpt.studio.compose import check_graph
 from microgpt.studio.graph_api import check_request, from_family_request, layout_request
 from microgpt.studio.graph_palette import palette
-from microgpt.studio.graph_save import (
-    layout_target,
-    run_for_editor,
-    save_graph_run,
-    save_layout,
-    write_named_run,
-)
+from microgpt.studio.graph_run import settings_form
+from microgpt.studio.graph_save import run_for_editor, save_run
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, each_record, last_record, log_of, read_history
-from microgpt.studio.names import NameTaken, first_free, guard_name
+from microgpt.studio.names import NameTaken, first_free
 from microgpt.studio.routing import MAX_ROUTED_CHARACTERS
 from microgpt.studio.runs import RunManager, check_run_name
 from microgpt.studio.workspace import Workspace, WorkspaceError
@@ -142,14 +134,13 @@ class Studio:
         self.saving = anyio.CapacityLimiter(1)  # one save at a time: a name's check and its write are one step
         routes = [
             Route("/", self.index), Route("/static/{name}", self.static),
-            Route("/api/canvas", self.canvas), Route("/api/check", self.check, methods=["POST"]),
             Route("/api/configs", self.configs), Route("/api/config", self.config),
             Route("/api/save", self.save, methods=["POST"]), Route("/api/runs", self.runs),
             Route("/api/runs/{name}/{action}", self.run_action, methods=["POST"]),
             Route("/api/metrics", self.metrics), Route("/api/stream", self.stream), Route("/api/csv", self.csv),
             Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
             Route("/api/routing", self.routing, methods=["POST"]),
-            Route("/api/graph/palette", self.graph_palette),
+            Route("/api/graph/palette", self.graph_palette), Route("/api/graph/settings", self.graph_settings),
             Route("/api/graph/check", self.graph_check, methods=["POST"]),
             Route("/api/graph/from-family", self.graph_from_family, methods=["POST"]),
             Route("/api/graph/layout", self.graph_layout, methods=["POST"]),
@@ -235,16 +226,11 @@ class Studio:
 
     # ---- compose ----------------------------------------------------------------------------
 
-    async def canvas(self, request: Request) -> JSONResponse:
-        return JSONResponse(canvas_description())
-
-    async def check(self, request: Request) -> JSONResponse:
-        body = await self.body(request)
-        checked = await anyio.to_thread.run_sync(check_graph, body, self.workspace, limiter=self.graph_checkers)
-        return JSONResponse(checked.as_json())
-
     async def graph_palette(self, request: Request) -> JSONResponse:
         return JSONResponse(palette())
+
+    async def graph_settings(self, request: Request) -> JSONResponse:
+        return JSONResponse(settings_form())
 
     async def graph_check(self, request: Request) -> JSONResponse:
         body = await self.body(request)
@@ -274,29 +260,19 @@ class Studio:
         return JSONResponse({"name": first_free(self.workspace)})
 
     async def save(self, request: Request) -> JSONResponse:
-        """The graph as run NAME of studio.yaml, once it has no problem; a name that has a run or a checkpoint
-        already is refused (409, names.guard_name) unless the body says "overwrite": true."""
+        """The draft as run NAME of studio.yaml, once it has no problem (graph_save.save_run: a family's own graph
+        as the family's settings, any other as a graph run); a name that has a run or a checkpoint already is
+        refused (409, names.guard_name) unless the body says "overwrite": true."""
         body = await self.body(request)
         return JSONResponse(*await anyio.to_thread.run_sync(self.saved, body, limiter=self.saving))
 
     def saved(self, body: dict) -> tuple[dict, int]:
-        """(the answer, its status) of a save, off the event loop: a graph run's waits for its causality verdict."""
+        """(the answer, its status) of a save, off the event loop: it waits for the graph's causality verdict."""
         name = check_run_name(body.get("name"))
-        if "document" in body:  # the node editor's graph mode: graphs/NAME.json, its layout, the run (graph_save.py)
-            saved = save_graph_run(self.workspace, name, body)
-            if "errors" in saved:
-                return {"error": f"the graph has {len(saved['errors'])} problem(s); fix them first",
-                        "errors": saved["errors"]}, 400
-            return saved, 200
-        checked = check_graph(body.get("graph") or {}, self.workspace)
-        if checked.errors:
-            return {"error": f"the canvas has {len(checked.errors)} problem(s); fix them first",
-                    "errors": checked.errors}, 400
-        layout = None if body.get("layout") is None else layout_target(self.workspace, name, body["layout"])
-        guard_name(self.workspace, name, checked.settings, body.get("overwrite") is True)
-        saved = write_named_run(self.workspace, name, checked.settings)
-        if layout is not None:
-            saved["layout"] = save_layout(self.workspace, layout)
+        saved = save_run(self.workspace, name, body)
+        if "errors" in saved:
+            return {"error": f"the draft has {len(saved['errors'])} problem(s); fix them first",
+                    "errors": saved["errors"]}, 400
         return saved, 200
 
     # ---- runs -------------------------------------------------------------------------------

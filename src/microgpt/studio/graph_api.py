@@ -45,7 +45,7 @@ from microgpt.studio.graph_run import RunSettings, run_settings
 from microgpt.studio.graph_verdicts import CAUSALITY_MAX_PARAMETERS, causality_of, expected_verdict_s
 from microgpt.studio.speed import expected_tokens_per_second
 
-CHECK_BACKEND = "numpy"  # memory as `microgpt train --backend numpy` estimates it (float32), as the canvas does
+CHECK_BACKEND = "numpy"  # memory as `microgpt train --backend numpy` estimates it (float32)
 # An edit's check answers within 150 ms (issue 29): the causality verdict is waited for until CHECK_BUDGET_S into
 # the check, leaving the rest for the answer's JSON and its way back; a verdict that takes longer (hundreds of
 # nodes: it runs the graph's forward) comes with the next check of the same document.

@@ -3,15 +3,19 @@
 NAME` trains exactly what the editor drew (a named run's `graph`, like its `file`, is relative to the YAML
 file, settings/named_runs.py).
 
+- `save_run` (POST /api/save): a draft the page says is a family's (`family` and its settings beside the
+  document) is checked as /api/graph/check checks that family, and where the document is still exactly the
+  graph `graph from-family` writes for them (regenerated here: the page's word is not taken for it), the named
+  run is the family's settings, so that its YAML and command stay short; any other document is a graph run;
 - `save_graph_run`: the document and its run settings checked as /api/graph/check checks them (waiting for
   the causality verdict), the name guarded by names.guard_name (409 where a run or checkpoint has it), then
   the document, the layout and the named run `{family: graph, graph: graphs/NAME.json, <settings>}` written,
   each beside its place first and renamed into it, each inside the workspace and never through a symlink;
 - `layout_target` and `save_layout`: a run's layout checked (and where it goes), then written; a family run
-  saves its layout so beside its run (the family run itself is compose.py's);
+  saves its layout so beside its run;
 - `write_named_run`: a run into studio.yaml, the file checked as the CLI reads it before it replaces the old;
-- `run_for_editor` (GET /api/config): a graph run as its document, layout and settings; a family run as the
-  canvas draws it (compose.graph_of_run), with its layout where one was saved.
+- `run_for_editor` (GET /api/config): a graph run as its document, layout and settings; a family run as its
+  family and settings (each as its field shows it), with its layout where one was saved.
 
 A layout is checked before it is written (`check_layout`): known keys, "BODY/NODE" keys, finite numbers.
 """
@@ -26,14 +30,17 @@ from pathlib import Path
 
 import yaml
 
+from microgpt.core.checks import NumberOrOff, Switch
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import is_checkpoint
-from microgpt.model.graph.document import read_document
+from microgpt.model.family import family
+from microgpt.model.graph.document import check_read, read_document
+from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.named_runs import NamedRun, load_all_runs
 from microgpt.settings.sources import Settings, check_named_runs
-from microgpt.studio.compose import graph_of_run, yaml_value
-from microgpt.studio.graph_api import check_request
+from microgpt.studio.graph_api import GraphCheck, check_request
 from microgpt.studio.graph_layout import VERSION, layout_of
+from microgpt.studio.graph_run import offered_families, yaml_value
 from microgpt.studio.names import NameTaken, guard_name, raw_entry, suggest, what_is_there, yaml_runs
 from microgpt.studio.workspace import CONFIG_FILE, WorkspaceError
 from microgpt.training.run_files import open_own
@@ -146,6 +153,40 @@ def save_layout(workspace, target: tuple[Path, dict]) -> str:
     return workspace.relative(path)
 
 
+def save_run(workspace, name: str, body: dict) -> dict:
+    """Save the editor's draft as run `name` (see the module doc); the check's answer (its errors) where the
+    draft has problems, else what was written."""
+    family_name = body.get("family")
+    if family_name is None:
+        return save_graph_run(workspace, name, body)
+    settings = body.get("settings", {})
+    checked = check_request({"family": family_name, "settings": settings}, workspace, budget_s=None)
+    if checked.errors:
+        return checked.as_json()
+    if not is_family_document(body.get("document"), checked):
+        shape = set(family_keys(family(family_name))) - set(family_keys(family("graph")))
+        return save_graph_run(workspace, name, {**body, "settings": {key: value for key, value in settings.items()
+                                                                     if key not in shape}})
+    layout = None if body.get("layout") is None else layout_target(workspace, name, body["layout"])
+    guard_name(workspace, name, checked.settings, body.get("overwrite") is True)
+    saved = write_named_run(workspace, name, checked.settings)
+    if layout is not None:
+        saved["layout"] = save_layout(workspace, layout)
+    return saved
+
+
+def is_family_document(document, checked: GraphCheck) -> bool:
+    """Whether `document` (the page's) is exactly the family's graph that `checked` regenerated from its
+    settings; a document that does not read as one is not."""
+    if not isinstance(document, dict):
+        return False
+    try:
+        given = check_read(document, "the document")
+    except ConfigError:
+        return False
+    return json.loads(json.dumps(given)) == json.loads(json.dumps(checked.document))
+
+
 def save_graph_run(workspace, name: str, body: dict) -> dict | None:
     """Save a graph run (see the module doc); the check's answer (its errors) where the draft has problems,
     else None once everything is written."""
@@ -196,11 +237,31 @@ def _layout_file(workspace, name: str) -> dict | None:
         return None
 
 
+def shown_value(key: str, value) -> str | bool:
+    """A setting's value as the inspector's field shows it (the flag's text; a switch's true or false)."""
+    check = known_settings()[key].check
+    if isinstance(check, Switch):
+        return bool(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    if value is None:
+        return "off" if isinstance(check, NumberOrOff) else ""
+    return check.show(value) if isinstance(value, float) else str(value)
+
+
 def run_for_editor(named: NamedRun, workspace) -> dict:
     """A run of studio.yaml as the editor loads it (see the module doc)."""
     settings = Settings({}, named)
-    if settings.value("family") != "graph":
-        drawn = graph_of_run(named, workspace)
+    name = settings.value("family")
+    if name != "graph":
+        if name not in offered_families():
+            raise ConfigError(f"{named.origin} is a {name} model, which the studio cannot draw yet")
+        values = {key: value for key, value in named.values.items() if key != "family"}
+        for key in ("file", "model"):
+            if key in values:
+                values[key] = workspace.relative(values[key])
+        drawn = {"family": name, "name": named.id, "settings": {key: shown_value(key, value)
+                                                                for key, value in values.items()}}
         layout = _layout_file(workspace, named.id)
         return drawn if layout is None else {**drawn, "layout": layout}
     source = named.values.get("graph")

@@ -1,7 +1,8 @@
 // Families in the Compose editor. A family's draft is its settings (the shape, the data, the training); the
 // canvas draws the family's graph for them (/api/graph/from-family, laid out as the family is), regenerated
-// on each change of a shape setting. The family's chain of components (/api/canvas, studio/canvas.py) is how
-// /api/save reads a family's settings, as it always has.
+// on each change of a shape setting. Saved, the draft sends its family and settings beside that graph: the
+// server regenerates the graph from them and, where the draft's is still exactly it, saves the run as the
+// family's settings. Which settings the inspector shows, and how, is /api/graph/settings.
 "use strict";
 
 const MINIMAL_GRAPH = {
@@ -13,24 +14,21 @@ const MINIMAL_GRAPH = {
 };
 
 const Family = {
-  spec: null,   // /api/canvas: {families, settings}
+  spec: null,   // /api/graph/settings: {families: {name: {label, shape, template}}, data, training, template, settings}
   serial: 0,
+  pending: null, // the regeneration in flight, which a save waits for
   fitNext: false, // fit the view to the next graph regenerated (a new draft's)
 
   init(spec) {
     this.spec = spec;
   },
 
-  // The settings keys of component `kind` ("data", "training") or, with a family, of its shape components.
+  // The settings keys of "data", "training" or "shape" (a family's, or with none every family's).
   keysOf(kind, family = null) {
+    if (kind !== "shape") return this.spec[kind] || [];
     const families = family ? [family] : Object.keys(this.spec.families);
     const keys = [];
-    for (const name of families) {
-      for (const c of this.spec.families[name].components) {
-        const shape = kind === "shape" && c.kind !== "data" && c.kind !== "training";
-        if (shape || c.kind === kind) keys.push(...c.keys.filter(k => !keys.includes(k)));
-      }
-    }
+    for (const name of families) keys.push(...this.spec.families[name].shape.filter(k => !keys.includes(k)));
     return keys;
   },
 
@@ -39,22 +37,27 @@ const Family = {
     const carried = Object.fromEntries(Object.entries(previous).filter(([key]) =>
       this.keysOf("data").includes(key) || this.keysOf("training").includes(key)));
     const settings = {...carried};
+    for (const [key, value] of Object.entries(this.spec.template || {})) if (!(key in settings)) settings[key] = value;
     const described = this.spec.families[family];
-    const template = described ? described.template : (Object.values(this.spec.families)[0] || {}).template || {};
-    for (const [kind, values] of Object.entries(template)) {
-      if (kind === "training" || kind === "data") { for (const [k, v] of Object.entries(values)) if (!(k in settings)) settings[k] = v; continue; }
-      if (!described) continue;
-      const component = described.components.find(c => c.kind === kind);
-      if (component && component.repeated) settings[component.keys[0]] = values.join(",");
-      else Object.assign(settings, values);
-    }
+    if (described) Object.assign(settings, described.template);
     const document_ = JSON.parse(JSON.stringify(MINIMAL_GRAPH));
-    return {mode: described ? "family" : "graph", family: described ? family : "graph", settings, extra: {},
+    return {mode: described ? "family" : "graph", family: described ? family : "graph", settings,
       document: document_, layout: {version: 1, positions: {}, collapsed: []}};
   },
 
   // The draft's family graph for its settings, put in place without an undo step of its own.
-  async regenerate() {
+  regenerate() {
+    const made = this.pending = this.regenerateNow();
+    made.finally(() => { if (this.pending === made) this.pending = null; });
+    return made;
+  },
+
+  // Until the family graph asked for last is in place (a save sends the graph drawn for the settings saved).
+  async settled() {
+    while (this.pending) await this.pending.catch(() => {});
+  },
+
+  async regenerateNow() {
     const draft = EditorModel.draft;
     if (draft.mode !== "family") return;
     const serial = ++this.serial;
@@ -71,37 +74,5 @@ const Family = {
     } catch (err) {
       say(err.message, true, "canvas");
     }
-  },
-
-  // The family's chain of components for /api/save: {family, nodes, edges, extra}.
-  chain(draft) {
-    const described = this.spec.families[draft.family];
-    const nodes = [];
-    for (const component of described.components) {
-      if (component.repeated) {
-        const specs = String(draft.settings[component.keys[0]] || "").split(",").map(s => s.trim()).filter(Boolean);
-        specs.forEach((spec, i) => nodes.push({id: `${component.kind}${i + 1}`, kind: component.kind,
-          values: {[component.keys[0]]: spec}}));
-        continue;
-      }
-      const values = {};
-      for (const key of component.keys) {
-        if (draft.settings[key] !== undefined && draft.settings[key] !== null && draft.settings[key] !== "") values[key] = draft.settings[key];
-      }
-      nodes.push({id: component.kind, kind: component.kind, values});
-    }
-    const edges = nodes.slice(1).map((node, i) => ({from: nodes[i].id, to: node.id}));
-    return {family: draft.family, nodes, edges, extra: draft.extra || {}};
-  },
-
-  // A family run of studio.yaml (the chain /api/config gives) as settings.
-  settingsOfChain(graph) {
-    const settings = {};
-    for (const node of graph.nodes || []) {
-      for (const [key, value] of Object.entries(node.values || {})) {
-        settings[key] = key in settings && settings[key] !== "" ? `${settings[key]},${value}` : value;
-      }
-    }
-    return settings;
   },
 };

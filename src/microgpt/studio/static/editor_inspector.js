@@ -1,6 +1,6 @@
 // The Compose editor's inspector, on the right: the family's shape settings (in family mode) or the line that
 // says the draft is a free graph, and its dims; the selected node's params (and a group's repeat); the run's data and
-// training settings, described as /api/canvas describes them. Every field's typing is one undoable step, and
+// training settings, described as /api/graph/settings describes them. Every field's typing is one undoable step, and
 // a problem the check finds with a setting or the node shows under its field.
 "use strict";
 

@@ -1,6 +1,8 @@
 // The Compose editor's draft outside the page: kept in localStorage on every change (so a reload finds it),
-// saved to studio.yaml (a family's run as today; a graph's run with its document in graphs/NAME.json and its
-// layout in studio/layout/NAME.json, written by the server), trained, and loaded back from a run.
+// saved to studio.yaml (a family's draft sends its family and settings beside its graph, and is saved as the
+// family's settings while the graph is still the family's own; a graph's run with its document in
+// graphs/NAME.json and its layout in studio/layout/NAME.json, written by the server), trained, and loaded back
+// from a run.
 "use strict";
 
 const DRAFT_KEY = "microgpt-studio-draft";
@@ -45,13 +47,17 @@ const RunIO = {
 
   body(name, overwrite) {
     const draft = EditorModel.draft;
-    if (draft.mode === "family") return {name, graph: Family.chain(draft), layout: this.layout(), overwrite};
+    if (draft.mode === "family") {
+      return {name, family: draft.family, settings: givenSettings(draft.settings), document: draft.document,
+        layout: this.layout(), overwrite};
+    }
     return {name, document: draft.document, layout: this.layout(), settings: runSettings(draft), overwrite};
   },
 
   // Save (and with `andStart`, start), asking first where the name is taken (saveOrAsk, api.js).
   async save(andStart = false) {
     DraftStore.storeNow();
+    await Family.settled(); // the graph of the settings saved, not one still being regenerated
     const chosen = await saveOrAsk(this.runName(), async (name, overwrite) => {
       const saved = await api("/api/save", {body: this.body(name, overwrite)});
       return andStart ? {saved, run: await api(`/api/runs/${encodeURIComponent(name)}/start`, {body: {overwrite}})}
@@ -76,15 +82,16 @@ const RunIO = {
     return run;
   },
 
-  // A run of studio.yaml as the draft: a graph run's document and layout, or a family run's settings.
+  // A run of studio.yaml as the draft: a graph run's document and layout, or a family run's settings (its graph
+  // regenerated from them).
   async load(name) {
     const run = await api(`/api/config?name=${encodeURIComponent(name)}`);
     let draft;
     if (run.document) {
-      draft = {mode: "graph", family: "graph", edited: false, settings: run.settings || Family.settingsOfChain(run),
-        extra: run.extra || {}, document: run.document, layout: run.layout || {version: 1, positions: {}, collapsed: []}};
+      draft = {mode: "graph", family: "graph", edited: false, settings: run.settings || {}, document: run.document,
+        layout: run.layout || {version: 1, positions: {}, collapsed: []}};
     } else {
-      draft = {...Family.fresh(run.family), settings: Family.settingsOfChain(run), extra: run.extra || {}};
+      draft = {...Family.fresh(run.family), settings: run.settings || {}};
       if (run.layout) draft.layout = run.layout;
     }
     document.getElementById("run-name").value = run.name || name;

@@ -7,7 +7,7 @@ const UNDO_DEPTH = 200;
 const EDITED_LINE = "edited: this trains as a graph document; choose a family to start again from one";
 
 const EditorModel = {
-  draft: null,      // {mode: "family"|"graph", family, settings, extra, document, layout, edited}
+  draft: null,      // {mode: "family"|"graph", family, settings, document, layout, edited}
   undoStack: [],    // [{label, before}] with `before` the draft as JSON
   redoStack: [],
   listeners: [],    // called after every change of the draft: (reason) => ...

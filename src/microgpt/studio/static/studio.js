@@ -1,6 +1,6 @@
 // The page's start: the tabs between the views (ARIA tabs: arrow keys, Home and End move between them), the
 // page's state kept in the URL's hash and in localStorage (the view, the runs followed in Watch), so that a
-// reload or a second tab opens as the page was, and each view started once /api/canvas has answered.
+// reload or a second tab opens as the page was, and each view started once /api/graph/settings has answered.
 "use strict";
 
 const VIEWS = ["compose", "watch", "compare", "sample"];
@@ -67,7 +67,7 @@ document.querySelector("nav[role=tablist]").addEventListener("keydown", event =>
     const following = state.runs.length ? Watch.followOnly(state.runs).catch(err => say(err.message, true)) : null;
     // the view opened first loads first: elsewhere, the editor's family graph and its check (the server's
     // compiler) wait until the followed runs' histories are in
-    const openEditor = async () => Canvas.init(await api("/api/canvas"));
+    const openEditor = async () => Canvas.init(await api("/api/graph/settings"));
     if (state.view === "compose") await openEditor();
     showView(state.view);
     await following;
