@@ -295,7 +295,7 @@ def test_family_mode_checks_the_familys_settings_and_its_graph(client, workspace
 
 def test_every_editor_route_needs_the_token_and_the_studios_own_host(studio):
     bare = TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}")
-    assert bare.get("/api/graph/palette").status_code == 401
+    assert bare.get("/api/graph/palette").status_code == 401 and bare.get("/api/graph/settings").status_code == 401
     for route in ("/api/graph/check", "/api/graph/from-family", "/api/graph/layout", "/api/save"):
         assert bare.post(route, json={"document": small_gpt(), "family": "gpt"}).status_code == 401, route
         rebound = bare.post(route, json={}, headers={"Host": "evil.example:8765", "X-Studio-Token": TOKEN})
