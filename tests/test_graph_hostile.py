@@ -6,18 +6,23 @@ anything is written."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import resource
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
+from conftest import PeakMemory
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.model.family import family
+from microgpt.model.graph.causality import check_causality
+from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.library import library_groups
 
@@ -69,6 +74,27 @@ def groups_nested(document: dict, depth: int) -> None:
         document["groups"][f"g{i}"] = {**layer, "nodes": [{"id": "inner", "group": f"g{i - 1}"}],
                                        "edges": [{"from": "x", "to": "inner.x"}, {"from": "inner.x", "to": "x"}]}
     document["nodes"][1] = {"id": "blocks", "group": f"g{depth - 1}"}
+
+
+def layer_norms(document: dict, thousands: int) -> None:
+    """`blocks` is `thousands` x 1,000 LayerNorms in a row."""
+    layer = {"params": {"d": None}, "inputs": {"x": "stream[d]"}, "outputs": {"x": "stream[d]"}}
+    document["groups"] = {
+        "norm": {**layer, "nodes": [{"id": "ln", "op": "layer_norm"}],
+                 "edges": [{"from": "x", "to": "ln.x"}, {"from": "ln.out", "to": "x"}]},
+        "tower": {**layer, "nodes": [{"id": "norms", "group": "norm", "repeat": 1000}],
+                  "edges": [{"from": "x", "to": "norms.x"}, {"from": "norms.x", "to": "x"}]}}
+    document["nodes"][1] = {"id": "blocks", "group": "tower", "repeat": thousands}
+
+
+def scaled(by: float, count: int = 1) -> dict:
+    """gpt's graph with `count` scale nodes by `by` between final_norm and head."""
+    document = base()
+    document["nodes"] += [{"id": f"s{i}", "op": "scale", "params": {"by": by}} for i in range(count)]
+    chain = ["final_norm.out", *(f"s{i}" for i in range(count)), "head.x"]
+    document["edges"][3:4] = [{"from": a if "." in a else f"{a}.out", "to": b if "." in b else f"{b}.x"}
+                              for a, b in itertools.pairwise(chain)]
+    return document
 
 
 def mul_of_two_widths(document: dict) -> None:
@@ -133,6 +159,14 @@ CASES = [
     ("group_a_list", changed(lambda d: d["nodes"][1].update(group=["transformer_block"])),
      "blocks: group must be a name, got ['transformer_block']"),
     ("groups_nested_3000_deep", changed(lambda d: groups_nested(d, 3000)), "groups nest deeper than 32"),
+    ("more_primitives_than_the_limit", changed(lambda d: layer_norms(d, 21)), "more than 20,000 primitives"),
+    ("scale_by_nan", scaled(float("nan")), "s0: param by must be a finite number from -1,000,000 to 1,000,000, got nan"),
+    ("scale_by_infinity", scaled(float("inf")), "s0: param by must be a finite number from -1,000,000 to 1,000,000"),
+    ("scale_by_1e308", scaled(1e308), "s0: param by must be a finite number from -1,000,000 to 1,000,000, got 1e+308"),
+    ("loss_weight_nan", changed(lambda d: d["nodes"][4].update(params={"weight": float("nan")})),
+     "loss: param weight must be a finite number"),
+    ("init_1e300", changed(lambda d: d["nodes"][3].update(params={"init": 1e300})),
+     "head: param init must be a finite number from 0 to 1,000,000"),
     ("heads_past_the_limit", changed(lambda d: d["dims"].update(heads=8192)), "more than 4,096"),
     ("newer_version", changed(lambda d: d.update(microgpt_graph=2)), "is graph format 2, written by a newer microgpt"),
     ("no_version", changed(lambda d: d.pop("microgpt_graph")), "has no 'microgpt_graph' key"),
@@ -206,6 +240,30 @@ def test_a_graph_that_sees_the_future_is_refused_naming_where(tmp_path, monkeypa
                  "--backend", "numpy", "--quiet"]) == 2
     assert "the graph sees the future" in one_error_line(capsys)
     assert not (tmp_path / "ck").exists()
+
+
+def test_the_causality_check_holds_one_value_at_a_time():
+    """The check kept every value of the graph, and what each node saved for a backward it never runs: 199,000
+    LayerNorms took 9.3 GB (and 366 s, a lookup in a tuple of every value at every node). Now each value is
+    compared as it is made and freed as in training: 10,000 LayerNorms hold a few MB."""
+    program = compile_graph(changed(lambda d: layer_norms(d, 10)), vocab=65, seq_len=16)
+    with PeakMemory() as memory:
+        assert check_causality(program, 16, None).startswith("sound")
+    assert memory.bytes < 32 * 2**20, f"{memory.bytes / 2**20:.0f} MiB"
+
+
+def test_values_that_overflow_are_refused_as_that_not_as_the_future(tmp_path, monkeypatch, capsys):
+    """60 scales by a million, each allowed, overflow float64: the NaN that follows moved at every position, and
+    the check said the graph sees the future, under multi-line RuntimeWarnings. Now one line naming the
+    first node whose output is not finite."""
+    monkeypatch.chdir(tmp_path)
+    path = write_case(tmp_path, "overflow", scaled(1e6, 60))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["graph", "check", str(path), "--seq-len", "16"]) == 2
+    line = one_error_line(capsys)
+    assert "its output is not finite (inf or nan) on the causality check's weights" in line, line
+    assert "sees the future" not in line
 
 
 def limited_memory() -> None:

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from microgpt.backends import backend_class
 from microgpt.model.family import family, n_params
-from microgpt.model.graph.compile import _Compiler, compile_graph
+from microgpt.model.graph.compile import MAX_NODES, _Compiler, compile_graph
 from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.library import library_groups, with_library
 from microgpt.model.graph.memory import program_parts
@@ -621,7 +621,7 @@ def test_a_graph_whose_groups_multiply_past_the_limit_is_refused_at_once_where_i
     monkeypatch.setattr(_Compiler, "primitive", counted(_Compiler.primitive))
     monkeypatch.setattr(_Compiler, "instance", counted(_Compiler.instance))
     result = check(client, document)
-    assert result["errors"][0]["path"] == [where] and "more than 200,000" in result["errors"][0]["message"]
+    assert result["errors"][0]["path"] == [where] and f"more than {MAX_NODES:,}" in result["errors"][0]["message"]
     assert len(expanded) < 100, f"the check must stay bounded: it expanded {len(expanded):,} nodes"
 
 

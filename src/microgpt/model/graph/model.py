@@ -12,6 +12,7 @@ gradient (nothing after it reaches a loss) is skipped.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,9 +79,12 @@ class Passes:
         batch, seq_len = self.check_ids(ids_host)
         return Run(batch, seq_len, ids_host, windows, self.shared.step_of())
 
-    def forward(self, run: Run, order: list[int], keep: tuple[int, ...] = ()) -> tuple[dict, list]:
-        """(the values of `keep`, each node's saved) after running the nodes `order` (forward order)."""
+    def forward(self, run: Run, order: list[int], keep: Iterable[int] = (), save: bool = False,
+                watch: Callable | None = None) -> tuple[dict, list]:
+        """(the values of `keep`, each node's saved when `save`: what backward needs) after running the nodes
+        `order` (forward order); `watch(value id, value)` is shown every value as it is made."""
         nodes, values = self.program.nodes, {self.program.tokens: self.be.ids(run.ids_host.reshape(-1))}
+        keep = set(keep)
         uses: dict[int, int] = {}
         for i in order:
             for vid in nodes[i].input_ids():
@@ -88,8 +92,12 @@ class Passes:
         saved: list = [None] * len(nodes)
         for i in order:
             node = nodes[i]
-            outputs, saved[i] = self.kernels[i].forward([values[v] for v in node.input_ids()], run)
+            outputs, kept = self.kernels[i].forward([values[v] for v in node.input_ids()], run)
+            saved[i] = kept if save else None
             values.update(zip(node.outputs.values(), outputs))
+            if watch is not None:
+                for vid, value in zip(node.outputs.values(), outputs):
+                    watch(vid, value)
             for vid in node.input_ids():
                 uses[vid] -= 1
                 if uses[vid] == 0 and vid not in keep:
@@ -126,7 +134,7 @@ class Passes:
         """(the main loss, the other losses by name) of windows (B, T+1); adds every gradient of the objective
         into these views' buffers."""
         run = self.upload(windows)
-        _, saved = self.forward(run, self.everything)
+        _, saved = self.forward(run, self.everything, save=True)
         self.backward(run, self.everything, saved)
         main = run.losses[self.kernels[self.program.main_loss]]
         others = {self.program.metric_name(i): run.losses[self.kernels[i]] for i in self.program.losses[1:]}

@@ -25,6 +25,7 @@ from microgpt.core.errors import ConfigError
 
 KINDS = ("token_ids", "stream", "logits", "weights")
 REQUIRED = object()  # a parameter without a default
+MAX_NUMBER = 1e6  # the size of a number param (a scale, a loss weight, an init's deviation), at most
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,10 @@ def whole_param(params: dict, key: str, low: int = 1) -> int:
     return value
 
 
-def number_param(params: dict, key: str) -> float:
+def number_param(params: dict, key: str, low: float = -MAX_NUMBER) -> float:
+    """A number param: finite, from `low` to MAX_NUMBER (NaN, infinity or 1e308 would only make every value
+    NaN, which the causality check would take for the future leaking in)."""
     value = params[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"param {key} must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= MAX_NUMBER:
+        raise ConfigError(f"param {key} must be a finite number from {low:,.0f} to {MAX_NUMBER:,.0f}, got {value!r}")
     return float(value)

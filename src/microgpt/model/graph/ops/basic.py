@@ -34,8 +34,8 @@ INITS = ("he", "lecun", "torch", "zero")  # N(0, 2/d_in), N(0, 1/d_in), N(0, 1/(
 
 def _init_std(node, d_in: int) -> float:
     init = node.params["init"]
-    if isinstance(init, (int, float)) and not isinstance(init, bool) and init >= 0:
-        return float(init)
+    if isinstance(init, (int, float)) and not isinstance(init, bool):
+        return number_param(node.params, "init", low=0)
     if init not in INITS:
         raise ConfigError(f"param init must be one of {', '.join(INITS)} or a standard deviation, got {init!r}")
     return {"he": math.sqrt(2.0 / d_in), "lecun": math.sqrt(1.0 / d_in), "torch": math.sqrt(1.0 / (3 * d_in)),
@@ -83,6 +83,7 @@ class LinearOp(Op):
 
     def infer(self, node):
         expect("x", node.in_types["x"][0], "stream")
+        _init_std(node, node.in_types["x"][0].width)  # checked here, where a refusal names the node
         return {"out": ValueType(self.out_kind, self.out_width(node))}
 
     def weights(self, node) -> list[str]:

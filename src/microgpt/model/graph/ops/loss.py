@@ -54,8 +54,7 @@ class CrossEntropyOp(Op):
         offset = whole_param(node.params, "offset")
         if offset > node.dims["T"]:
             raise ConfigError(f"param offset {offset} is past the end of every window (T = {node.dims['T']})")
-        if number_param(node.params, "weight") < 0:
-            raise ConfigError(f"param weight must be at least 0, got {node.params['weight']}")
+        number_param(node.params, "weight", low=0)
         return {}
 
     def kernel(self, node, backend, views, shared):
