@@ -15,6 +15,8 @@ import pytest
 
 from conftest import needs
 from microgpt.cli import main
+from microgpt.core.errors import DataError
+from microgpt.data.dataset import open_dataset
 from microgpt.data.prepare import blocks
 
 NEEDS_ZSTD = needs("zstandard")
@@ -128,3 +130,43 @@ def test_a_full_disk_with_two_workers_is_one_line_and_keeps_the_old_dataset(full
         assert "the disk is full" in one_line(done.stderr)
         assert os.listdir(full_disk) == ["ds"]
         assert {path.name: path.read_bytes() for path in (full_disk / "ds").iterdir()} == before
+
+
+def few_descriptors() -> None:
+    """In the child: at most 256 open files, fewer than the dataset's shards."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+def test_training_holds_no_descriptor_per_shard(tmp_path, capsys):
+    """1,594 shards under ulimit -n 1024 were 'cannot be read (Too many open files)': each shard held its file
+    open for the whole run. Now a read opens its shard and closes it, so 600 shards train under 256."""
+    (tmp_path / "a.txt").write_text("the shards are small and many; " * 40)
+    assert main(["prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "ds"), "--shard-tokens", "2",
+                 "--val-fraction", "0", "--quiet"]) == 0
+    capsys.readouterr()
+    assert len(list((tmp_path / "ds").glob("train-*.bin"))) > 600
+    done = subprocess.run([sys.executable, "-m", "microgpt", "train", "ds", "--model", "ck", "--steps", "2",
+                           "--d-model", "16", "--n-layers", "1", "--heads", "2", "--d-ff", "32", "--seq-len", "16",
+                           "--batch-size", "4", "--gen", "0", "--backend", "numpy", "--quiet"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240, env=CHILD_ENV, preexec_fn=few_descriptors,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ck").is_dir()
+
+
+def test_a_shard_replaced_while_training_is_refused(tmp_path, capsys):
+    """With no descriptor held, a read finds the file at the path again: another file there is refused."""
+    (tmp_path / "a.txt").write_text("one corpus and then another\n" * 20)
+    assert main(["prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "ds"), "--val-fraction", "0",
+                 "--quiet"]) == 0
+    tokens = open_dataset(tmp_path / "ds").train
+    first = tokens[0:10]
+    shard = tmp_path / "ds" / "train-00000.bin"
+    replacement = tmp_path / "new.bin"
+    replacement.write_bytes(shard.read_bytes())
+    os.replace(replacement, shard)
+    with pytest.raises(DataError, match="train-00000.bin changed while training"):
+        tokens[0:10]
+    assert len(first) == 10
