@@ -170,3 +170,31 @@ def test_a_shard_replaced_while_training_is_refused(tmp_path, capsys):
     with pytest.raises(DataError, match="train-00000.bin changed while training"):
         tokens[0:10]
     assert len(first) == 10
+
+
+def test_validation_asked_of_a_dataset_without_a_held_out_split_says_so(tmp_path, capsys):
+    """A dataset prepared with --val-fraction 0 was told 'the text is too short to hold out a tenth of it'."""
+    (tmp_path / "a.txt").write_text("nothing of this is held out\n" * 40)
+    assert main(["prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "ds"), "--val-fraction", "0",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["train", str(tmp_path / "ds"), "--model", str(tmp_path / "ck"), "--steps", "2", "--eval-every", "1",
+                 "--backend", "numpy", "--quiet"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"the dataset {tmp_path / 'ds'} has no held-out split; prepare it again with --val-fraction" in line, line
+    assert "too short" not in line
+
+
+def test_a_saved_run_whose_sample_cannot_start_exits_0_with_a_note(tmp_path, monkeypatch, capsys):
+    """The end-of-run sample comes after the checkpoint is saved: a start its tokenizer encodes to nothing (a
+    tokenizer that drops whitespace, from a newline) made the whole run exit 2. Now a note, and exit 0."""
+    from microgpt.data.tokenizer.char import CharTokenizer
+
+    monkeypatch.setattr(CharTokenizer, "start_text", lambda self: "")
+    (tmp_path / "a.txt").write_text("a run that trains and saves\n" * 40)
+    assert main(["train", str(tmp_path / "a.txt"), "--model", str(tmp_path / "ck"), "--steps", "2", "--d-model",
+                 "16", "--n-layers", "1", "--heads", "2", "--d-ff", "32", "--seq-len", "16", "--gen", "20",
+                 "--backend", "numpy", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "note: no sample: the prompt '' encodes to no tokens" in captured.err, captured.err
+    assert (tmp_path / "ck").is_dir()

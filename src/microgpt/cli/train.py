@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 
 from microgpt.cli.train_flags import add_train_flags
@@ -26,7 +27,7 @@ from microgpt.cli.train_report import (
     report_plot,
 )
 from microgpt.core import machine
-from microgpt.core.errors import ConfigError, DistributedError
+from microgpt.core.errors import ConfigError, DataError, DistributedError
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
 from microgpt.parallel.launch import relaunch, watch_launcher
@@ -113,7 +114,10 @@ def run_single(args, settings: Settings, run: Run, comm) -> int:
     gen = settings.value("gen") if comm.is_writer else 0
     if gen and not summary.interrupted:
         print("sample:")
-        run.sample(gen, on_text=lambda ch: print(ch, end="", flush=True))
+        try:
+            run.sample(gen, on_text=lambda ch: print(ch, end="", flush=True))
+        except DataError as exc:  # the run is saved and its status is the training's: a sample that cannot start
+            print(f"note: no sample: {exc}", file=sys.stderr)
         print()
     return exit_status(summary)
 

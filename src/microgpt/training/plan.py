@@ -63,7 +63,7 @@ def build(plan: RunSettings, backend: Backend, comm) -> Run:
     model, tokenizer, notes = STARTS[plan.start](plan, corpus, backend)
     seq_len = model.config.seq_len
     train_tokens, val_tokens, train_config = corpus.split(tokenizer, plan.train, seq_len)
-    check_validation_possible(plan, train_config)
+    check_validation_possible(plan, train_config, corpus)
     if corpus.dataset is None:  # a dataset's counts are prepare's to report
         notes.append(unknown_note(tokenizer, train_tokens, val_tokens))
     if plan.start is Start.NEW and hasattr(model, "learn_from"):
@@ -131,11 +131,15 @@ def fine_tuned_model(plan: RunSettings, corpus: Corpus, backend: Backend) -> tup
 STARTS = {Start.NEW: new_model, Start.RESUME: resumed_model, Start.FINE_TUNE: fine_tuned_model}
 
 
-def check_validation_possible(plan: RunSettings, config: TrainConfig) -> None:
-    """A validation setting given where the text is too short to hold any out does nothing: refused."""
+def check_validation_possible(plan: RunSettings, config: TrainConfig, corpus: Corpus) -> None:
+    """A validation setting given where nothing is held out does nothing: refused, saying why nothing is (a text
+    too short to hold out a tenth of, or a dataset prepared without a held-out split)."""
     if config.val_tokens == 0 and plan.train.val_tokens is None and plan.validation_given:
+        why = (f"the dataset {plan.run.file} has no held-out split; prepare it again with --val-fraction or "
+               "--val-tokens" if corpus.dataset is not None else
+               "the text is too short to hold out a tenth of it; give --val-tokens N")
         raise ConfigError(f"{plan.validation_given[0]} does nothing here: there is no held-out text to validate on "
-                          "(the text is too short to hold out a tenth of it; give --val-tokens N)")
+                          f"({why})")
 
 
 def run_info(plan: RunSettings, corpus: Corpus, config: TrainConfig, backend_name: str) -> dict:
