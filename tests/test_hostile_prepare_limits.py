@@ -198,3 +198,21 @@ def test_a_saved_run_whose_sample_cannot_start_exits_0_with_a_note(tmp_path, mon
     captured = capsys.readouterr()
     assert "note: no sample: the prompt '' encodes to no tokens" in captured.err, captured.err
     assert (tmp_path / "ck").is_dir()
+
+
+def test_a_document_a_tokenizer_encodes_to_nothing_is_still_counted(tmp_path, capsys):
+    """A tokenizer that drops whitespace encodes a document of blanks to no tokens: prepare counted documents
+    by their tokens and said 'the inputs held 2 documents when scanned and 1 when tokenized: they changed
+    while being prepared', which they had not. A document is counted by its text, as the scan counts it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "1.txt").write_text("a b a\n")
+    (tmp_path / "in" / "2.txt").write_text("   \n")
+    assert main(["prepare", str(tmp_path / "in"), "--out", str(tmp_path / "ds"), "--tokenizer",
+                 str(tmp_path / "tokenizer.json"), "--val-fraction", "0", "--quiet"]) == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["documents"] == 2 and manifest["splits"]["train"]["tokens"] == 3

@@ -79,4 +79,4 @@ def _write(result: Encoded, writers: dict[str, ShardWriter], documents: dict[str
             continue
         name = SPLITS[where[first]]
         writers[name].append(result.tokens[ends[first] : ends[last]])
-        documents[name] += int((result.ends[first:last] & (result.lengths[first:last] > 0)).sum())
+        documents[name] += int((result.ends[first:last] & result.written[first:last]).sum())

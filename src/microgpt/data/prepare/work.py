@@ -69,6 +69,8 @@ class Encoded:
     slots: np.ndarray  # (pieces,) int64: each piece's document number
     lengths: np.ndarray  # (pieces,) int64: how many of the tokens are its
     ends: np.ndarray  # (pieces,) bool: whether it ends its document
+    written: np.ndarray  # (pieces,) bool: whether it has text (a document counts by its text, as the scan
+    # counts it: a tokenizer that drops whitespace encodes a document of blanks to no tokens)
     done: int  # the block's place in the inputs on disk
 
 
@@ -78,7 +80,8 @@ def encode_block(block: Block) -> Encoded:
     tokens, lengths = _job["encoder"](texts, block.source)
     return Encoded(tokens.astype(_job["dtype"], copy=False),
                    np.array([slot for slot, _, _ in found.pieces], dtype=np.int64), lengths,
-                   np.array([ends for _, _, ends in found.pieces], dtype=bool), block.done)
+                   np.array([ends for _, _, ends in found.pieces], dtype=bool),
+                   np.array([bool(text) for text in texts], dtype=bool), block.done)
 
 
 def _code_points(text: str) -> np.ndarray:
