@@ -75,11 +75,11 @@ EOF
 
 run env environment
 # the CPU checks of the kernels: nvcc/NVRTC compiles, and the kernels run on the CPU emulator (needs g++)
-run compile_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_kernels_compile.py \
-    tests/test_cuda_emulated.py tests/test_cuda_emulated_determinism.py tests/test_cuda_emulator_selftest.py \
-    tests/test_ops_emulated.py
+run compile_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/backends/test_kernels_compile.py \
+    tests/backends/test_cuda_emulated.py tests/backends/test_cuda_emulated_determinism.py tests/backends/test_cuda_emulator_selftest.py \
+    tests/backends/test_ops_emulated.py
 # every gpu-marked test: op parity, flash attention (T = 1..4096, widths 1-128), bit-identical trainings,
-# training on a non-blocking stream, long contexts, tests/test_ops.py on the cuda backend
+# training on a non-blocking stream, long contexts, tests/backends/test_ops.py on the cuda backend
 run gpu_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider -rs \
     ${OUT_DIR:+--junitxml "$OUT_DIR/gpu_tests.xml"}
 run bench_gpu timeout "$BENCH_TIMEOUT" "$PYTHON" benchmarks/bench_gpu.py "$@" \

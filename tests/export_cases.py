@@ -1,4 +1,4 @@
-"""Small trained checkpoints of every family and tokenizer, for the export tests (tests/test_export_*.py).
+"""Small trained checkpoints of every family and tokenizer, for the export tests (tests/export/).
 
 Each is trained a few steps on the numpy backend (its weights moved from their initial values, its n-gram
 tables counted), once per test session, under one temporary folder. `CASES` names them; `CACHEABLE` are those

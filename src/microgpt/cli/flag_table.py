@@ -2,7 +2,7 @@
 flags themselves.
 
 `python -m microgpt.cli.flag_table` prints it, and with `--write docs/cli.md`
-puts it in place; tests/test_flag_table.py fails when the page's copy
+puts it in place; tests/cli/test_flag_table.py fails when the page's copy
 (between the two marker lines) drifts from it.
 """
 

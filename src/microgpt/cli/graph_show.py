@@ -4,7 +4,7 @@ The tree has the group instances (compile.py's Program.instances) and the primit
 compiler's fusions (a linear with its relu is one `linear_relu`; rope nodes read only by an attention fold
 into a `rope_attention`), each under the instance it sits in, in forward order. `ops_table()` is the
 markdown table of the primitives in docs/graphs.md: `python -m microgpt.cli.graph_show` prints it, `--write
-docs/graphs.md` puts it in place, and tests/test_graph_examples.py fails when the copy drifts.
+docs/graphs.md` puts it in place, and tests/graph/test_graph_examples.py fails when the copy drifts.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the training state, in the backend's dtype (P = parameters):
   are freed, so the workspace is the larger of the two phases' peaks.
 
 Measured with tracemalloc on the NumPy backend, the estimate is within about 10%
-of the real peak for GPT models of a few hundred kilobytes and up (tests/test_memory.py).
+of the real peak for GPT models of a few hundred kilobytes and up (tests/model/test_memory.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ In elements of the backend's dtype (N = batch x seq_len rows, d = d_model, V = v
   (2 x N x d_ff).
 
 model/memory.py adds the parameter state and the optimiser step's temporaries;
-tests/test_memory.py holds the sum to the measured peak.
+tests/model/test_memory.py holds the sum to the measured peak.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Failure: `failing_together` turns an exception in any rank into one line on
 stderr naming the rank, then `MPI_Abort`, which makes the launcher end every
 process at once (a rank left waiting in a collective would otherwise hang the
 job). A rank killed outright (kill -9, out of memory) is noticed by the
-launcher itself, which ends the others within about a second (tests/test_mpi.py
+launcher itself, which ends the others within about a second (tests/parallel/test_mpi.py
 holds this to the 30 s limit). A rank that stops without dying (SIGSTOP, a stuck
 filesystem) is caught by the watchdog: every collective here is nonblocking
 (`Iallreduce`), polled until the limit of watchdog.py; past it, the waiting ranks

@@ -318,7 +318,7 @@ class ContinuingDecoder:
     decoding a short window of ids with and without it, held back while it ends in an incomplete character
     (U+FFFD) or a run of byte-fallback tokens (`byte_ids`, which decode together) and given once the rest
     arrives; `flush` gives what is held. The pieces joined are the ids' text after the probe's, as `decode` of
-    the probe and the ids gives it (checked on random ids for each kind of model, in tests/test_hf_tokenizer.py)."""
+    the probe and the ids gives it (checked on random ids for each kind of model, in tests/data/test_hf_tokenizer.py)."""
 
     def __init__(self, library: LibraryTokenizer, probe: int | None, byte_ids: frozenset = frozenset()):
         self.library, self._byte_ids = library, byte_ids

@@ -9,7 +9,7 @@ In elements of the backend's dtype, for N = batch x T rows:
   keeps (N x vocab); in backward the gradients waiting for their producers and the temporary of the
   node running (an attention's, as the backend reports it, and a few N x width; a linear's input gradient),
   less what the nodes already run have freed.
-model/memory.py adds the parameter state and the optimiser step; tests/test_graph_memory.py holds the sum to
+model/memory.py adds the parameter state and the optimiser step; tests/graph/test_graph_memory.py holds the sum to
 the measured peak.
 """
 

@@ -6,7 +6,7 @@ t + 1 through gap blocks (gap_block.py), which add the tokens from t + k + 1 on 
 `HydraHead` k (mode hydra) predicts the token at t + 1 + k from the trunk's state at t and the embeddings of the
 tokens at t + 1 .. t + k (hydra_layer.py): drafting, those are the tokens drafted before it. Each
 says where its target lies (`offset`: the token at t + offset) and which positions after t it must not see
-(`hidden`), which tests/test_leaks.py holds it to.
+(`hidden`), which tests/model/test_leaks.py holds it to.
 """
 
 from __future__ import annotations

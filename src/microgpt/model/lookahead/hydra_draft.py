@@ -7,7 +7,7 @@ On a host backend (numpy, cpu) the heads run from weights folded when the decode
 LayerNorm's gain and bias folded into the product after it (LN(x) W + b = norm(x) (gamma W) + (beta W + b)), each
 token's product with its weights a row of a table (the embedding table times them: vocab x d_ff), and the
 first layer's product of the state, which is the same for every head, one product for all of them. Its logits
-differ from the heads' own forward in rounding only (within 1e-10 in float64, tests/test_hydra_draft.py); a draft
+differ from the heads' own forward in rounding only (within 1e-10 in float64, tests/model/test_hydra_draft.py); a draft
 is only proposed, and the sampler checks it against the main head, which this does not touch. A GPU backend runs
 each head's forward (heads.HydraHead).
 """

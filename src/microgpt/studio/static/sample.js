@@ -51,7 +51,7 @@ const Sample = {
       tokens: value("tokens"), temperature: value("temperature"), top_k: value("top-k"), top_p: value("top-p"),
       seed: value("seed"), backend: value("sample-backend")});
     const out = document.getElementById("completion");
-    out.textContent = "";
+    out.textContent = value("prompt"); // `microgpt sample` prints the continuation alone: the prompt leads it here
     out.className = "streaming";
     document.getElementById("routing-legend").replaceChildren();
     say("sampling...", false, "sample");

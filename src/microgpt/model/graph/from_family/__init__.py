@@ -2,7 +2,7 @@
 
 Each is written with the library groups (model/graph/library), node ids chosen so that every parameter has
 the family's name where it can (gpt's exactly) and the family's order always, so that the same seed draws
-the same initial weights; tests/test_graph_equivalence.py trains both side by side.
+the same initial weights; tests/graph/test_graph_equivalence.py trains both side by side.
 """
 
 from __future__ import annotations
