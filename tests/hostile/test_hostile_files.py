@@ -195,8 +195,11 @@ def test_runs_reads_results_jsonl_a_line_at_a_time(workdir):
     last = results.read_bytes()
     with open(results, "wb") as f:  # 300 MB of one line, then the run's record: read whole, 600 MB or more
         f.write(b"x" * 300 * 1024**2 + b"\n" + last)
-    wrapped = ("import resource, sys; from microgpt.cli import main; code = main(sys.argv[1:]); "
-               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr); sys.exit(code)")
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child forked from a large pytest worker
+    # would report the worker's peak (482 MB seen in CI), while VmHWM is this program's own
+    wrapped = ("import sys; from microgpt.cli import main; code = main(sys.argv[1:]); "
+               "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]; "
+               "print(int(hwm) // 1024, file=sys.stderr); sys.exit(code)")
     done = subprocess.run([sys.executable, "-c", wrapped, "runs", "--json", "runs"], cwd=workdir,
                           capture_output=True, text=True, check=False, timeout=HANG_S, preexec_fn=held_to_memory)
     assert listed(done)["good"]["tokens_per_sec"] > 0  # the record after the long line is read
