@@ -42,10 +42,10 @@ INVOCATION_FLAGS = [
     (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
     (("--procs",), {"type": positive_int, "metavar": "N",
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
-                    "thread each; --batch-size is split over them. Use one per core: on 2 quiet cores, 2 "
-                    "processes x 1 thread trained 1.8-1.9x as fast as one single-threaded process and 5-8% "
-                    "faster than one process with 2 threads, the default (benchmarks/bench_distributed.py); "
-                    "see docs/distributed.md"}),
+                    "thread each; --batch-size is split over them. Use at most one per core: N processes of one "
+                    "thread, in place of one process with a thread per core (the default), trade their start-up "
+                    "and an all-reduce of the gradients every step for shards that share no interpreter lock; "
+                    "see docs/distributed.md, and docs/benchmarks.md for what each costs"}),
 ]
 
 # The groups of train's flags, in the order --help shows them: (title, the settings' keys and invocation flags
