@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import CUDA_SKIP
+from backend_kinds import CUDA_SKIP
 from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import Backend, get_backend
 from microgpt.backends.adamw import adamw_update

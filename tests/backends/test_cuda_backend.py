@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from attention_reference import attention_reference
-from conftest import CUDA_SKIP
+from backend_kinds import CUDA_SKIP
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.data.tokenizer import CharTokenizer

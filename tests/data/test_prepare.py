@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import needs
+from extras import needs
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.data import shards

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import microgpt
-from conftest import need
 from export_cases import SEQ_LEN, checkpoint, probe
+from extras import need
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint, save_checkpoint

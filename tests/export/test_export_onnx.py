@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import microgpt
-from conftest import need
 from export_cases import CACHEABLE, CASES, ROOT, SEQ_LEN, checkpoint, probe
+from extras import need
 from microgpt.cli import main
 
 onnx = need("onnx")

@@ -16,7 +16,7 @@ import pytest
 from test_graph_ops import CASES, UNSOUND, case_seed, chars_of
 
 import graph_cases
-from conftest import need
+from extras import need
 from graph_gradcheck import build, case_document, perturb
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer

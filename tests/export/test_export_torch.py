@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import microgpt
-from conftest import need
 from export_cases import CASES, ROOT, SEQ_LEN, TRAINABLE, checkpoint, probe
+from extras import need
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint

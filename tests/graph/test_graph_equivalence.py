@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import microgpt
-from conftest import PeakMemory
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
 from microgpt.model.graph.from_family import document_for
+from peak_memory import PeakMemory
 
 SHAPES = [  # gpt shapes: awkward head widths, one layer, several
     {"d_model": 12, "n_layers": 2, "heads": "2,4,6", "d_ff": 20, "seq_len": 16},

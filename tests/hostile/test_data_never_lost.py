@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PeakMemory
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint
+from peak_memory import PeakMemory
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]

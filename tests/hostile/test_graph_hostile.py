@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PeakMemory
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.model.family import family
@@ -25,6 +24,7 @@ from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.library import library_groups
+from peak_memory import PeakMemory
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 GPT = family("gpt").Config(vocab_size=65, d_model=12, n_layers=1, head_dims=(4, 4, 4), d_ff=24, seq_len=16)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs
+from extras import needs
 from microgpt.cli import main
 from microgpt.core.errors import DataError
 from microgpt.data.dataset import open_dataset

@@ -1,6 +1,6 @@
 """Every benchmark script imports against today's library (they run by hand, so nothing else would notice an
 API they use moving); a script that needs an optional package that is missing here skips with its name and
-the extra that brings it (tests/conftest.py)."""
+the extra that brings it (tests/extras.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXTRAS, NOT_IN_AN_EXTRA, missing_reason
+from extras import EXTRAS, NOT_IN_AN_EXTRA, missing_reason
 
 SCRIPTS = sorted((Path(__file__).resolve().parents[2] / "benchmarks").glob("*.py"))
 OPTIONAL = {*EXTRAS, *NOT_IN_AN_EXTRA}  # packages a benchmark may need that the test extra does not bring

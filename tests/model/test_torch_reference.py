@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import need
+from extras import need
 from microgpt.backends import get_backend
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.settings.training import TrainConfig

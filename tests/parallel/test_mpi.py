@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import need
+from extras import need
 
 pytestmark = pytest.mark.mpi
 need("mpi4py")

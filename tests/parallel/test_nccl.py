@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import CUDA_SKIP
+from backend_kinds import CUDA_SKIP
 from microgpt.core.errors import DistributedError
 from microgpt.parallel.communicator import SingleProcess
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import need
+from extras import need
 from slurm_cluster import SlurmCluster, mpi_plugin, skip_reason
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slurm]

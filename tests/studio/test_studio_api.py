@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import need
+from extras import need
 
 need("starlette")
 need("httpx")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need
+from extras import need
 
 need("starlette")
 need("selenium")

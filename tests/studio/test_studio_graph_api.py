@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PeakMemory, need
+from extras import need
+from peak_memory import PeakMemory
 
 need("starlette")
 need("httpx")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import need
+from extras import need
 
 need("starlette")
 need("httpx")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import need
+from extras import need
 
 need("starlette")
 need("httpx")

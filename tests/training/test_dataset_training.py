@@ -1,4 +1,4 @@
-"""Training from a prepared dataset (data/dataset.py, training/corpus.py): `microgpt train DIR` trains on the
+"""Training from a prepared dataset (data/dataset.py, data/corpus.py): `microgpt train DIR` trains on the
 memory-mapped shards exactly as on the same tokens read from a text, resumes bit for bit, validates on the
 held-out split, and refuses what does not fit (a tokenizer flag, a damaged shard, another tokenizer's
 checkpoint). The datasets here are written by `write_dataset`, byte for byte as docs/data.md describes, so

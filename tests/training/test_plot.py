@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import need
+from extras import need
 from microgpt.cli import main
 from microgpt.training.plot import (
     PLOT_HINT,

@@ -20,7 +20,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import microgpt
-from conftest import need
+from extras import need
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.core.progress import Progress

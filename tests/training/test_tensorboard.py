@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import need
+from extras import need
 from microgpt.cli import main
 from microgpt.training.tensorboard_log import tag_of
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need
+from extras import need
 from microgpt.cli import main
 from microgpt.core.threads import available_cores
 

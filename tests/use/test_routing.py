@@ -10,7 +10,7 @@ import io
 import numpy as np
 import pytest
 
-from conftest import need
+from extras import need
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
