@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from microgpt.backends.adamw import adamw_update
+from microgpt.backends.bf16 import check_precision
 from microgpt.backends.constants import MASKED_SCORE
 from microgpt.core.errors import DataError
 
@@ -68,6 +69,17 @@ class Backend(abc.ABC):
     name: str = "abstract"
     dtype: np.dtype
     on_gpu: bool = False  # computes on a GPU: with several processes, each first takes its own
+
+    precision: str = "fp32"  # of the matrix products' inputs (backends/bf16.py); set by `use_precision`
+
+    def use_precision(self, precision: str) -> None:
+        """Round the inputs of every matrix product (matmul, matmul_into, bmm and the attention products) to
+        `precision`, accumulating in float32; everything else stays float32. This default has fp32 only and
+        refuses another in one line (BackendUnavailable); a backend that has bf16 overrides it."""
+        if check_precision(precision) != "fp32":
+            raise BackendUnavailable(f"--precision {precision} on the {self.name} backend is not built yet; train at "
+                                     f"--precision fp32 here, or at {precision} with --backend cpu or numpy")
+        self.precision = precision
 
     @classmethod
     def start(cls, threads: int | None = None) -> Backend:

@@ -2,7 +2,8 @@
 
 Dense products (the d x d projections, the feed-forward, the head, and
 attention's batched Q K^T and P V) stay on BLAS through NumPy, as in the parent
-class. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
+class; at --precision bf16 they are MKL's bf16 products (`_product`,
+backends/mkl_bf16.py), on the inputs rounded as the parent rounds them. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
 gradients, Adam and AdamW, and decoding's attention over a KV cache's ring run
 as numba kernels (`cpu_kernels/`), each in one thread, every reduction in a
@@ -31,7 +32,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from microgpt.backends.base import check_token_ids
+from microgpt.backends import mkl_bf16
+from microgpt.backends.base import BackendUnavailable, check_token_ids
+from microgpt.backends.bf16 import bf16_bits, check_precision
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
 from microgpt.backends.cpu_kernels import load
 from microgpt.backends.cpu_streams import StreamPool
@@ -85,6 +88,25 @@ class CpuBackend(NumpyBackend):
     def start(cls, threads=None):
         return cls(threads=threads)
 
+    def use_precision(self, precision):
+        """bf16 needs MKL and a processor with AMX-BF16 or AVX512-BF16: without them, one line saying which is
+        missing and the fix (BackendUnavailable); never a silent fall back to fp32."""
+        if check_precision(precision) == "bf16":
+            reason = mkl_bf16.unavailable()
+            if reason is not None:
+                raise BackendUnavailable(reason)
+        super().use_precision(precision)
+
+    def _product(self, a, b, out=None, accumulate=False):
+        """The parent's product at fp32 (BLAS through NumPy); at bf16, MKL's bf16 product of the same rounded
+        inputs (backends/mkl_bf16.py), accumulated in float32, into out or a new array."""
+        if self.precision != "bf16":
+            return super()._product(a, b, out, accumulate)
+        if out is None:
+            out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
+        mkl_bf16.gemm_bits(bf16_bits(a), bf16_bits(b), out, accumulate)
+        return out
+
     def run_streams(self, tasks):
         return self._pool.run(tasks)
 
@@ -122,15 +144,16 @@ class CpuBackend(NumpyBackend):
             return super().causal_attention(q, k, v, scale)  # short sequences, or queries against a cache (Tq < Tk)
         half = t // 2  # the first half of the queries sees only the first half of the keys
         keys_t = k.transpose(0, 2, 1)  # (n, w, T), a view
-        early = self._causal_probs(np.matmul(q[:, :half], keys_t[:, :, :half]), scale, 0)  # (n, half, half)
-        late = self._causal_probs(np.matmul(q[:, half:], keys_t), scale, half)  # (n, T - half, T)
+        early = self._causal_probs(self._product(q[:, :half], keys_t[:, :, :half]), scale, 0)  # (n, half, half)
+        late = self._causal_probs(self._product(q[:, half:], keys_t), scale, half)  # (n, T - half, T)
         out = np.empty_like(q)  # (n, T, w)
-        np.matmul(early, v[:, :half], out=out[:, :half])
-        np.matmul(late, v, out=out[:, half:])
+        self._product(early, v[:, :half], out[:, :half])
+        self._product(late, v, out[:, half:])
         return out, CausalHalves(q, k, v, early, late)
 
     def window_attention(self, q, keys, values, start, window, scale):
-        if not _contiguous(q, keys, values) or any(a.dtype != self.dtype for a in (q, keys, values)):
+        if not _contiguous(q, keys, values) or any(a.dtype != self.dtype for a in (q, keys, values)) or \
+                self.precision != "fp32":  # the kernel's products are float32's: bf16 takes the default's products
             return super().window_attention(q, keys, values, start, window, scale)
         n, capacity = q.shape[1], keys.shape[1]
         if start + n - max(0, start - window + 1) > capacity:  # as the default refuses it
@@ -144,17 +167,17 @@ class CpuBackend(NumpyBackend):
             return super().causal_attention_backward(dout, saved, scale)
         q, k, v, early, late = saved
         half = early.shape[1]
-        dearly = self._causal_probs_backward(early, np.matmul(dout[:, :half], v[:, :half].transpose(0, 2, 1)),
+        dearly = self._causal_probs_backward(early, self._product(dout[:, :half], v[:, :half].transpose(0, 2, 1)),
                                              scale, 0)  # (n, half, half): dS of the first half
-        dlate = self._causal_probs_backward(late, np.matmul(dout[:, half:], v.transpose(0, 2, 1)), scale,
+        dlate = self._causal_probs_backward(late, self._product(dout[:, half:], v.transpose(0, 2, 1)), scale,
                                             half)  # (n, T - half, T)
         dq = np.empty_like(q)  # (n, T, w)
-        np.matmul(dearly, k[:, :half], out=dq[:, :half])
-        np.matmul(dlate, k, out=dq[:, half:])
-        dk = np.matmul(dlate.transpose(0, 2, 1), q[:, half:])  # (n, T, w)
-        dk[:, :half] += np.matmul(dearly.transpose(0, 2, 1), q[:, :half])
-        dv = np.matmul(late.transpose(0, 2, 1), dout[:, half:])  # (n, T, w)
-        dv[:, :half] += np.matmul(early.transpose(0, 2, 1), dout[:, :half])
+        self._product(dearly, k[:, :half], dq[:, :half])
+        self._product(dlate, k, dq[:, half:])
+        dk = self._product(dlate.transpose(0, 2, 1), q[:, half:])  # (n, T, w)
+        self._product(dearly.transpose(0, 2, 1), q[:, :half], dk[:, :half], accumulate=True)
+        dv = self._product(late.transpose(0, 2, 1), dout[:, half:])  # (n, T, w)
+        self._product(early.transpose(0, 2, 1), dout[:, :half], dv[:, :half], accumulate=True)
         return dq, dk, dv
 
     def _causal_probs(self, scores, scale, offset):

@@ -2,7 +2,9 @@
 
 Plain, vectorised NumPy that reads like the math of docs/ops.md. float32 by
 default; `NumpyBackend(dtype=np.float64)` for gradient checks. It has no device, so none of the
-reference's device calls (`gpu_*`, `handle`: the cuda backend's).
+reference's device calls (`gpu_*`, `handle`: the cuda backend's). At `use_precision("bf16")`
+every matrix product (matmul, matmul_into, bmm: `_product`) reads its inputs rounded to
+bf16 and multiplies them in float32, the definition of --precision bf16 (docs/precision.md).
 
 Three habits keep it fast without hiding the math: sums along rows and columns
 go through BLAS as products with a vector of ones (several times faster than
@@ -21,6 +23,7 @@ import numpy as np
 
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.base import Backend, Mat, ReferenceAPI, check_token_ids
+from microgpt.backends.bf16 import check_precision, round_bf16
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS, MASKED_SCORE
 from microgpt.backends.host_memory import keep_freed_memory
 from microgpt.core.threads import set_threads
@@ -76,7 +79,7 @@ class NumpyBackend(Backend, ReferenceAPI):
         if a.shape[0] != b.shape[0]:
             raise ValueError(f"bmm: batch sizes differ ({a.shape[0]} and {b.shape[0]})")
         _check_matmul_shapes("bmm", a.shape[-2:], b.shape[-2:])
-        return np.matmul(a, b)
+        return self._product(a, b)
 
     # ---- linear algebra -------------------------------------------------------------------
 
@@ -84,7 +87,7 @@ class NumpyBackend(Backend, ReferenceAPI):
         a = a.T if transpose_a else a
         b = b.T if transpose_b else b
         _check_matmul_shapes("matmul", a.shape, b.shape)
-        return a @ b
+        return self._product(a, b)
 
     def matmul_into(self, a, b, dst, transpose_a=False, transpose_b=False, accumulate=False):
         a = a.T if transpose_a else a
@@ -92,10 +95,26 @@ class NumpyBackend(Backend, ReferenceAPI):
         _check_matmul_shapes("matmul_into", a.shape, b.shape)
         if dst.shape != (a.shape[0], b.shape[1]):
             raise ValueError(f"matmul_into: dst is {dst.shape} but the product is {(a.shape[0], b.shape[1])}")
+        self._product(a, b, dst, accumulate)
+
+    def use_precision(self, precision):
+        if check_precision(precision) == "bf16" and self.dtype != np.float32:
+            raise ValueError(f"--precision bf16 rounds float32 products' inputs; this backend computes in {self.dtype}")
+        self.precision = precision
+
+    def _product(self, a, b, out=None, accumulate=False):
+        """a @ b of 2-D or 3-D (batched) arrays, views as they are, at the backend's precision: new, or into out
+        (added to it with accumulate). At bf16 both inputs are rounded to bf16 (backends/bf16.py) and
+        multiplied in float32. Every product of the backend is this one."""
+        if self.precision == "bf16":
+            a, b = round_bf16(a), round_bf16(b)
+        if out is None:
+            return a @ b
         if accumulate:
-            dst += a @ b
+            out += a @ b
         else:
-            np.matmul(a, b, out=dst)
+            np.matmul(a, b, out=out)
+        return out
 
     def transpose(self, a):
         return a.T.copy()  # always new: ascontiguousarray(a.T) returns a view for a (1, n) or (n, 1) a
