@@ -3,6 +3,11 @@
 `backend_name` runs a test once per backend kind in `backend_kinds.BACKENDS` (numpy and cpu always, cuda where
 usable); `backend` is a float32 backend of that kind and `reference` the NumPy backend in float64.
 
+`emulated` is (backend, cublas): a `CuBLASBackend` whose CuPy is `cuda_emulator.fake_cupy` and whose cuBLAS is
+`FakeCublas`. The backend's own Python runs unchanged; only `loader.load_cupy` is replaced. Its kernels run on
+the emulator, compiled from exactly the text the backend hands `RawModule`. The process-wide module cache is
+emptied for the test and restored after, so an emulated module never reaches a real backend in the same session.
+
 A suite started with Ctrl-C ignored (a shell's background job: `(cmd &)`, nohup) would hand that ignore to every
 subprocess it starts, and the tests that stop a child with SIGINT, as a terminal's Ctrl-C does, would find it
 deaf to it. So the ignore is lifted here, once: children then start with SIGINT at its default, as from a
@@ -20,7 +25,10 @@ import numpy as np
 import pytest
 
 from backend_kinds import BACKENDS
+from cuda_emulator.build import GXX
+from cuda_emulator.fake_cupy import FakeCublas, fake_cupy
 from microgpt.backends import get_backend
+from microgpt.backends.cuda import CuBLASBackend, loader
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -43,3 +51,19 @@ def backend(backend_name):
 def reference():
     """The NumPy backend in float64: the reference other backends are held against."""
     return get_backend("numpy", dtype=np.float64)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """(backend, cublas): a CuBLASBackend on the CPU emulator, and its fake cuBLAS (skipped without g++)."""
+    if GXX is None:
+        pytest.skip("g++ is not on PATH; the CUDA emulator needs it")
+    cublas = FakeCublas()
+    saved = dict(loader.MODULES)
+    loader.MODULES.clear()
+    monkeypatch.setattr(loader, "load_cupy", lambda: (fake_cupy(), cublas))
+    backend = CuBLASBackend()
+    yield backend, cublas
+    backend.finalize()
+    loader.MODULES.clear()
+    loader.MODULES.update(saved)

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from backend_kinds import CUDA_SKIP
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import Backend, get_backend
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.cpu_backend import CHUNKED_SIZE

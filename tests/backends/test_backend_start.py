@@ -2,7 +2,7 @@
 `on_gpu` says whether a process must first take its own GPU.
 
 The numpy backend sets BLAS's threads and records the count; the cpu backend takes them for BLAS, its
-kernels and its shards; the cuda backend computes on the GPU and leaves the threads alone.
+kernels and its slices of a batch; the cuda backend computes on the GPU and leaves the threads alone.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from threadpoolctl import threadpool_info
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import REGISTRY, Backend, backend_class
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.core.errors import ConfigError
@@ -45,7 +44,7 @@ def test_a_cpu_backend_starts_with_the_threads_asked_for(name):
     backend.finalize()
 
 
-def test_the_cpu_backend_runs_a_shard_per_thread():
+def test_the_cpu_backend_runs_a_slice_of_the_batch_per_thread():
     backend = backend_class("cpu").start(1)
     assert backend.streams == 1
     backend.finalize()

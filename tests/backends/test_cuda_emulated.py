@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from attention_reference import attention_reference
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.cuda import launch

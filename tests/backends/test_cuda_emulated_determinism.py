@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from cuda_emulator.launch import schedule
 from microgpt.backends.cuda import launch
 from microgpt.model.gpt import GPT, GPTConfig

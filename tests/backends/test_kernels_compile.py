@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from cuda_emulator import launch as emulator_launch
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from cuda_emulator.signatures import kernel_parameters
 from microgpt.backends import BackendUnavailable, cuda, resolve_auto
 from microgpt.backends.cuda import CuBLASBackend, launch

@@ -12,8 +12,6 @@ import inspect
 import pytest
 import test_ops
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
-
 # test_ops.py's tests that run on a backend (the others are about NumPy or the tables alone)
 globals().update(
     {

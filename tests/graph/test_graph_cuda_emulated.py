@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from family_shapes import TINY_GRAPH
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer

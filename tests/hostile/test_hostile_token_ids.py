@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends.cpu_backend import CpuBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.cli import main

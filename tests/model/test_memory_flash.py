@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.model import gpt
 from microgpt.model.gpt import GPTConfig
