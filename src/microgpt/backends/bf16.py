@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-PRECISIONS = ("fp32", "bf16")  # of the inputs of each matrix product; everything else is float32 either way
+from microgpt.core.registry import PRECISIONS  # fp32, bf16: of the inputs of every matrix product
 
 
 def bf16_bits(x) -> np.ndarray:

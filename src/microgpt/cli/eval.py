@@ -39,7 +39,7 @@ def add_parser(commands) -> None:
     p.add_argument("model", metavar="MODEL", help="checkpoint directory (written by microgpt train)")
     p.add_argument("file", metavar="FILE", nargs="?", help="UTF-8 text to score (held out from training)")
     add_flags_with_defaults(p, settings_fields(EvalSettings)
-                            + train_settings("backend", "threads", "max_memory", "max_corpus"))
+                            + train_settings("backend", "threads", "precision", "max_memory", "max_corpus"))
     p.set_defaults(run=run)
 
 
@@ -50,7 +50,8 @@ def run(args) -> int:
     if args.file is None and chosen.prompts is None:
         raise ConfigError("give a FILE to score, or --prompts FILE of prompt<TAB>answer lines to answer")
     prompts = None if chosen.prompts is None else read_prompts(chosen.prompts, args.max_corpus)
-    loaded = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory)
+    loaded = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory,
+                  precision=args.precision)
     if loaded.backend_note:
         print(loaded.backend_note, file=sys.stderr)
     if prompts is not None:

@@ -20,7 +20,8 @@ def add_parser(commands) -> None:
     p = commands.add_parser("sample", help="generate text from a checkpoint",
                             description=__doc__.split(":", 1)[1].strip())
     p.add_argument("model", metavar="MODEL", help="checkpoint directory (written by microgpt train)")
-    add_flags_with_defaults(p, settings_fields(SampleSettings) + train_settings("backend", "threads", "max_memory"))
+    add_flags_with_defaults(p, settings_fields(SampleSettings) + train_settings("backend", "threads", "precision",
+                                                                                   "max_memory"))
     p.set_defaults(run=run)
 
 
@@ -30,7 +31,8 @@ SEPARATOR = "\n---\n"  # between samples
 def run(args) -> int:
     chosen = SampleSettings(**{f.field: getattr(args, f.key) for f in settings_fields(SampleSettings)})
     out = None if chosen.out is None else Path(chosen.out)
-    model = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory)
+    model = load(args.model, backend=args.backend, threads=args.threads, max_memory=args.max_memory,
+                 precision=args.precision)
     if model.backend_note:
         print(model.backend_note, file=sys.stderr)
     if chosen.fill is not None:

@@ -53,7 +53,7 @@ INVOCATION_FLAGS = [
 STEPS_AND_DATA = ("steps", "seed", "batch_size", "grad_accum", "stride", "random_batches", "val_tokens", "val_interval",
                   "eval_every", "save_every")
 OPTIMISER = ("lr", "warmup", "lr_schedule", "min_lr", "decay_steps", "weight_decay", "beta1", "beta2", "grad_clip")
-RUN_AND_OUTPUT = ("backend", "threads", "max_memory", "gen", "max_corpus", "model", "log", "--no-save", "--resume",
+RUN_AND_OUTPUT = ("backend", "threads", "precision", "max_memory", "gen", "max_corpus", "model", "log", "--no-save", "--resume",
                   "--overwrite", "--init-from", "--config", "--run", "--compare", "--quiet")
 PARALLEL = ("--procs", "collective_timeout")
 WHAT_TO_TRAIN = ("family", "tokenizer", "vocab_size", "preset")

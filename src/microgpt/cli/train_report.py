@@ -99,9 +99,12 @@ def hint_at_plots(any_saved: bool) -> None:
 
 
 def describe_backend(backend) -> str:
-    """"backend cpu, 2 threads" (the thread count where the backend runs on the CPU)."""
+    """"backend cpu, 2 threads" (the thread count where the backend runs on the CPU), and ", bf16" where its
+    products are not float32's."""
     threads = getattr(backend, "threads", None)
-    return f"backend {backend.name}" + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+    precision = getattr(backend, "precision", "fp32")
+    return f"backend {backend.name}" + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "") + \
+        (f", {precision}" if precision != "fp32" else "")
 
 
 def print_summary(summary: RunSummary) -> None:

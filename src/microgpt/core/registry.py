@@ -17,6 +17,8 @@ BACKENDS: dict[str, tuple[str, str]] = {  # --backend NAME -> (module, class); "
     "cublas": ("microgpt.backends.cuda", "CuBLASBackend"),
 }
 
+PRECISIONS = ("fp32", "bf16")  # --precision NAME: of the inputs of every matrix product (backends/bf16.py)
+
 FAMILIES: dict[str, str] = {  # --family NAME -> the module that is the family (model/family.py says what it gives)
     "gpt": "microgpt.model.gpt",
     "ensemble": "microgpt.model.ensemble",

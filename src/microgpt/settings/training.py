@@ -23,7 +23,7 @@ from microgpt.core.checks import (
 )
 from microgpt.core.errors import ConfigError
 from microgpt.core.fields import check_fields, setting
-from microgpt.core.registry import BACKENDS, FAMILIES
+from microgpt.core.registry import BACKENDS, FAMILIES, PRECISIONS
 from microgpt.core.version import install_hint
 from microgpt.data.corpus import DEFAULT_HELD_OUT_MAX
 from microgpt.data.tokenizer import KINDS, is_tokenizer_file
@@ -41,6 +41,7 @@ FAMILY = Choice(lambda: tuple(FAMILIES))
 PRESET = Choice(lambda: tuple(PRESETS))
 SCHEDULE = Choice(lambda: ("constant", "cosine"))
 LOG = Choice(lambda: ("jsonl", "tensorboard"))
+PRECISION = Choice(lambda: PRECISIONS)
 TOKENIZER = ChoiceOrFile(lambda: tuple(KINDS), is_tokenizer_file, "a Hugging Face tokenizer.json")
 
 __all__ = ["ModelChoice", "RunConfig", "TrainConfig"]
@@ -104,6 +105,10 @@ class TrainConfig:
                                      shown_default=f"steps/{VALIDATIONS_PER_RUN}, at least {MIN_STEPS_BETWEEN_VALIDATIONS}")
     save_every: int = setting(0, "also save every N steps (always at the end, and on Ctrl-C; 0: only then)",
                               whole(0))
+    precision: str = setting("fp32", "the inputs of every matrix product: fp32, or bf16 (rounded to bfloat16, "
+                             "multiplied with float32 accumulation; weights, gradients, Adam's moments, LayerNorm, "
+                             "softmax and the loss stay float32; on cpu it needs MKL, the mkl extra, and AMX-BF16 or "
+                             "AVX512-BF16); kept by a resume", PRECISION, metavar="NAME")
 
     @property
     def validate_every(self) -> int:

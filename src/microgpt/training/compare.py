@@ -92,6 +92,7 @@ def plan_compare(settings: Settings, specs_text: str, backend: Backend, save: bo
             raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
     specs = kind.parse_specs(specs_text, settings)
     train_config = settings.train_config()
+    backend.use_precision(train_config.precision)
     board = settings.run_config().log == "tensorboard"  # the tensorboard extra is checked here
     micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))

@@ -53,6 +53,7 @@ def plan_run(settings: Settings, backend: Backend, resume: Path | str | None = N
     locked for the run: use the Run as a context manager (or call `close`) to release it."""
     comm = comm or communicator()
     plan = resolve(settings, backend, comm, resume, save, init_from, overwrite)
+    backend.use_precision(plan.train.precision)  # one line where the backend cannot, before anything is written
     comm.time_out_after(plan.run.collective_timeout)
     return build(plan, backend, comm.for_backend(backend))
 

@@ -227,6 +227,8 @@ def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> 
     """On a resume: each optimiser or schedule flag that changes what the checkpoint was trained with."""
     notes = [f"{known_settings()[key].flag} {settings.value(key)} overrides the checkpoint's {saved.get(key)}"
              for key in REFERENCE_OPTIMIZER if key in settings.explicit and settings.explicit[key] != saved.get(key)]
+    if settings.explicit.get("precision", config.precision) != saved.get("precision", "fp32"):  # older: fp32
+        notes.append(f"--precision {config.precision} overrides the checkpoint's {saved.get('precision', 'fp32')}")
     old_steps = saved.get("steps")
     if config.lr_schedule == "cosine" and config.decay_steps is None and old_steps not in (None, config.steps):
         notes.append(f"the cosine decay now ends at step {config.steps} (--steps), not {old_steps}")

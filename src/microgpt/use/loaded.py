@@ -121,16 +121,18 @@ class LoadedModel:
 
 
 def load(directory: str | Path, backend: str | None = None, threads: int | None = None,
-         max_memory: int | str | None = None) -> LoadedModel:
+         max_memory: int | str | None = None, precision: str | None = None) -> LoadedModel:
     """The checkpoint at `directory` on `backend` (auto by default, cpu, numpy or cuda) with `threads`, refused
-    above `max_memory` (bytes or "512MiB"; the train default), checked as `sample` checks it. The settings
+    above `max_memory` (bytes or "512MiB"; the train default), its products at `precision` (fp32 by default, or
+    bf16: docs/precision.md), checked as `sample` checks it. The settings
     are read and checked as train's are (settings/sources.py). A directory that is not there raises
     FileNotFoundError; a damaged or foreign one, CheckpointError (a ValueError) in one line.
 
     The model it gives (a LoadedModel) offers:
     """
-    settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory})
+    settings = Settings({"backend": backend, "threads": threads, "max_memory": max_memory, "precision": precision})
     started, note = start_backend(settings.value("backend"), None, settings.value("threads"))
+    started.use_precision(settings.value("precision"))
     model, tokenizer, info = load_checkpoint(directory, started, max_memory=settings.value("max_memory"))
     return LoadedModel(model, info["family"], tokenizer, Path(directory), settings.value("max_memory"), note)
 
