@@ -4,8 +4,11 @@
 regular file (a FIFO, a device such as /dev/zero, which never ends and whose size reads as 0, a socket, or a
 link to one); `read_regular` reads at most `limit` bytes of one, and `read_json` parses them (`parse_json`),
 so that a number of more digits than Python converts or a nesting deeper than its recursion limit is a
-ValueError saying so, not a traceback. Each raises an OSError (a ValueError for what the JSON holds) whose text the
-caller words into its own one line, naming the file.
+ValueError saying so, not a traceback. `bounded_lines` reads a log a line at a time, leaving out a line longer than
+its bound (read past in pieces, never held whole), and `read_tail` reads the last lines of a log from its end, so
+that neither costs more memory however large the file (a log of zeros with no newline is one endless line).
+Each raises an OSError (a ValueError for what the JSON holds) whose text the caller words into its own one line,
+naming the file.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,6 +55,29 @@ def read_regular(path: str | Path, limit: int) -> bytes:
     if len(data) > limit:
         raise TooLarge(path, limit)
     return data
+
+
+def bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The lines of the binary file `f` from where it stands, each of at most `limit` bytes (with its newline); a
+    longer line is read past in pieces of `limit` and left out."""
+    while line := f.readline(limit):
+        if len(line) == limit and not line.endswith(b"\n"):  # a piece of a longer line: skip to its end
+            while (piece := f.readline(limit)) and not piece.endswith(b"\n"):
+                pass
+            continue
+        yield line
+
+
+def read_tail(path: str | Path, limit: int) -> list[bytes]:
+    """The lines that start in the last `limit` bytes of the regular file `path` (every line of a shorter one),
+    without their newlines, the last perhaps unfinished (a log being written); the OSError of open_regular."""
+    with open_regular(path) as f:
+        start = max(0, os.fstat(f.fileno()).st_size - limit)
+        f.seek(max(0, start - 1))
+        data = f.read(limit + (start > 0))
+    if start > 0:
+        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""  # from the first line that starts inside
+    return [line for line in data.split(b"\n") if line]
 
 
 def read_json(path: str | Path, limit: int):

@@ -19,11 +19,13 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from microgpt.core.files import read_tail
+from microgpt.training.run_files import MAX_LOG_LINE
 from microgpt.training.run_list import results_files
 
 FLOPS_PER_PARAMETER = 6  # per token, forward and backward
 MATMUL_SHARE = 0.5  # of a one-thread matrix product's rate that a training step reaches (the default run, roughly)
-LATEST_RESULTS = 20  # the results lines the calibration reads
+LATEST_RESULTS = 20  # the results lines the calibration reads, from the last LATEST_RESULTS x MAX_LOG_LINE bytes
 NEAREST_RUNS = 3  # the runs nearest the model in size (by the ratio of parameters) whose rates count
 _measured: dict[str, float] = {}
 
@@ -45,12 +47,16 @@ def workspace_rates(workspace) -> list[tuple[int, float]]:
     """(parameters, effective rate) of each of the workspace's latest finished runs."""
     runs = []
     for path in results_files(workspace.checkpoints()):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[-LATEST_RESULTS:]:
+        try:
+            lines = read_tail(path, LATEST_RESULTS * MAX_LOG_LINE)[-LATEST_RESULTS:]
+        except OSError:  # unreadable, or not a regular file: no rates from it
+            continue
+        for line in lines:
             try:
-                record = json.loads(line)
+                record = json.loads(line.decode("utf-8", errors="replace"))
                 parameters = int(record["parameters"])
                 rate = float(record["tokens_per_sec"]) * FLOPS_PER_PARAMETER * parameters
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
                 continue
             if parameters > 0 and rate > 0 and math.isfinite(rate):
                 runs.append((parameters, rate))

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from microgpt.core.files import bounded_lines, open_regular
 from microgpt.core.version import install_hint
-from microgpt.training.run_files import open_own
+from microgpt.training.run_files import MAX_LOG_LINE, open_own
 
 PLOT_HINT = f"note: no loss plot; {install_hint('plot')} for loss plots"
 SMOOTH_STEPS = 50  # moving-average window, shortened for short runs
@@ -55,18 +56,20 @@ def renumbered(record: dict) -> dict:
 
 def read_metrics(path: Path) -> list[dict]:
     """The log's records as one history: a record whose step is not past the last one (a resume from an
-    earlier checkpoint, or a new run in the same place) replaces the records from that step on."""
+    earlier checkpoint, or a new run in the same place) replaces the records from that step on. The log is read
+    a line at a time, a line past MAX_LOG_LINE left out (a damaged log, or one of zeros, is never held whole)."""
     records: list[dict] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():  # a damaged byte: a dropped line
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill mid-write
-        if not isinstance(record, dict) or "step" not in record or "loss" not in record:
-            continue
-        while records and records[-1]["step"] >= record["step"]:
-            records.pop()
-        records.append(renumbered(record))
+    with open_regular(path) as f:
+        for line in bounded_lines(f, MAX_LOG_LINE):
+            try:
+                record = json.loads(line.decode("utf-8", errors="replace"))  # a damaged byte: a dropped line
+            except (ValueError, RecursionError):
+                continue  # a line cut short by a kill mid-write
+            if not isinstance(record, dict) or "step" not in record or "loss" not in record:
+                continue
+            while records and records[-1]["step"] >= record["step"]:
+                records.pop()
+            records.append(renumbered(record))
     return records
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 DEFAULT_ROOT = Path("checkpoints")  # where a run saves without --model: checkpoints/<run id or file name>
 RESULTS_LOG = "results.jsonl"
 COMPARE_PLOT = "compare.png"  # in a --compare directory: every spec's curve
+MAX_LOG_LINE = 64 * 1024  # a line of a metrics log or results.jsonl is a few hundred bytes; a longer one is damage
 
 
 @dataclass(frozen=True)

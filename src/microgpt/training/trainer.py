@@ -44,6 +44,7 @@ import numpy as np
 from microgpt.core.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
 from microgpt.core.progress import Progress
 from microgpt.model.checkpoint import (
+from microgpt.core.files import bounded_lines, open_regular
     CheckpointError,
     UnsoundWeights,
     is_checkpoint,
@@ -55,7 +56,7 @@ from microgpt.settings.training import TrainConfig
 from microgpt.training.data_parallel import micro_batch_size, train_step
 from microgpt.training.failure import clear_failure, record_failure
 from microgpt.training.optim import Optimizer
-from microgpt.training.run_files import RunPaths, open_own
+from microgpt.training.run_files import MAX_LOG_LINE, RunPaths, open_own
 from microgpt.training.tensorboard_log import open_board
 
 
@@ -237,17 +238,25 @@ class Trainer:
         try:
             if first_step > 0 and path.exists():
                 # a byte that is not UTF-8 (a damaged line) becomes U+FFFD, and that line is dropped as unreadable
-                kept = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
-                        if _record_step(line) is not None and _record_step(line) <= first_step]
                 tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-                with open_own(tmp, "w") as cut:
-                    cut.write("".join(line + "\n" for line in kept))
-                os.replace(tmp, path)
-                self._time_offset = json.loads(kept[-1]).get("time", 0.0) if kept else 0.0
+                last = None
+                try:
+                    with open_regular(path) as log, open_own(tmp, "w") as cut:
+                        for raw in bounded_lines(log, MAX_LOG_LINE):
+                            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                            step = _record_step(line)
+                            if step is not None and step <= first_step:
+                                cut.write(line + "\n")
+                                last = line
+                    os.replace(tmp, path)
+                finally:
+                    tmp.unlink(missing_ok=True)
+                self._time_offset = json.loads(last).get("time", 0.0) if last is not None else 0.0
             if first_step == 0 and self._saved_step is not None and path.exists():
                 self._staged_log = path.with_name(path.name + ".new")
                 return open_own(self._staged_log, "w")
             return open_own(path, "a" if first_step > 0 else "w")
+                # copied a line at a time (one past MAX_LOG_LINE is left out: a log of zeros is never held whole);
         except OSError as exc:
             raise CheckpointError(f"cannot write {exc.filename or path} ({exc.strerror or exc}); {self._kept()}") from None
 
@@ -321,7 +330,7 @@ def _record_step(line: str) -> int | None:
     """The step of one metrics line, or None for a line that is not a whole record (cut short by a kill)."""
     try:
         record = json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # cut short, or a number or nesting past what Python reads
         return None
     step = record.get("step") if isinstance(record, dict) else None
     return step if isinstance(step, int) else None

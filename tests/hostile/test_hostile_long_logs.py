@@ -1,0 +1,109 @@
+"""Logs a hostile user (or a damaged disk) makes endless: a metrics log or results.jsonl holding gigabytes in
+one line, as a file of zeros does (issue 52 items 6 and 7). `microgpt plot` and a resume read the metrics log a
+line at a time, a line past MAX_LOG_LINE left out (they read it whole, and under a memory cap said "out of
+memory; use a smaller model", which blamed the model for a file read); the studio's speed estimate reads the
+tail of results.jsonl (it read it whole). The long lines are holes in sparse files, so they cost no disk; what
+reads them runs in a subprocess held to MEMORY of address space, its own peak taken from /proc/self/status."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from microgpt.cli import main
+from microgpt.core.files import bounded_lines, read_tail
+
+TEXT = "It was the best of times, it was the worst of times.\n" * 30
+TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
+        "--backend", "numpy", "--threads", "1", "--gen", "0"]
+HOLE = 2 * 1024**3  # bytes of zeros without a newline: a line no reader may hold whole
+MEMORY = 2 * 1024**3  # the address space a subprocess may take: reading the hole whole needs more
+HANG_S = 300
+
+
+def held_to_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def run_python(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`code` in its own interpreter held to MEMORY; it prints its peak resident MB (VmHWM, this program's own,
+    unlike ru_maxrss, which a child carries from the forked pytest worker) last on stderr."""
+    wrapped = (f"import sys\n{code}\nhwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]"
+               "\nprint(int(hwm.split()[1]) // 1024, file=sys.stderr)\nsys.exit(code)")
+    return subprocess.run([sys.executable, "-c", wrapped, *args], cwd=cwd, capture_output=True, text=True,
+                          check=False, timeout=HANG_S, preexec_fn=held_to_memory)
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return run_python("from microgpt.cli import main\ncode = main(sys.argv[1:])", *args, cwd=cwd)
+
+
+def peak_mb(done: subprocess.CompletedProcess) -> int:
+    return int(done.stderr.split()[-1])
+
+
+def with_hole_before(path: Path) -> bytes:
+    """Put HOLE bytes of zeros (one endless line) before what `path` holds; returns what it held."""
+    kept = path.read_bytes()
+    with open(path, "wb") as f:
+        f.seek(HOLE)
+        f.write(b"\n" + kept)
+    return kept
+
+
+@pytest.fixture
+def trained(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT, encoding="utf-8")
+    assert main(["train", "text.txt", *TINY, "--steps", "3", "--model", "runs/ck"]) == 0
+    return tmp_path / "runs" / "ck"
+
+
+def test_plot_reads_a_metrics_log_of_gigabytes_of_zeros_a_line_at_a_time(trained, tmp_path):
+    pytest.importorskip("matplotlib")
+    with_hole_before(tmp_path / "runs" / "ck.metrics.jsonl")
+    done = cli("plot", "runs/ck", "--out", "ck.png", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]  # it said "out of memory; use a smaller model"
+    assert (tmp_path / "ck.png").stat().st_size > 0 and peak_mb(done) < 1024, done.stderr
+
+
+def test_a_resume_keeps_its_log_a_line_at_a_time_and_drops_the_endless_line(trained, tmp_path):
+    log = tmp_path / "runs" / "ck.metrics.jsonl"
+    kept = with_hole_before(log)
+    done = cli("train", "text.txt", *TINY, "--steps", "5", "--resume", "runs/ck", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]  # it said "out of memory; use a smaller model"
+    steps = [json.loads(line)["step"] for line in log.read_text(encoding="utf-8").splitlines()]
+    assert steps == [1, 2, 3, 4, 5] and log.read_bytes().startswith(kept)  # the zeros are gone, the records kept
+    assert peak_mb(done) < 1024, done.stderr
+
+
+def test_the_studios_speed_estimate_reads_the_tail_of_results_jsonl(trained, tmp_path):
+    pytest.importorskip("starlette")
+    with_hole_before(tmp_path / "runs" / "results.jsonl")
+    done = run_python("from microgpt.studio.speed import expected_tokens_per_second\n"
+                      "from microgpt.studio.workspace import Workspace\n"
+                      "rate, basis = expected_tokens_per_second(1000, Workspace('.'))\n"
+                      "print(basis)\ncode = 0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "the runs in this workspace nearest its size"  # the record after the hole
+    assert peak_mb(done) < 300, done.stderr  # the whole file read was 2 GB and more
+
+
+def test_bounded_lines_leaves_out_a_line_past_its_bound_and_keeps_the_rest(tmp_path):
+    path = tmp_path / "log"
+    path.write_bytes(b"a\n" + b"x" * 25 + b"\n" + b"b" * 9 + b"\n" + b"y" * 10 + b"c\n" + b"tail")
+    with open(path, "rb") as f:
+        assert list(bounded_lines(f, 10)) == [b"a\n", b"b" * 9 + b"\n", b"tail"]
+
+
+def test_read_tail_gives_the_lines_that_start_in_the_last_bytes(tmp_path):
+    path = tmp_path / "log"
+    path.write_bytes(b"first\nsecond\nthird\n")
+    assert read_tail(path, 100) == [b"first", b"second", b"third"]
+    assert read_tail(path, len(b"second\nthird\n")) == [b"second", b"third"]  # cut just after a newline
+    assert read_tail(path, len(b"econd\nthird\n")) == [b"third"]  # cut inside a line: not a whole one
