@@ -72,7 +72,7 @@ def torch_sampler(model, tokenizer, n_tokens: int, threads: int):
 
 
 def ours_evaluator(model, tokens: np.ndarray, positions: int):
-    return lambda: evaluate(model, tokens, batch_size=EVAL_BATCH, max_positions=positions).nll
+    return lambda: evaluate(model, tokens, batch_size=EVAL_BATCH, max_positions=positions, stride=1).nll
 
 
 def torch_evaluator(model, tokens: np.ndarray, positions: int, threads: int):
