@@ -498,9 +498,27 @@ def test_a_checkpoint_directory_linked_out_of_the_workspace_is_refused_at_start(
     (workspace / "checkpoints" / "lnk").symlink_to(outside)
     assert "outside the workspace" in one_line_error(client.post("/api/runs/lnk/start"), 403)
     assert "lnk" not in studio.manager.runs and list(outside.iterdir()) == []
-    listed = [row for row in client.get("/api/runs").json()["runs"] if row.get("damaged")]
-    assert [row["path"] for row in listed] == ["checkpoints"]  # the link's directory, and the link named in it
-    assert listed[0]["error"].startswith(f"checkpoints/lnk links to {outside}, outside the workspace")
+    rows = client.get("/api/runs").json()["runs"]  # checkpoints/ is a folder, no run: not a damaged one either
+    assert not [row for row in rows if row.get("damaged") or row["path"].startswith("checkpoints")], rows
+
+
+def test_a_plain_folder_holding_a_link_out_is_no_damaged_run(client, workspace):
+    """graphs/ with one document linking outside: the run list lists the runs and not graphs/ (it listed the
+    folder as a damaged run, issue 52 item 7); a run whose graph is that link is refused, naming it."""
+    microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "ck"))
+    outside = workspace.parent / "outside.json"
+    outside.write_text("{}", encoding="utf-8")
+    (workspace / "graphs").mkdir()
+    (workspace / "graphs" / "out.json").symlink_to(outside)
+    (workspace / "graphs" / "ck").mkdir()  # and a folder below it is still searched
+    microgpt.train(str(workspace / "tiny.txt"), steps=2, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "graphs" / "ck" / "inner"))
+    rows = {row["path"]: row for row in client.get("/api/runs").json()["runs"]}
+    assert sorted(rows) == ["ck", "graphs/ck/inner"] and not any(row.get("damaged") for row in rows.values())
+    (workspace / "studio.yaml").write_text("runs:\n  g: {family: graph, graph: graphs/out.json, steps: 2}\n",
+                                           encoding="utf-8")
+    assert "graphs/out.json" in one_line_error(client.post("/api/runs/g/start"), 403)
 
 
 @pytest.mark.parametrize("query, said", [("tokens=abc", "tokens must be a whole number, not 'abc'"),

@@ -210,7 +210,8 @@ def read_small(path: Path) -> bytes:
 
 
 def is_checkpoint(directory: Path) -> bool:
-    """A directory microgpt wrote: our config.json (with a format_version) and weights, and nothing else."""
+    """A directory microgpt wrote: our config.json (with a format_version) and weights, and nothing else (asked
+    first, so that no other directory's config.json is read)."""
     try:
         names = {entry.name for entry in directory.iterdir()}
         config = json.loads(read_small(directory / CONFIG))

@@ -24,7 +24,7 @@ from microgpt.data.tokenizer import is_tokenizer_file
 from microgpt.settings.known import known_settings
 from microgpt.studio.metrics import log_of
 from microgpt.training.run_files import DEFAULT_ROOT, open_own
-from microgpt.training.run_list import find_checkpoints, run_rows
+from microgpt.training.run_list import checkpoint_files, find_checkpoints, run_rows
 
 STATE_DIR = ".studio"  # the studio's own files: its lock and the runs' logs
 CONFIG_FILE = "studio.yaml"  # the named runs the canvas saves (`microgpt train --config studio.yaml --run NAME`)
@@ -100,7 +100,7 @@ class Workspace:
         """A file of `directory` (a checkpoint) that is a link resolving outside the workspace, or None: such a
         checkpoint is not read, sampled or scored."""
         try:
-            entries = list(os.scandir(directory))
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)  # the first by name is named
         except OSError:
             return None
         for entry in entries:
@@ -126,9 +126,12 @@ class Workspace:
         return str(resolved.relative_to(self.root)) if self.root in resolved.parents else str(path)
 
     def checkpoints(self) -> list[Path]:
-        """Every checkpoint directory in the workspace (training/run_list.py), and those whose files link outside
-        it, which are listed as damaged and never read."""
-        return find_checkpoints(self.root, refused=lambda path: self.link_out(path) is not None)
+        """Every checkpoint directory in the workspace (training/run_list.py), and those of a checkpoint's files
+        where one links outside it, which are listed as damaged and never read. A folder of other files (graphs/,
+        a prepared dataset) is no run, listed or damaged, whatever links it holds: what reads one of its files
+        refuses a link out then, naming it."""
+        return find_checkpoints(self.root,
+                                refused=lambda path: checkpoint_files(path) and self.link_out(path) is not None)
 
     def runs(self) -> list[dict]:
         """A row per checkpoint (training/run_list.py), each named as the workspace names it."""
