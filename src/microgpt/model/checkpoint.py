@@ -214,11 +214,13 @@ def is_checkpoint(directory: Path) -> bool:
     first, so that no other directory's config.json is read)."""
     try:
         names = {entry.name for entry in directory.iterdir()}
+        if WEIGHTS not in names or not names <= set(FILES):
+            return False
         config = json.loads(read_small(directory / CONFIG))
     except (OSError, ValueError, RecursionError):
         return False
     return (isinstance(config, dict) and isinstance(config.get("format_version"), int)
-            and config["format_version"] <= FORMAT_VERSION and WEIGHTS in names and names <= set(FILES))
+            and config["format_version"] <= FORMAT_VERSION)
 
 
 def remove_checkpoint(directory: Path) -> None:
