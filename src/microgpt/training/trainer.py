@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
+from microgpt.core.files import bounded_lines, open_regular
 from microgpt.core.progress import Progress
 from microgpt.model.checkpoint import (
-from microgpt.core.files import bounded_lines, open_regular
     CheckpointError,
     UnsoundWeights,
     is_checkpoint,
@@ -237,6 +237,7 @@ class Trainer:
             return contextlib.nullcontext()
         try:
             if first_step > 0 and path.exists():
+                # copied a line at a time (one past MAX_LOG_LINE is left out: a log of zeros is never held whole);
                 # a byte that is not UTF-8 (a damaged line) becomes U+FFFD, and that line is dropped as unreadable
                 tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
                 last = None
@@ -256,7 +257,6 @@ class Trainer:
                 self._staged_log = path.with_name(path.name + ".new")
                 return open_own(self._staged_log, "w")
             return open_own(path, "a" if first_step > 0 else "w")
-                # copied a line at a time (one past MAX_LOG_LINE is left out: a log of zeros is never held whole);
         except OSError as exc:
             raise CheckpointError(f"cannot write {exc.filename or path} ({exc.strerror or exc}); {self._kept()}") from None
 
