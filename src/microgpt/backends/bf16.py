@@ -24,10 +24,15 @@ from microgpt.core.registry import PRECISIONS  # fp32, bf16: of the inputs of ev
 
 def bf16_bits(x) -> np.ndarray:
     """The bfloat16 nearest each float32 of x (ties to even; NaN stays a quiet NaN), as uint16 bits, x's shape."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32)
-    rounded = u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))  # the carry into bit 16 rounds up
-    bits = (rounded >> np.uint32(16)).astype(np.uint16)
-    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    values = np.asarray(x, dtype=np.float32)
+    u = values.view(np.uint32)
+    rounded = u >> np.uint32(16)  # the last kept bit ...
+    rounded &= np.uint32(1)
+    rounded += np.uint32(0x7FFF)  # ... plus 0x7FFF: the half, less one where that bit is even (ties to even)
+    rounded += u  # a carry into bit 16 is rounding up
+    rounded >>= np.uint32(16)
+    bits = rounded.astype(np.uint16)
+    nan = np.isnan(values)
     if nan.any():
         bits[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(0x0040)).astype(np.uint16)
     return bits
