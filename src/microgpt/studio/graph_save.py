@@ -32,8 +32,10 @@ import yaml
 
 from microgpt.core.checks import NumberOrOff, Switch
 from microgpt.core.errors import ConfigError
+from microgpt.core.files import read_json
 from microgpt.model.checkpoint import is_checkpoint
 from microgpt.model.family import family
+from microgpt.model.graph.compile import MAX_NODES
 from microgpt.model.graph.document import check_read, read_document
 from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.named_runs import NamedRun, load_all_runs
@@ -50,7 +52,10 @@ LAYOUT_DIR = "studio/layout"  # every run's layout, in the workspace (never in t
 YAML_HEADER = ("# Named runs saved by microgpt studio; train one with `microgpt train --config studio.yaml --run "
                "NAME`.\n")
 LAYOUT_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?/[A-Za-z_][A-Za-z0-9_]*")  # "BODY/NODE", BODY "" at the top
-MAX_LAYOUT_ENTRIES = 200_000  # positions or collapsed groups: as many as a document may have primitives
+# positions or collapsed groups: each names a node, which flattens to a primitive at least, so a graph the
+# compiler takes (at most MAX_NODES primitives) has no more to place
+MAX_LAYOUT_ENTRIES = MAX_NODES
+MAX_LAYOUT_BYTES = 64 * MAX_LAYOUT_ENTRIES  # a layout file: 64 bytes an entry is plenty
 MAX_COORDINATE = 1e9  # px: far past any canvas, and below where a float loses whole pixels
 MAX_VIEWPORT_KEYS = 8  # the view's offset and zoom
 
@@ -71,7 +76,8 @@ def check_layout(layout) -> dict:
     if not isinstance(positions, dict) or not isinstance(collapsed, list) or not isinstance(viewport, dict):
         raise ConfigError("the layout's positions must be an object, collapsed a list and viewport an object")
     if len(positions) > MAX_LAYOUT_ENTRIES or len(collapsed) > MAX_LAYOUT_ENTRIES:
-        raise ConfigError(f"the layout has more than {MAX_LAYOUT_ENTRIES:,} entries; a document has fewer nodes")
+        raise ConfigError(f"the layout has more than {MAX_LAYOUT_ENTRIES:,} entries; a graph has at most "
+                          f"{MAX_NODES:,} primitives, so fewer nodes to place")
     for key in [*positions, *collapsed]:
         if not isinstance(key, str) or not LAYOUT_KEY.fullmatch(key):
             raise ConfigError(f"the layout names {str(key)[:60]!r}, which is not BODY/NODE (BODY empty for the "
@@ -230,9 +236,7 @@ def _layout_file(workspace, name: str) -> dict | None:
     path = workspace.root / LAYOUT_DIR / f"{name}.json"
     try:
         path = workspace.file_inside(path, what="the layout")
-        if not path.is_file() or path.stat().st_size > 64 * MAX_LAYOUT_ENTRIES:  # 64 bytes an entry is plenty
-            return None
-        return check_layout(json.loads(path.read_text(encoding="utf-8")))
+        return check_layout(read_json(path, MAX_LAYOUT_BYTES))
     except (OSError, ValueError, RecursionError):  # ConfigError, WorkspaceError and JSON's are ValueErrors
         return None
 
