@@ -500,8 +500,8 @@ def test_progress_goes_to_stderr_in_mb_per_second(tmp_path, capsys):
     source = write_jsonl(tmp_path / "d.jsonl", documents())
     assert main(["prepare", str(source), "--out", str(tmp_path / "ds")]) == 0
     captured = capsys.readouterr()
-    assert re.search(r"scanning: [\d.]+/[\d.]+ MB  [\d.]+ MB/s  ETA \d+s", captured.err)
-    assert re.search(r"tokenizing: [\d.]+/[\d.]+ MB  [\d.]+ MB/s  ETA \d+s", captured.err)
+    assert re.search(r"scanning: [\d.]+/[\d.]+ MB of text  [\d.]+ MB/s  ETA \d+s", captured.err)
+    assert re.search(r"tokenizing: [\d.]+/[\d.]+ MB of text  [\d.]+ MB/s  ETA \d+s", captured.err)
     assert "MB/s" not in captured.out.splitlines()[0] and re.search(r"in [\d.]+ s: [\d.]+ MB/s", captured.out)
     assert main(["prepare", str(source), "--out", str(tmp_path / "quiet"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,13 +207,60 @@ def test_a_document_a_tokenizer_encodes_to_nothing_is_still_counted(tmp_path, ca
     while being prepared', which they had not. A document is counted by its text, as the scan counts it."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    tokenizer = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tokenizer = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "b": 2, "abba": 3}, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(tmp_path / "tokenizer.json"))
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "1.txt").write_text("a b a\n")
+    (tmp_path / "in" / "1.txt").write_text("abba abba a\n")  # more letters than blanks: the tokens keep most
     (tmp_path / "in" / "2.txt").write_text("   \n")
     assert main(["prepare", str(tmp_path / "in"), "--out", str(tmp_path / "ds"), "--tokenizer",
                  str(tmp_path / "tokenizer.json"), "--val-fraction", "0", "--quiet"]) == 0, capsys.readouterr().err
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
     assert manifest["splits"]["train"]["documents"] == 2 and manifest["splits"]["train"]["tokens"] == 3
+
+
+def normalising_tokenizer(path: Path, pattern: str) -> Path:
+    """A byte-level BPE whose normaliser deletes every match of `pattern` before anything is tokenized."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.normalizer = normalizers.Replace(Regex(pattern), "")
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(["some text to learn a few merges from\n"], trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("where", ["start", "later"])
+def test_a_normaliser_that_drops_most_of_the_text_is_refused(tmp_path, capsys, where):
+    """A tokenizer.json whose normaliser deletes the lowercase letters keeps a fifth of the characters: prepare
+    wrote the dataset without a word, and a model trained on the rest. Refused in one line, nothing written:
+    at once where the start of the text shows it, else once all of it is tokenized."""
+    line = "The quick brown fox jumps over the lazy dog.\n"
+    if where == "start":
+        (tmp_path / "in.txt").write_text(line * 1000)
+    else:  # the first million characters (measured first) keep all; most of the rest is lowercase
+        (tmp_path / "in.txt").write_text("ABC DEF.\n" * 120_000 + line * 60_000)
+    tokenizer = normalising_tokenizer(tmp_path / "tokenizer.json", "[a-z]")
+    code = main(["prepare", str(tmp_path / "in.txt"), "--out", str(tmp_path / "ds"), "--tokenizer", str(tokenizer),
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    of = "the start of the text" if where == "start" else "the text"
+    assert re.search(rf"the tokenizer keeps \d+\.\d% of the characters of {of} \(its normaliser", err), err
+    assert not (tmp_path / "ds").exists() and not list(tmp_path.glob("ds.partial-*"))
+
+
+def test_what_the_tokenizer_keeps_is_reported_and_a_loss_noted(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("The quick brown fox jumps over the lazy dog.\n" * 200)
+    assert main(["prepare", str(tmp_path / "in.txt"), "--out", str(tmp_path / "bpe"), "--tokenizer", "bpe",
+                 "--quiet"]) == 0
+    assert "characters: 9,000 in the documents; the tokens stand for all of them" in capsys.readouterr().out
+    tokenizer = normalising_tokenizer(tmp_path / "tokenizer.json", "[o]")  # 4 of the 45 characters of a line
+    assert main(["prepare", str(tmp_path / "in.txt"), "--out", str(tmp_path / "hf"), "--tokenizer", str(tokenizer),
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "the tokens stand for 91.1% of them" in out, out
+    assert "note: the tokenizer drops 8.9% of the text's characters" in out

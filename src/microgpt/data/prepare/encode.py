@@ -33,6 +33,7 @@ class Written:
     splits: dict[str, dict]  # the manifest's: {"train": {"documents", "tokens", "shards"}, "val": ...}
     bytes: int
     seconds: float
+    kept: int  # the characters the written tokens stand for (tokenizer.count_characters)
 
 
 def encode(inputs: list[InputFile], settings: PrepareSettings, workers: int, quiet: bool, found: Scan,
@@ -43,13 +44,15 @@ def encode(inputs: list[InputFile], settings: PrepareSettings, workers: int, qui
     skipped = np.array(sorted(found.skipped), dtype=np.int64)  # (skipped documents,)
     job = {"text_field": settings.text_field, "errors": settings.errors, "tokenizer": tokenizer.to_json(),
            "dtype": dtype.str}
-    progress = BytesProgress(sum(file.size for file in inputs), "tokenizing", quiet)
+    progress = BytesProgress(sum(file.size for file in inputs), "tokenizing", quiet, text_total=found.text_bytes)
+    text = kept = 0
     try:
         blocks = read_blocks(inputs, settings.text_field)
         with contextlib.closing(ordered_map(encode_block, blocks, workers, job)) as results:
             for result in results:
-                _write(result, writers, documents, skipped, split, settings.seed)
-                progress.update(result.done)
+                kept += _write(result, writers, documents, skipped, split, settings.seed)
+                text += result.text_bytes
+                progress.update(result.done, text)
         shards = {name: writer.close() for name, writer in writers.items()}
     finally:
         progress.close()
@@ -60,14 +63,16 @@ def encode(inputs: list[InputFile], settings: PrepareSettings, workers: int, qui
                         "when tokenized: they changed while being prepared; prepare them again")
     splits = {name: {"documents": documents[name], "tokens": writers[name].tokens, "shards": shards[name]}
               for name in SPLITS}
-    return Written(splits, sum(writer.bytes for writer in writers.values()), progress.seconds())
+    return Written(splits, sum(writer.bytes for writer in writers.values()), progress.seconds(), kept)
 
 
 def _write(result: Encoded, writers: dict[str, ShardWriter], documents: dict[str, int], skipped: np.ndarray,
-           split: Split, seed: int) -> None:
-    """One block's tokens into the shards of their documents' splits, a run of pieces of one split at a time."""
+           split: Split, seed: int) -> int:
+    """One block's tokens into the shards of their documents' splits, a run of pieces of one split at a time;
+    the characters the tokens written stand for."""
     if not len(result.slots):
-        return
+        return 0
+    kept = 0
     held = split.held_out(result.slots, seed)  # (pieces,)
     where = np.where(held, 1, 0)  # (pieces,): 0 train, 1 val, -1 left out
     if len(skipped):
@@ -80,3 +85,5 @@ def _write(result: Encoded, writers: dict[str, ShardWriter], documents: dict[str
         name = SPLITS[where[first]]
         writers[name].append(result.tokens[ends[first] : ends[last]])
         documents[name] += int((result.ends[first:last] & result.written[first:last]).sum())
+        kept += int(result.characters[first:last].sum())
+    return kept

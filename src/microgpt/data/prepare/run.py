@@ -2,8 +2,10 @@
 
 The order: claim --out (output.py: its lock, and refusals), find the inputs (inputs.py), scan them (scan.py:
 every problem with them shows here, before anything is written), make the tokenizer (char: the characters
-scanned; bpe: trained on the first --tokenizer-sample), choose the split (split.py), tokenize and write the
-shards into the partial directory (encode.py), then the manifest, and rename it into place. Anything that
+scanned; bpe: trained on the first --tokenizer-sample), check that its tokens keep most of the text (a
+tokenizer.json's normaliser may drop it: refused under MIN_KEPT, on the start of the text and again on all
+of it), choose the split (split.py), tokenize and write the shards into the partial directory (encode.py),
+then the manifest, and rename it into place. Anything that
 stops it on the way (an error, a full disk, Ctrl-C, SIGTERM) removes the partial directory.
 """
 
@@ -26,10 +28,14 @@ from microgpt.data.prepare.pool import available_cores, useful_workers
 from microgpt.data.prepare.progress import MB, note
 from microgpt.data.prepare.scan import RATIO_SAMPLE_CHARS, Scan, scan
 from microgpt.data.prepare.settings import PrepareSettings
-from microgpt.data.prepare.split import choose_split
+from microgpt.data.prepare.split import Split, choose_split
 from microgpt.data.shards import token_dtype
-from microgpt.data.tokenizer import Tokenizer, is_tokenizer_file, load_tokenizer_file, train_tokenizer
+from microgpt.data.tokenizer import Tokenizer, is_tokenizer_file, load_tokenizer_file
+from microgpt.data.tokenizer.bpe import BPETokenizer
 from microgpt.data.tokenizer.char import CharTokenizer
+
+MIN_KEPT = 0.5  # a tokenizer whose tokens stand for less of the text is refused: a model would learn a fraction
+NOTE_KEPT = 0.95  # one that keeps less than this is noted in the summary
 
 
 @dataclass
@@ -45,6 +51,8 @@ class Summary:
     seconds: float
     errors: dict  # the manifest's: mode, replaced, skipped
     empty: int  # empty documents, not written
+    characters: int  # in the documents written
+    kept: int  # of them, what the tokens stand for (fewer where a tokenizer.json's normaliser drops some)
     notes: list[str] = field(default_factory=list)
 
 
@@ -63,13 +71,16 @@ def prepare(inputs: list[str | Path], out: str | Path, settings: PrepareSettings
             found = scan(files, settings, workers, quiet)
             notes: list[str] = []
             tokenizer = _tokenizer(settings, found, quiet, notes)
-            split = choose_split(settings, found.chars_by_bucket, found.docs_by_bucket,
-                                 _chars_per_token(tokenizer, found))
+            chars_per_token, kept = _measure(tokenizer, found)
+            check_kept(kept, "the start of the text")  # before anything is written
+            split = choose_split(settings, found.chars_by_bucket, found.docs_by_bucket, chars_per_token)
             notes += [split.note] if split.note else []
             try:
                 written = encode(files, settings, workers, quiet, found, tokenizer, split, output.begin())
+                check_kept(written.kept / found.characters, "the text")
+                _count_characters(written.splits, found, split)
                 errors = {"mode": settings.errors, "replaced": found.replaced, "skipped": len(found.skipped)}
-                output.commit(_manifest(tokenizer, written.splits, files, command, errors))
+                output.commit(_manifest(tokenizer, written.splits, split.record(settings), files, command, errors))
             except OSError as exc:
                 raise _write_error(exc, output.out) from None
             finally:
@@ -79,9 +90,12 @@ def prepare(inputs: list[str | Path], out: str | Path, settings: PrepareSettings
         raise
     finally:
         output.release()
+    if written.kept < NOTE_KEPT * found.characters:
+        notes.append(f"the tokenizer drops {1 - written.kept / found.characters:.1%} of the text's characters "
+                     "(its normaliser or pre-tokenizer): a model trained on the dataset never sees them")
     return Summary(output.out, tokenizer.describe(), token_dtype(tokenizer.size).name, written.splits, len(files),
                    sum(file.size for file in files), found.text_bytes, written.bytes, time.perf_counter() - started,
-                   errors, found.empty, notes)
+                   errors, found.empty, found.characters, written.kept, notes)
 
 
 def _tokenizer(settings: PrepareSettings, found: Scan, quiet: bool, notes: list[str]) -> Tokenizer:
@@ -89,9 +103,13 @@ def _tokenizer(settings: PrepareSettings, found: Scan, quiet: bool, notes: list[
         return CharTokenizer(found.vocabulary())
     if is_tokenizer_file(settings.tokenizer):
         return load_tokenizer_file(settings.tokenizer)
-    sample = found.sample_text(settings.tokenizer_sample)
-    note(f"training the {settings.tokenizer} tokenizer on the first {len(sample):,} characters of the text", quiet)
-    tokenizer = train_tokenizer(settings.tokenizer, sample, settings.vocab_size)
+    sample = found.sample_text(settings.tokenizer_sample)  # bpe: the one kind trained on a sample
+    what = f"training the {settings.tokenizer} tokenizer"
+    note(f"{what} on the first {len(sample):,} characters of the text", quiet)
+    started = time.perf_counter()
+    tokenizer = BPETokenizer.train(sample, settings.vocab_size or BPETokenizer.default_vocab_size,
+                                   on_progress=None if quiet else lambda line: note(f"{what}: {line}", quiet))
+    note(f"{what}: done in {time.perf_counter() - started:.1f} s, {tokenizer.size:,} tokens", quiet)
     asked = settings.vocab_size or tokenizer.default_vocab_size
     if asked is not None and tokenizer.size < asked:
         notes.append(f"the tokenizer has {tokenizer.size:,} tokens, not the {asked:,} asked: its sample ran out of "
@@ -99,19 +117,39 @@ def _tokenizer(settings: PrepareSettings, found: Scan, quiet: bool, notes: list[
     return tokenizer
 
 
-def _chars_per_token(tokenizer: Tokenizer, found: Scan) -> float:
-    """Characters per token, for turning a number of tokens into text to hold out: 1 for char; for others,
-    measured on the start of the sample."""
+def _measure(tokenizer: Tokenizer, found: Scan) -> tuple[float, float]:
+    """(characters per token, for turning --val-tokens into text to hold out; the share of the characters its
+    tokens stand for): 1 and all for char, which keeps every character; for others, measured on the start of
+    the sample."""
     if tokenizer.kind == "char":
-        return 1.0
+        return 1.0, 1.0
     text = found.sample_text(RATIO_SAMPLE_CHARS)
-    return len(text) / max(1, len(tokenizer.encode(text)))
+    ids = tokenizer.encode(text)
+    return len(text) / max(1, len(ids)), tokenizer.count_characters(ids) / max(1, len(text))
 
 
-def _manifest(tokenizer: Tokenizer, splits: dict, files: list[InputFile], command: str, errors: dict) -> dict:
+def check_kept(kept: float, where: str) -> None:
+    """A DataError where the tokenizer's tokens stand for under MIN_KEPT of the characters of `where`: a
+    normaliser (or pre-tokenizer) that drops most of the text, where a dataset would train on what is left."""
+    if kept < MIN_KEPT:
+        raise DataError(f"the tokenizer keeps {kept:.1%} of the characters of {where} (its normaliser or "
+                        "pre-tokenizer drops the rest), so a model would learn a fraction of the corpus; give a "
+                        "tokenizer.json made for this text, or check --text-field")
+
+
+def _count_characters(splits: dict, found: Scan, split: Split) -> None:
+    """Each split's characters of text into the manifest's splits (from the first pass's histogram): what
+    held-out bits per character divide by, whatever the tokenizer."""
+    held = int(found.chars_by_bucket[: split.held].sum())
+    splits["train"]["characters"], splits["val"]["characters"] = found.characters - held, held
+
+
+def _manifest(tokenizer: Tokenizer, splits: dict, held_out: dict, files: list[InputFile], command: str,
+              errors: dict) -> dict:
     """The manifest (data/dataset.py's format)."""
     return {VERSION_KEY: MANIFEST_VERSION, "tokenizer": tokenizer.to_json(), "dtype": token_dtype(tokenizer.size).name,
-            "splits": splits, "inputs": [{"path": str(file.path), "bytes": file.size} for file in files],
+            "splits": splits, "held_out": held_out,
+            "inputs": [{"path": str(file.path), "bytes": file.size} for file in files],
             "command": command, "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "errors": errors}
 
@@ -136,6 +174,9 @@ def describe(summary: Summary) -> list[str]:
                  f"file{'s' if summary.inputs != 1 else ''} and wrote {summary.written_bytes / MB:,.1f} MB in "
                  f"{summary.seconds:.1f} s: {rate:,.1f} MB/s of text")
     errors = summary.errors
+    kept = "all of them" if summary.kept >= summary.characters else \
+        f"{summary.kept / max(1, summary.characters):.1%} of them"
+    lines.append(f"  characters: {summary.characters:,} in the documents; the tokens stand for {kept}")
     lines.append(f"  undecodable (--errors {errors['mode']}): {errors['replaced']:,} replaced, "
                  f"{_count(errors['skipped'], 'document')} skipped; {_count(summary.empty, 'empty document')} left out")
     lines += [f"  note: {text}" for text in summary.notes]

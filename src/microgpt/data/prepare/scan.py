@@ -5,7 +5,8 @@ an undecodable byte under --errors strict, an input with no documents). What it 
 their characters, as histograms over the split's hash buckets (split.py); the documents --errors skip drops
 and the replacements --errors replace made; the characters used (the char tokenizer's vocabulary); and the
 start of the text: its first --tokenizer-sample for bpe (what it trains on), its first RATIO_SAMPLE_CHARS for
-a tokenizer.json (what tokens per character is measured on, for --val-tokens and the default split).
+a tokenizer.json (what tokens per character is measured on, for --val-tokens, and the share of the characters
+its tokens keep, checked before anything is written).
 """
 
 from __future__ import annotations
@@ -55,13 +56,15 @@ def scan(inputs: list[InputFile], settings: PrepareSettings, workers: int, quiet
     wanted = {"char": 0, "bpe": settings.tokenizer_sample}.get(settings.tokenizer, RATIO_SAMPLE_CHARS)
     job = {"text_field": settings.text_field, "errors": settings.errors, "codepoints": found.used is not None}
     blocks = read_blocks(inputs, settings.text_field, want_text=lambda: found.sample_chars < wanted)
-    progress = BytesProgress(sum(file.size for file in inputs), "scanning", quiet)
+    on_disk = sum(file.size for file in inputs)
+    plain = all(not file.compression and file.kind != "parquet" for file in inputs)  # its text is its bytes
+    progress = BytesProgress(on_disk, "scanning", quiet, text_total=on_disk if plain else None)
     try:
         with contextlib.closing(ordered_map(scan_block, blocks, workers, job)) as results:
             for block_result in results:
                 _add(found, block_result, settings.seed, wanted)
-                progress.update(block_result.done)
-            progress.update(progress.total)
+                progress.update(block_result.done, found.text_bytes)
+            progress.update(progress.total, found.text_bytes)
     finally:
         progress.close()
     found.seconds = progress.seconds()

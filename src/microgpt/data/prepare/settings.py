@@ -18,8 +18,9 @@ from microgpt.data.tokenizer.bpe import MAX_VOCAB, MIN_VOCAB, BPETokenizer
 ERROR_MODES = ("strict", "replace", "skip")
 DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's shard size: 200 MB of uint16, a few seconds to hash
 DEFAULT_SAMPLE_BYTES = 64 * 1024**2  # the text a bpe tokenizer trains on: a minute or less of training
-DEFAULT_HELD_OUT_SHARE = 10  # without --val-fraction or --val-tokens: about a tenth of the text ...
-DEFAULT_HELD_OUT_MAX = 1_000_000  # ... and at most about this many tokens, in whole documents
+DEFAULT_HELD_OUT_SHARE = 10  # without --val-fraction or --val-tokens: about a tenth of the text's characters ...
+DEFAULT_HELD_OUT_CHARS = 1_000_000  # ... and at most about this many, in whole documents: counted in characters,
+# never tokens, so that datasets of one corpus hold out the same documents whatever their tokenizer
 
 
 class Fraction(Number):
@@ -58,7 +59,8 @@ class PrepareSettings:
     val_fraction: float | None = setting(None, "hold out this share of the documents for validation, chosen by a "
                                          "seeded hash of each document's number (0: hold out none)", Fraction(),
                                          shown_default=f"about a tenth of the text, at most about "
-                                         f"{DEFAULT_HELD_OUT_MAX:,} tokens", metavar="F")
+                                         f"{DEFAULT_HELD_OUT_CHARS:,} characters (the same documents for "
+                                         "any tokenizer)", metavar="F")
     val_tokens: int | None = setting(None, "instead of --val-fraction, hold out about N tokens of whole documents, "
                                      "spread over the corpus by the same hash", whole(0),
                                      shown_default="--val-fraction's")

@@ -5,8 +5,14 @@ mixed with the seed: uniform, the same on every machine, and known the moment a 
 split streams and does not depend on the number of workers. A document goes to one split whole.
 
 k comes from the first pass, which adds each document's length to a histogram over the buckets:
-`--val-fraction F` is k = round(F x BUCKETS); `--val-tokens N`, and the default (about a tenth of the text,
-at most DEFAULT_HELD_OUT_MAX tokens), take the k whose held-out text is nearest N tokens.
+`--val-fraction F` is k = round(F x BUCKETS); the default (about a tenth of the text's characters, at most
+DEFAULT_HELD_OUT_CHARS) takes the k whose held-out text is nearest that many characters, so it depends on the
+documents alone: a char, a bpe and a tokenizer.json dataset of one corpus hold out the same documents, and
+their held-out bits per character compare. `--val-tokens N` takes the k nearest N tokens, a token taken as
+the tokenizer's characters per token (so it depends on the tokenizer, as asked).
+
+The manifest records the choice (`held_out`: the seed, k, BUCKETS and what asked for it); a dataset
+prepared before it (without the record) loads as it always did.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.data.prepare.settings import DEFAULT_HELD_OUT_MAX, DEFAULT_HELD_OUT_SHARE, PrepareSettings
+from microgpt.data.prepare.settings import DEFAULT_HELD_OUT_CHARS, DEFAULT_HELD_OUT_SHARE, PrepareSettings
 
 BUCKET_BITS = 20
 BUCKETS = 1 << BUCKET_BITS
@@ -47,6 +53,13 @@ class Split:
         """(n,) bool: which of these documents are held out."""
         return buckets(slots, seed) < self.held
 
+    def record(self, settings: PrepareSettings) -> dict:
+        """The manifest's `held_out`: the rule, so that another dataset of the corpus can be checked against it."""
+        asked = (f"--val-fraction {settings.val_fraction}" if settings.val_fraction is not None else
+                 f"--val-tokens {settings.val_tokens}" if settings.val_tokens is not None else
+                 f"a tenth of the characters, at most {DEFAULT_HELD_OUT_CHARS:,}")
+        return {"seed": settings.seed, "threshold": self.held, "buckets": BUCKETS, "asked": asked}
+
 
 def choose_split(settings: PrepareSettings, chars: np.ndarray, docs: np.ndarray, chars_per_token: float) -> Split:
     """The threshold, from the histograms of characters and documents over the buckets (BUCKETS,).
@@ -58,10 +71,10 @@ def choose_split(settings: PrepareSettings, chars: np.ndarray, docs: np.ndarray,
     if settings.val_fraction is not None:
         held = round(settings.val_fraction * BUCKETS)
     else:
-        tokens = settings.val_tokens if settings.val_tokens is not None else min(
-            total_chars / chars_per_token / DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_MAX)
-        cumulative = np.concatenate([[0], np.cumsum(chars)])  # (BUCKETS + 1,): the text held out at each k
-        held = int(np.argmin(np.abs(cumulative - tokens * chars_per_token))) if tokens > 0 else 0
+        wanted = settings.val_tokens * chars_per_token if settings.val_tokens is not None else min(
+            total_chars / DEFAULT_HELD_OUT_SHARE, DEFAULT_HELD_OUT_CHARS)  # characters
+        cumulative = np.concatenate([[0], np.cumsum(chars)])  # (BUCKETS + 1,): the characters held out at each k
+        held = int(np.argmin(np.abs(cumulative - wanted))) if wanted > 0 else 0
     held_docs = int(docs[:held].sum())
     if held_docs == total_docs and held > 0:
         if settings.val_fraction is None and settings.val_tokens is None:

@@ -4,7 +4,8 @@
 `scan_block` and `encode_block` are pure functions of a block, so that the output is the same however many
 processes share the blocks. The scan returns each piece's document number and length in characters, the
 characters used (for char) and, when asked, the texts (the bpe tokenizer's sample); the encoding returns
-the pieces' tokens, one array, and where each piece's tokens end.
+the pieces' tokens, one array, where each piece's tokens end, and the characters they stand for (fewer than
+the text's where a tokenizer.json's normaliser drops some: prepare reports the share kept).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def start(job: dict) -> None:
     _job.update(job)
     if "tokenizer" in job:
         tokenizer = from_json(job["tokenizer"])
+        _job["counter"] = tokenizer
         _job["encoder"] = _char_encoder(tokenizer.vocab) if tokenizer.kind == "char" else \
             _bpe_encoder(tokenizer.library_tokenizer) if tokenizer.kind == "bpe" else _encoder(tokenizer)
 
@@ -71,6 +73,9 @@ class Encoded:
     ends: np.ndarray  # (pieces,) bool: whether it ends its document
     written: np.ndarray  # (pieces,) bool: whether it has text (a document counts by its text, as the scan
     # counts it: a tokenizer that drops whitespace encodes a document of blanks to no tokens)
+    characters: np.ndarray  # (pieces,) int64: the characters its tokens stand for (fewer than its text's where
+    # the tokenizer's normaliser drops some)
+    text_bytes: int  # the text read (the progress bar's unit)
     done: int  # the block's place in the inputs on disk
 
 
@@ -78,10 +83,13 @@ def encode_block(block: Block) -> Encoded:
     found = documents(block, _job["text_field"], _job["errors"])
     texts = [text for _, text, _ in found.pieces]
     tokens, lengths = _job["encoder"](texts, block.source)
+    stops = np.cumsum(lengths)  # (pieces,): where each piece's tokens end
+    characters = np.array([_job["counter"].count_characters(tokens[stop - length : stop])
+                           for stop, length in zip(stops.tolist(), lengths.tolist())], dtype=np.int64)
     return Encoded(tokens.astype(_job["dtype"], copy=False),
                    np.array([slot for slot, _, _ in found.pieces], dtype=np.int64), lengths,
                    np.array([ends for _, _, ends in found.pieces], dtype=bool),
-                   np.array([bool(text) for text in texts], dtype=bool), block.done)
+                   np.array([bool(text) for text in texts], dtype=bool), characters, found.text_bytes, block.done)
 
 
 def _code_points(text: str) -> np.ndarray:

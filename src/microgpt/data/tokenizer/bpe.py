@@ -19,6 +19,8 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer as LibraryTokenizer
@@ -32,6 +34,7 @@ DEFAULT_VOCAB = 512  # --tokenizer bpe without --vocab-size
 PIECE_CHARS = 1 << 16  # about how long a piece of a long text is (the unit of the library's parallel work)
 BATCH_PIECES = 64  # pieces encoded per library call: bounds the memory its per-token records take at once
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+PROGRESS_SHARE = 0.25  # training's progress lines: one as each quarter of the text is counted
 
 
 def byte_alphabet() -> list[str]:
@@ -62,6 +65,20 @@ def pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
         out.append(text[start:end])
         start = end
     return out
+
+
+def _reporting(cut: list[str], vocab_size: int, on_progress: Callable[[str], None]) -> Iterator[str]:
+    """The pieces, one by one, saying how much of the text the library has read (it counts words as it reads)."""
+    total, done, step = sum(map(len, cut)), 0, max(1, round(sum(map(len, cut)) * PROGRESS_SHARE))
+    next_line = step
+    for piece in cut:
+        yield piece
+        done += len(piece)
+        if next_line <= done < total:
+            on_progress(f"counted the words of {done:,} of {total:,} characters")
+            next_line = done + step
+    on_progress(f"counted the words of all {total:,} characters; learning up to {vocab_size - MIN_VOCAB + 1:,} "
+                "merges")
 
 
 def untrained() -> LibraryTokenizer:
@@ -116,8 +133,10 @@ class BPETokenizer:
         )
 
     @classmethod
-    def train(cls, text: str, vocab_size: int) -> BPETokenizer:
-        """A tokenizer of up to vocab_size tokens learnt from text.
+    def train(cls, text: str, vocab_size: int, on_progress: Callable[[str], None] | None = None) -> BPETokenizer:
+        """A tokenizer of up to vocab_size tokens learnt from text; `on_progress`, when given, hears a line as
+        the library counts the text's words (at each PROGRESS_SHARE of it) and as it starts the merges, and the
+        library draws its own bars where stderr is a terminal (elsewhere they are blank lines).
 
         Deterministic: the same text and vocab_size give the same tokenizer, in any process and with any
         number of threads (checked in separate processes, so with different hash seeds, under
@@ -138,8 +157,11 @@ class BPETokenizer:
         # shortfall (training/corpus.py short_vocabulary).
         vocab_size = min(vocab_size, MIN_VOCAB - 1 + len(text.encode("utf-8")))
         tokenizer = untrained()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(), show_progress=False)
-        tokenizer.train_from_iterator(pieces(text), trainer=trainer)
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(),
+                                      show_progress=on_progress is not None and sys.stderr.isatty())
+        cut = pieces(text)
+        read = cut if on_progress is None else _reporting(cut, vocab_size, on_progress)
+        tokenizer.train_from_iterator(read, trainer=trainer, length=len(cut))
         return cls(tokenizer)
 
     @property
