@@ -40,8 +40,12 @@ def backend_name(request) -> str:
 
 
 @pytest.fixture
-def backend(backend_name):
-    """A float32 backend of each available kind."""
+def backend(backend_name, request):
+    """A float32 backend of each available kind; for "cuda-emulated", which a module adds to `backend_name`'s
+    kinds to run its tests once more on the cuda backend's kernels where no GPU is, the `emulated` one."""
+    if backend_name == "cuda-emulated":
+        yield request.getfixturevalue("emulated")[0]
+        return
     be = get_backend(backend_name)
     yield be
     be.finalize()

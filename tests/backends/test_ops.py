@@ -1,8 +1,9 @@
 """Every contract op of docs/ops.md, on every available backend, against plain float64 formulas.
 
 Each test builds its inputs on the host, moves them to the backend under test
-(the `backend` fixture: float32 NumPy always, float32 CUDA where a GPU is
-usable), runs one op, and holds the result against a formula written here in
+(the `backend` fixture: float32 NumPy and cpu always, float32 CUDA where a GPU is
+usable, and here the CUDA backend once more on the CPU emulator, "cuda-emulated",
+whose kernels run on tests/cuda_emulator), runs one op, and holds the result against a formula written here in
 float64 (loops, or NumPy arranged differently from the backend's code), never
 against `numpy_backend`. Expected values are computed from the float32-rounded
 inputs the backend actually saw, so tolerances only have to cover the op's own
@@ -20,11 +21,18 @@ import math
 import numpy as np
 import pytest
 
+from backend_kinds import BACKENDS
 from microgpt.backends.base import Backend
 from microgpt.backends.constants import MASKED_SCORE
 
 U32 = 2.0**-24  # float32 unit roundoff
 ODD_COLS = [1, 33, 65, 127]  # not multiples of 32 (warp / tile edges on CUDA)
+
+
+@pytest.fixture(params=[*BACKENDS, "cuda-emulated"])
+def backend_name(request) -> str:
+    """tests/conftest.py's backend kinds and the emulated CUDA backend: the whole contract on its kernels."""
+    return request.param
 
 
 # ---- helpers ------------------------------------------------------------------------------
