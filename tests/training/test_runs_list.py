@@ -99,3 +99,19 @@ def test_runs_can_be_sorted_and_filtered(workdir, capsys):
     assert len(losses) == 2 and losses == sorted(losses)
     assert main(["runs", "--where", "family"]) == 2
     assert "--where takes KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["config.json", "train_state.json"])
+def test_a_checkpoint_whose_json_is_corrupt_is_listed_damaged_with_the_reason(workdir, capsys, damage):
+    """A config.json that is not JSON made the checkpoint vanish from `runs` (issue 52 item 7): listed damaged,
+    the file and its parse error named, from a folder above it and given itself."""
+    for name in ("good", "bad"):
+        assert main(["train", "text.txt", *TINY, "--steps", "2", "--model", f"runs/{name}"]) == 0
+    (workdir / "runs" / "bad" / damage).write_text('{"format_version": 2, "family": "gpt", "mod')
+    for folder in ("runs", "runs/bad"):
+        bad = rows(capsys, folder)["runs/bad"]
+        assert bad["status"] == "damaged" and bad["damaged"], bad
+        assert bad["error"].startswith(f"runs/bad/{damage} is not valid JSON (") and "remove it" in bad["error"]
+    assert rows(capsys, "runs")["runs/good"]["status"] == "finished"
+    assert main(["runs", "runs"]) == 0
+    assert any(line.startswith("runs/bad") and "damaged" in line for line in capsys.readouterr().out.splitlines())

@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.checkpoint import is_checkpoint
 from microgpt.training.run_files import DEFAULT_ROOT
-from microgpt.training.run_list import SCAN_DEPTH, find_checkpoints, run_rows
+from microgpt.training.run_list import SCAN_DEPTH, find_checkpoints, is_listed, run_rows
 
 SORT_KEYS = {  # --sort KEY: the row's field, and whether the lowest comes first
     "name": ("path", True), "family": ("family", True), "parameters": ("parameters", False),
@@ -46,7 +45,7 @@ def run(args) -> int:
             raise ConfigError(f"{folder} is not a folder; give folders that hold checkpoints")
     found: dict[Path, Path] = {}
     for folder in folders:
-        for path in ([folder] if is_checkpoint(folder) else find_checkpoints(folder)):
+        for path in ([folder] if is_listed(folder, lambda path: False) else find_checkpoints(folder)):
             found.setdefault(path.resolve(), path)
     rows = chosen(run_rows(sorted(found.values()), name=lambda path: str(path)), args.where, args.sort)
     if args.json:

@@ -7,7 +7,8 @@ machine (from the latest line of the results.jsonl beside it), and its status: t
 its writer lock), finished, failed (it stopped short on an unsound step, training/failure.py), unfinished,
 unknown (its training state records no readable --steps) or damaged (a file that cannot be read, which
 marks its own row and never fails the list; a config.json or train_state.json that is a pipe, a device or
-unreadable is opened, never read, and its checkpoint listed so, where it would vanish). A run's `-best` copy
+unreadable is opened, never read, and one that is not JSON is named with its parse error: its checkpoint is
+listed so, where it would vanish). A run's `-best` copy
 is folded into the run's row (where and when it was best); a `-best` left alone by a run killed before its
 first save keeps a row of its own.
 """
@@ -63,8 +64,8 @@ def find_checkpoints(root: Path, refused: Callable[[Path], bool] = lambda path: 
 
 def is_listed(path: Path, refused: Callable[[Path], bool]) -> bool:
     """Whether find_checkpoints lists a directory: one `refused` names, one of a checkpoint's files whose JSON
-    cannot be opened (a damaged row, not a run that vanishes; asked first, so nothing reads a pipe), and one
-    microgpt wrote."""
+    cannot be opened or is not JSON (a damaged row, not a run that vanishes; asked first, so nothing reads a
+    pipe), and one microgpt wrote."""
     return refused(path) or (checkpoint_files(path) and unreadable(path, str) is not None) or is_checkpoint(path)
 
 
@@ -78,15 +79,19 @@ def checkpoint_files(directory: Path) -> bool:
 
 
 def unreadable(path: Path, name: Callable[[Path], str]) -> str | None:
-    """Why the checkpoint's config.json or train_state.json cannot be opened (a pipe, a device, no permission), or
-    None: opened, never read, so that a FIFO cannot hold the list."""
+    """Why the checkpoint's config.json or train_state.json cannot be read (a pipe, a device, no permission: opened,
+    never read, so that a FIFO cannot hold the list) or is not JSON (its parse error), or None."""
     for file in (CONFIG, TRAIN_STATE):
         try:
             open_regular(path / file).close()
+            json.loads(read_small(path / file))
         except FileNotFoundError:
             continue
         except OSError as exc:
             return f"{name(path)}/{file} cannot be read ({exc.strerror or exc}); {name(path)} is damaged"
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and a number too long are ValueErrors
+            return (f"{name(path)}/{file} is not valid JSON ({str(exc)[:80] or type(exc).__name__}); {name(path)} "
+                    "is damaged: remove it, or train it again")
     return None
 
 
