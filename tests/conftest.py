@@ -8,6 +8,11 @@ usable); `backend` is a float32 backend of that kind and `reference` the NumPy b
 the emulator, compiled from exactly the text the backend hands `RawModule`. The process-wide module cache is
 emptied for the test and restored after, so an emulated module never reaches a real backend in the same session.
 
+`workspace`, `studio` and `client` are the studio served in this process, for the studio's tests and the hostile
+ones: a tiny workspace (studio_workspace.py) in tmp_path/W (tmp_path keeps room for what lies outside it), the
+`Studio` on it (its runs stopped after the test) and a Starlette TestClient sending its token, through which an
+exception in the server fails the test (tests/hostile/conftest.py's client answers it with a 500 instead).
+
 A suite started with Ctrl-C ignored (a shell's background job: `(cmd &)`, nohup) would hand that ignore to every
 subprocess it starts, and the tests that stop a child with SIGINT, as a terminal's Ctrl-C does, would find it
 deaf to it. So the ignore is lifted here, once: children then start with SIGINT at its default, as from a
@@ -29,6 +34,8 @@ from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import FakeCublas, fake_cupy
 from microgpt.backends import get_backend
 from microgpt.backends.cuda import CuBLASBackend, loader
+from studio_server import PORT, TOKEN
+from studio_workspace import make_workspace
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -71,3 +78,28 @@ def emulated(monkeypatch):
     backend.finalize()
     loader.MODULES.clear()
     loader.MODULES.update(saved)
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "W"
+    root.mkdir()
+    return make_workspace(root)
+
+
+@pytest.fixture
+def studio(workspace):
+    # the studio extra: each studio test asks for it first (extras.need)
+    from microgpt.studio.app import Studio
+    from microgpt.studio.workspace import Workspace
+
+    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
+    yield studio
+    studio.manager.stop_all()
+
+
+@pytest.fixture
+def client(studio):
+    from starlette.testclient import TestClient
+
+    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint
 from peak_memory import PeakMemory
+from waiting import wait_for
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
@@ -67,16 +67,6 @@ def cli(workdir: Path, args: list[str], **popen) -> subprocess.Popen:
                             **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen})
     STARTED.append(proc)
     return proc
-
-
-def wait_for(condition, what: str, timeout_s: float = PROCESS_TIMEOUT):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def logged_steps(log: Path) -> int:

@@ -22,6 +22,7 @@ from export_cases import checkpoint
 from microgpt.cli import main
 from microgpt.data.dataset import open_dataset
 from microgpt.model.checkpoint import is_checkpoint
+from waiting import alive
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "naïve", "café", "東京", "😀"]
 
@@ -216,14 +217,6 @@ def children(pid: int) -> set[int]:
             if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
                 found.add(int(stat.parent.name))
     return found
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead and waiting for its new parent to reap it, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.slow

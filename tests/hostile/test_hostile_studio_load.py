@@ -18,44 +18,12 @@ from extras import need
 need("starlette")
 need("httpx")
 
-from starlette.testclient import TestClient
-
 from microgpt.model.family import family
 from microgpt.model.graph.from_family import document_for
-from microgpt.studio.app import Studio
-from microgpt.studio.workspace import Workspace
-from studio_workspace import make_workspace
+from studio_server import one_line_error
 
-TOKEN = "test-token"
-PORT = 8765
 WAIT_S = 60  # a request that has not answered by then hangs
 GPT = family("gpt").Config(vocab_size=65, d_model=12, n_layers=1, head_dims=(4, 4, 4), d_ff=24, seq_len=16)
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    root = tmp_path / "W"
-    root.mkdir()
-    return make_workspace(root)
-
-
-@pytest.fixture
-def studio(workspace):
-    return Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
-
-
-@pytest.fixture
-def client(studio):
-    with TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
-                    raise_server_exceptions=False) as client:  # one event loop for every request, as a server has
-        yield client
-
-
-def one_line_error(answer, status: int) -> str:
-    assert answer.status_code == status, answer.text
-    message = answer.json()["error"]
-    assert "\n" not in message and "Traceback" not in message
-    return message
 
 
 def answered(request, *args, **kwargs):

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dataset_files import write_manifest, write_split
 from microgpt.backends.cpu_backend import CpuBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.cli import main
@@ -30,24 +31,12 @@ TINY = ["--d-model", "16", "--n-layers", "1", "--heads", "2", "--d-ff", "32", "-
         "4", "--gen", "0", "--quiet", "--backend", "cpu"]
 
 
-def write_dataset(directory: Path, ids: np.ndarray, dtype: str = "<u2") -> Path:
-    """`ids` as a training split of `dtype` in shards of SHARD_TOKENS, with a manifest that agrees with every
-    shard."""
+def write_ids(directory: Path, ids: np.ndarray, dtype: str = "<u2") -> Path:
+    """`ids` as a dataset's training split of `dtype` in shards of SHARD_TOKENS, with a manifest that agrees with
+    every shard."""
     directory.mkdir(exist_ok=True)
-    dtype = np.dtype(dtype)
-    shards = []
-    for i, start in enumerate(range(0, len(ids), SHARD_TOKENS)):
-        tokens = ids[start : start + SHARD_TOKENS].astype(dtype)
-        path = directory / f"train-{i:05d}.bin"
-        path.write_bytes(shard_header(tokens.dtype, len(tokens)) + tokens.tobytes())
-        shards.append({"file": path.name, "tokens": len(tokens), "bytes": path.stat().st_size,
-                       "sha256": sha256_of(path)})
-    manifest = {"microgpt_dataset": 1, "tokenizer": TOKENIZER.to_json(), "dtype": dtype.name,
-                "splits": {"train": {"documents": 1, "tokens": len(ids), "shards": shards}}, "inputs": [],
-                "command": "test", "created": "2026-12-01T00:00:00Z",
-                "errors": {"mode": "strict", "replaced": 0, "skipped": 0}}
-    (directory / "manifest.json").write_text(json.dumps(manifest))
-    return directory
+    split = write_split(directory, "train", ids.astype(dtype), SHARD_TOKENS)
+    return write_manifest(directory, TOKENIZER, np.dtype(dtype), {"train": split})
 
 
 def good_ids() -> np.ndarray:
@@ -70,20 +59,20 @@ def train_fails(capsys, *args) -> str:
 
 
 def test_ids_past_the_vocabulary_in_a_sparse_few_are_refused_naming_the_shard(tmp_path, capsys):
-    data = write_dataset(tmp_path / "data", sparse_ids())
+    data = write_ids(tmp_path / "data", sparse_ids())
     err = train_fails(capsys, str(data), *TINY, "--steps", "3", "--model", str(tmp_path / "ck"))
     assert "train-00002.bin" in err and f"token id {VOCAB}," in err and f"vocabulary of {VOCAB}" in err
     assert not (tmp_path / "ck").exists()
 
 
 def test_ids_past_the_vocabulary_everywhere_are_refused(tmp_path, capsys):
-    data = write_dataset(tmp_path / "data", np.full(3000, 65535))
+    data = write_ids(tmp_path / "data", np.full(3000, 65535))
     err = train_fails(capsys, str(data), *TINY, "--steps", "3", "--model", str(tmp_path / "ck"))
     assert "train-00000.bin" in err and "token id 65535" in err
 
 
 def test_a_manifest_whose_vocabulary_was_cut_short_is_refused(tmp_path, capsys):
-    data = write_dataset(tmp_path / "data", good_ids())
+    data = write_ids(tmp_path / "data", good_ids())
     manifest = json.loads((data / "manifest.json").read_text())
     manifest["tokenizer"]["vocab"] = manifest["tokenizer"]["vocab"][:6]
     (data / "manifest.json").write_text(json.dumps(manifest))
@@ -93,7 +82,7 @@ def test_a_manifest_whose_vocabulary_was_cut_short_is_refused(tmp_path, capsys):
 
 def test_a_header_of_4_byte_tokens_over_2_byte_data_is_refused(tmp_path, capsys):
     """The header says half as many uint32 tokens in the same bytes: each pair of ids reads as one huge id."""
-    data = write_dataset(tmp_path / "data", good_ids())
+    data = write_ids(tmp_path / "data", good_ids())
     shard = data / "train-00001.bin"
     body = shard.read_bytes()[64:]
     shard.write_bytes(shard_header(np.dtype("<u4"), len(body) // 4) + body)
@@ -105,20 +94,20 @@ def test_a_header_of_4_byte_tokens_over_2_byte_data_is_refused(tmp_path, capsys)
 
 
 def test_a_uint32_dataset_is_still_checked_id_by_id(tmp_path):
-    write_dataset(tmp_path / "good", good_ids(), "<u4")
+    write_ids(tmp_path / "good", good_ids(), "<u4")
     assert len(open_dataset(tmp_path / "good").train) == len(TEXT)
     ids = good_ids()
     ids[-1] = 70000
-    write_dataset(tmp_path / "bad", ids, "<u4")
+    write_ids(tmp_path / "bad", ids, "<u4")
     with pytest.raises(DataError, match=f"train-00002.bin holds token id 70000, past the tokenizer's vocabulary of "
                                         f"{VOCAB}"):
         open_dataset(tmp_path / "bad")
 
 
 def test_a_resume_onto_a_dataset_with_ids_past_the_vocabulary_is_refused(tmp_path, capsys):
-    data = write_dataset(tmp_path / "data", good_ids())
+    data = write_ids(tmp_path / "data", good_ids())
     assert main(["train", str(data), *TINY, "--steps", "3", "--model", str(tmp_path / "ck")]) == 0
-    write_dataset(tmp_path / "data", sparse_ids())
+    write_ids(tmp_path / "data", sparse_ids())
     capsys.readouterr()
     err = train_fails(capsys, "--resume", str(tmp_path / "ck"), "--steps", "6")
     assert "train-00002.bin" in err and f"token id {VOCAB}," in err

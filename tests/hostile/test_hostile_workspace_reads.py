@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the studio extra is not installed: pip install -e '.[studio]'")
-pytest.importorskip("httpx", reason="the studio extra is not installed (httpx): pip install -e '.[studio]'")
+from extras import need
 
-from test_dataset_training import write_dataset
-from test_studio_hostile import client, one_line_error, studio, workspace  # noqa: F401 - the studio's fixtures
+need("starlette")
+need("httpx")
 
 import microgpt
+from dataset_files import write_dataset
 from microgpt.cli import main
+from studio_server import one_line_error
 from studio_workspace import check_body, lookahead_run
 
 REFUSED = "model.graph is a path, but a checkpoint holds its graph document itself and reads no other file"
@@ -52,7 +53,7 @@ def outside_files(outside: Path) -> list[Path]:
 
 # ---- a checkpoint's graph is its own document ------------------------------------------------------------
 
-def test_the_run_list_reads_no_graph_a_checkpoint_points_outside_to(client, workspace):  # noqa: F811
+def test_the_run_list_reads_no_graph_a_checkpoint_points_outside_to(client, workspace):
     point_graph_at(graph_checkpoint(workspace), outside_files(workspace.parent)[0])
     (workspace / "results.jsonl").unlink()  # a checkpoint copied in alone: its row's figures from config.json
     answer = client.get("/api/runs")
@@ -62,8 +63,8 @@ def test_the_run_list_reads_no_graph_a_checkpoint_points_outside_to(client, work
     assert "d 40" not in answer.text  # the outside document's width, which it showed
 
 
-def test_sampling_a_checkpoint_whose_graph_points_outside_says_one_line_whatever_is_there(client,  # noqa: F811
-                                                                                           workspace):  # noqa: F811
+def test_sampling_a_checkpoint_whose_graph_points_outside_says_one_line_whatever_is_there(client,
+                                                                                           workspace):
     checkpoint = graph_checkpoint(workspace)
     said = set()
     for target in outside_files(workspace.parent):
@@ -105,7 +106,7 @@ def test_a_graph_document_in_the_config_still_loads(tmp_path):
 # ---- a dataset's shards are read from the workspace alone ------------------------------------------------
 
 @pytest.fixture
-def linked_dataset(workspace):  # noqa: F811
+def linked_dataset(workspace):
     """workspace/prepared, a dataset whose training shards are links to files outside, and a checkpoint ck
     trained on it before they were moved out."""
     text = (workspace / "tiny.txt").read_text(encoding="utf-8")
@@ -119,7 +120,7 @@ def linked_dataset(workspace):  # noqa: F811
     return dataset
 
 
-def test_a_dataset_whose_shards_link_outside_is_scored_by_no_route(client, workspace, linked_dataset):  # noqa: F811
+def test_a_dataset_whose_shards_link_outside_is_scored_by_no_route(client, workspace, linked_dataset):
     rows = {row["name"]: row for row in client.get("/api/runs").json()["runs"]}
     assert "prepared" not in rows  # a dataset is no run, damaged or not; the route that reads it says why not
     first = min(linked_dataset.glob("train-*.bin"))
@@ -129,7 +130,7 @@ def test_a_dataset_whose_shards_link_outside_is_scored_by_no_route(client, works
         "remove the link")
 
 
-def test_a_dataset_whose_shards_link_outside_is_checked_and_trained_by_no_route(client, studio, workspace,  # noqa: F811
+def test_a_dataset_whose_shards_link_outside_is_checked_and_trained_by_no_route(client, studio, workspace,
                                                                                 linked_dataset):
     run = lookahead_run()
     run["settings"]["file"] = "prepared"
@@ -144,7 +145,7 @@ def test_a_dataset_whose_shards_link_outside_is_checked_and_trained_by_no_route(
 
 # ---- a resume reads the text its checkpoint names --------------------------------------------------------
 
-def test_a_resume_reads_no_text_the_checkpoint_names_outside(client, studio, workspace):  # noqa: F811
+def test_a_resume_reads_no_text_the_checkpoint_names_outside(client, studio, workspace):
     microgpt.train(str(workspace / "tiny.txt"), steps=1, d_model=8, n_layers=1, seq_len=8, batch_size=2,
                    backend="numpy", threads=1, gen=0, model=str(workspace / "checkpoints" / "r"))
     (workspace / "studio.yaml").write_text("runs:\n  r: {file: tiny.txt, steps: 2, d_model: 8, n_layers: 1, "

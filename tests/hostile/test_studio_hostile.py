@@ -22,44 +22,14 @@ import threading
 
 import httpx
 from starlette.testclient import TestClient
-from test_studio_api import alive, logged_steps, saved_step, start_studio, wait_for
 
 import microgpt
 from microgpt.studio.app import MAX_MODEL_PROCESSES, MAX_SAMPLE_TOKENS, Studio
 from microgpt.studio.guard import MAX_BODY_BYTES
 from microgpt.studio.workspace import Workspace, WorkspaceError
-from studio_workspace import check_body, ensemble_run, lookahead_run, make_workspace
-
-TOKEN = "test-token"
-PORT = 8765
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    root = tmp_path / "W"
-    root.mkdir()
-    return make_workspace(root)
-
-
-@pytest.fixture
-def studio(workspace):
-    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
-    yield studio
-    studio.manager.stop_all()
-
-
-@pytest.fixture
-def client(studio):
-    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
-                      raise_server_exceptions=False)
-
-
-def one_line_error(answer, status: int) -> str:
-    assert answer.status_code == status, answer.text
-    message = answer.json()["error"]
-    assert "\n" not in message and "Traceback" not in message
-    return message
-
+from studio_server import PORT, TOKEN, logged_steps, one_line_error, saved_step, start_studio
+from studio_workspace import check_body, ensemble_run, lookahead_run
+from waiting import alive, wait_for
 
 # ---- a run cannot write outside the workspace ------------------------------------------------------------
 

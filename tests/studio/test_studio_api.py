@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -24,11 +21,11 @@ from extras import need
 need("starlette")
 need("httpx")
 
-import httpx
 from starlette.testclient import TestClient
 
+from dataset_files import write_dataset
 from microgpt.core.registry import FAMILIES
-from microgpt.model.checkpoint import TRAIN_STATE, is_checkpoint
+from microgpt.model.checkpoint import is_checkpoint
 from microgpt.model.family import family, n_params
 from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.named_runs import load_run
@@ -38,50 +35,9 @@ from microgpt.studio.graph_run import offered_families, settings_form
 from microgpt.studio.metrics import chart_of
 from microgpt.studio.workspace import StudioLock, Workspace, WorkspaceError
 from microgpt.training.run_dir import WriterLock
-from microgpt.training.run_files import RunPaths
-from studio_workspace import check_body, ensemble_run, lookahead_run, make_workspace
-
-TOKEN = "test-token"
-PORT = 8765
-WAIT_S = 180  # the longest a run may take to start or save: generous, a loaded 2-core machine can take 60 s
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    return make_workspace(tmp_path)
-
-
-@pytest.fixture
-def studio(workspace):
-    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
-    yield studio
-    studio.manager.stop_all()
-
-
-@pytest.fixture
-def client(studio):
-    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
-
-
-def wait_for(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {timeout:g} s for {what}")
-        time.sleep(0.1)
-    return found
-
-
-def logged_steps(checkpoint: Path) -> list[int]:
-    log = RunPaths(checkpoint).metrics
-    lines = log.read_text(encoding="utf-8").splitlines() if log.is_file() else []
-    return [json.loads(line)["step"] for line in lines if line.endswith("}")]
-
-
-def saved_step(checkpoint: Path) -> int | None:
-    if not is_checkpoint(checkpoint):
-        return None
-    return json.loads((checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))["step"]
+from studio_server import PORT, TOKEN, http_client, logged_steps, saved_step, start_studio, stop_studio
+from studio_workspace import check_body, ensemble_run, lookahead_run
+from waiting import WAIT_S, alive, wait_for
 
 
 def test_a_request_without_the_token_is_refused(workspace):
@@ -152,7 +108,7 @@ def test_each_error_appears_on_the_setting_it_concerns_and_clears(client):
     del run["settings"]["active_dims"]
     run["settings"]["lr"] = "fast"  # the flag's own check
     errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
-    assert [(e["setting"], e["message"]) for e in errors] == [("lr", "--lr must be a number, not 'fast'")]
+    assert [(e["setting"], e["message"]) for e in errors] == [("lr", "lr must be a number, not 'fast'")]  # its field
     del run["settings"]["lr"]
     assert client.post("/api/graph/check", json=check_body(run)).json()["ok"]
 
@@ -291,32 +247,11 @@ def test_a_stopped_run_resumes_from_its_checkpoint(client, studio, workspace):
     assert saved_step(checkpoint) == steps[-1] > stopped_at
 
 
-def start_studio(workspace: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """A `microgpt studio` process on the workspace and the URL it printed."""
-    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
-                                "--no-browser", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    found = re.search(r"http://\S+", line)
-    if found is None:
-        process.kill()
-        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
-    return process, found.group(0)
-
-
-def alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, exited but not yet reaped by its new parent, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
 @pytest.mark.slow
 def test_serving_beyond_loopback_warns(workspace):
     process, url = start_studio(workspace, "--host", "0.0.0.0")
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=WAIT_S)
-    assert url.startswith("http://0.0.0.0:") and process.returncode == 0
+    out, err = stop_studio(process)
+    assert url.startswith("http://0.0.0.0:")
     assert "warning: serving on 0.0.0.0, beyond this machine" in err
     assert "microgpt studio: stopped" in out
 
@@ -325,16 +260,14 @@ def test_serving_beyond_loopback_warns(workspace):
 @pytest.mark.parametrize("keep_runs", [False, True], ids=["stops-runs", "keep-runs"])
 def test_ctrl_c_stops_the_studio_and_its_runs_save_or_with_keep_runs_train_on(workspace, keep_runs):
     process, url = start_studio(workspace, *(["--keep-runs"] if keep_runs else []))
-    token = re.search(r"token=([^&\s]+)", url).group(1)
-    with httpx.Client(base_url=url.split("/?")[0], headers={"X-Studio-Token": token}) as http:
+    with http_client(url) as http:
         assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=100000)}).status_code == 200
         pid = http.post("/api/runs/ens/start").json()["pid"]
     checkpoint = workspace / "checkpoints" / "ens"
     try:
         wait_for(lambda: len(logged_steps(checkpoint)) >= 5, "the run to log 5 steps")
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=WAIT_S)
-        assert process.returncode == 0 and "microgpt studio: stopped" in out, err
+        out, err = stop_studio(process)
+        assert "microgpt studio: stopped" in out, err
         assert "warning" not in err  # on 127.0.0.1
         if keep_runs:
             assert f"leaving run ens training (process {pid})" in out
@@ -387,7 +320,7 @@ def test_a_lookahead_model_composes_checks_and_saves(client, workspace, mode):
     assert checked["parameters"] > 0 and "3 losses" in checked["description"]  # the main one and a head's each
     errors = client.post("/api/graph/check", json=check_body({**run, "settings": {**run["settings"], "lookahead": "0"}})
                          ).json()["errors"]
-    assert [e["setting"] for e in errors] == ["lookahead"] and "--lookahead" in errors[0]["message"], errors
+    assert [e["setting"] for e in errors] == ["lookahead"] and "lookahead must be" in errors[0]["message"], errors  # its field
     saved = client.post("/api/save", json={"name": f"look-{mode}", **run})
     assert saved.status_code == 200, saved.json()
     settings = Settings({}, load_run(workspace / "studio.yaml", f"look-{mode}"))
@@ -400,8 +333,6 @@ def test_a_lookahead_model_composes_checks_and_saves(client, workspace, mode):
 def test_a_prepared_dataset_in_the_workspace_is_offered_and_composes(client, workspace):
     """A dataset directory is a data file like a text: listed, checked with its own tokenizer, and a tokenizer
     setting for it refused on that setting."""
-    from test_dataset_training import write_dataset
-
     text = (workspace / "tiny.txt").read_text(encoding="utf-8")
     write_dataset(workspace / "prepared", text, held_out=200, shard_tokens=500)
     assert "prepared" in client.get("/api/files").json()["files"]

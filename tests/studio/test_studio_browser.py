@@ -10,91 +10,24 @@ pictures of docs/studio.md)."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
-
-import pytest
 
 from extras import need
 
 need("starlette")
 need("selenium")
-CHROMIUM = shutil.which("chromium")
-DRIVER = shutil.which("chromedriver")
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
-                                 reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
-                                 "chromium-driver; .ci/run installs them as root)")]
 
 import httpx
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 import microgpt
 from microgpt.model.checkpoint import is_checkpoint
 from microgpt.settings.named_runs import load_run
-from studio_workspace import make_workspace
+from studio_browser import MARKS, message, shot, tab, wait
 
-WAIT_S = 180  # the longest any one step may take: generous, since a loaded 2-core machine can take 60 s
-SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
-    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
-                                "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    found = re.search(r"http://\S+", line)
-    if found is None:
-        process.kill()
-        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
-    yield found.group(0), workspace
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=WAIT_S)
-    assert process.returncode == 0, err
-    assert "microgpt studio: stopped" in out
-
-
-@pytest.fixture(scope="module")
-def browser(studio):
-    options = Options()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000"):
-        options.add_argument(argument)
-    options.binary_location = CHROMIUM
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.get(studio[0])
-    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready === 'yes' "
-                                            "&& document.body.dataset.editor === 'ready'"))
-    yield driver
-    driver.quit()
-
-
-def wait(driver, condition, timeout: float = WAIT_S):
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
-
-
-def shot(driver, name: str) -> None:
-    """A screenshot for docs/studio.md, in 256 colours to stay small."""
-    if not SHOTS:
-        return
-    from PIL import Image
-
-    path = Path(SHOTS) / f"studio-{name}.png"
-    driver.save_screenshot(str(path))
-    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
-
+pytestmark = MARKS
 
 def setting(driver, key: str):
     """The inspector's field of a run setting (the data's, the training's, the family's shape)."""
@@ -117,10 +50,6 @@ def choose(driver, key: str, value: str) -> None:
     Select(setting(driver, key)).select_by_value(value)
 
 
-def tab(driver, view: str) -> None:
-    driver.find_element(By.CSS_SELECTOR, f'.tab[data-view="{view}"]').click()
-
-
 def points(driver, chart: str) -> int:
     return driver.execute_script(f"const c = document.getElementById('chart-{chart}');"
                                  "return c && c.data ? c.data[0].x.filter(x => x !== null).length : 0;")
@@ -130,10 +59,6 @@ def status_of(driver, run: str) -> str:
     """A run's status in the Watch list (read in one go: the list is redrawn as runs change)."""
     return driver.execute_script(f"const s = document.querySelector('.run-row[data-run=\"{run}\"] .status');"
                                  "return s ? s.textContent : '';")
-
-
-def message(driver) -> str:
-    return driver.find_element(By.ID, "message").text
 
 
 def last_step(driver) -> int:
@@ -185,16 +110,16 @@ def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser
     wait(browser, lambda d: not text_of(d, "graph-errors"))
 
 
-def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):
+def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, served):
     run_name = browser.find_element(By.ID, "run-name")
     run_name.send_keys(Keys.CONTROL, "a")
     run_name.send_keys("ens")
     browser.find_element(By.ID, "start").click()
     wait(browser, lambda d: "--config studio.yaml --run ens" in d.find_element(By.ID, "saved-yaml").text)
-    named = load_run(studio[1] / "studio.yaml", "ens")
+    named = load_run(served[1] / "studio.yaml", "ens")
     assert named.values["cooperative"] == "d2x8n1,d2x8n1" and named.values["steps"] == 100000
     assert named.values["family"] == "ensemble" and "graph" not in named.values  # the family's settings, short
-    assert not (studio[1] / "graphs").exists()
+    assert not (served[1] / "graphs").exists()
     tab(browser, "watch")
     wait(browser, lambda d: points(d, "loss") >= 2)
     before = points(browser, "loss")
@@ -208,10 +133,10 @@ def test_save_it_to_yaml_start_it_and_see_its_curve_grow(browser, studio):
     browser.find_element(By.ID, "log-y").click()
 
 
-def test_stop_it_load_its_checkpoint_and_resume_it(browser, studio):
+def test_stop_it_load_its_checkpoint_and_resume_it(browser, served):
     click(browser, 'button.stop[data-run="checkpoints/ens"]')
     wait(browser, lambda d: status_of(d, "checkpoints/ens").startswith("stopped"))
-    checkpoint = studio[1] / "checkpoints" / "ens"
+    checkpoint = served[1] / "checkpoints" / "ens"
     assert is_checkpoint(checkpoint)
     loaded = microgpt.load(checkpoint, backend="numpy")
     assert loaded.family_name == "ensemble" and len(loaded.sample(10, prompt="the ", seed=1)) > 0
@@ -274,7 +199,7 @@ def test_sample_from_it_and_evaluate_it(browser):
     shot(browser, "sample")
 
 
-def test_overlay_two_runs_and_download_them(browser, studio):
+def test_overlay_two_runs_and_download_them(browser, served):
     tab(browser, "compose")
     run_name = browser.find_element(By.ID, "run-name")
     run_name.send_keys(Keys.CONTROL, "a")
@@ -303,9 +228,9 @@ def test_overlay_two_runs_and_download_them(browser, studio):
     assert {row.split(",")[0] for row in rows[1:]} == {"checkpoints/ens", "checkpoints/ens2"}
 
 
-def test_a_tab_reopened_without_the_token_still_works(browser, studio):
+def test_a_tab_reopened_without_the_token_still_works(browser, served):
     """The page keeps the printed URL's token in its origin's localStorage (apart by port, unlike a cookie)."""
-    browser.get(studio[0].split("?")[0])
+    browser.get(served[0].split("?")[0])
     wait(browser, lambda d: d.execute_script("return document.body.dataset.ready") == "yes")
     tab(browser, "watch")
     wait(browser, lambda d: status_of(d, "checkpoints/ens").startswith(("stopped", "finished")))

@@ -13,41 +13,23 @@ STUDIO_SCREENSHOTS=DIR the editor is saved there as PNGs (docs/studio-compose*.p
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 
 from extras import need
 
 need("starlette")
 need("selenium")
-CHROMIUM = shutil.which("chromium")
-DRIVER = shutil.which("chromedriver")
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
-                                 reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
-                                 "chromium-driver; .ci/run installs them as root)")]
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from microgpt.settings.named_runs import load_run
-from studio_workspace import make_workspace
+from studio_browser import MARKS, ready, shot, wait
 
-WAIT_S = 180  # the longest any one step may take on a loaded 2-core machine
-SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
+pytestmark = MARKS
 
 # The ensemble as from-family writes it, built here by hand: the wires to make, output first.
 WIRES = [("tokens", "expert.tokens"), ("zeros.out", "expert.stream"), ("zeros.out", "stream_add.stream"),
@@ -55,57 +37,6 @@ WIRES = [("tokens", "expert.tokens"), ("zeros.out", "expert.stream"), ("zeros.ou
          ("stream_add.stream", "stream_add2.stream"), ("expert2.write", "stream_add2.write"), ("tokens", "router.ids"),
          ("stream_add2.stream", "router.stream"), ("router.weights", "mix.weights"), ("expert.logits", "mix.logits"),
          ("expert2.logits", "mix.logits"), ("mix.out", "loss.logits"), ("mix.out", "logits")]
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
-    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
-                                "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    found = re.search(r"http://\S+", line)
-    if found is None:
-        process.kill()
-        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
-    yield found.group(0), workspace
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=WAIT_S)
-    assert process.returncode == 0, err
-    assert "microgpt studio: stopped" in out
-
-
-@pytest.fixture(scope="module")
-def browser(studio):
-    options = Options()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000"):
-        options.add_argument(argument)
-    options.binary_location = CHROMIUM
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.get(studio[0])
-    ready(driver)
-    yield driver
-    driver.quit()
-
-
-def ready(driver) -> None:
-    wait(driver, lambda d: d.execute_script("return document.body.dataset.ready === 'yes' "
-                                            "&& document.body.dataset.editor === 'ready'"))
-
-
-def wait(driver, condition, timeout: float = WAIT_S):
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
-
-
-def shot(driver, name: str) -> None:
-    """A screenshot for docs/studio.md, in 256 colours to stay small."""
-    if not SHOTS:
-        return
-    from PIL import Image
-
-    path = Path(SHOTS) / f"studio-{name}.png"
-    driver.save_screenshot(str(path))
-    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
 
 
 def node_ids(driver) -> list[str]:
@@ -273,15 +204,15 @@ def test_a_shape_error_appears_on_the_wire_and_port_and_clears(browser):
     wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#editor-canvas .has-error") and not problems(d))
 
 
-def test_train_it_and_watch_it(browser, studio):
+def test_train_it_and_watch_it(browser, served):
     name = browser.find_element(By.ID, "run-name")
     name.send_keys(Keys.CONTROL, "a")
     name.send_keys("experts")
     browser.find_element(By.ID, "start").click()
     wait(browser, lambda d: "--run experts" in d.find_element(By.ID, "saved-yaml").text)
-    named = load_run(studio[1] / "studio.yaml", "experts")
+    named = load_run(served[1] / "studio.yaml", "experts")
     assert named.values["family"] == "graph"
-    assert (studio[1] / named.values["graph"]).is_file()
+    assert (served[1] / named.values["graph"]).is_file()
     browser.find_element(By.CSS_SELECTOR, '.tab[data-view="watch"]').click()
     wait(browser, lambda d: d.execute_script("const c = document.getElementById('chart-loss');"
                                              "return c && c.data ? c.data[0].x.filter(x => x !== null).length : 0;") >= 2)
@@ -507,13 +438,13 @@ def test_arrow_keys_move_the_focused_node(browser):
 def test_the_draft_survives_a_reload(browser):
     before = sorted(node_ids(browser))
     browser.refresh()
-    ready(browser)
+    wait(browser, ready)
     wait(browser, lambda d: sorted(node_ids(d)) == before)
     assert browser.find_element(By.ID, "run-name").get_attribute("value") == "experts"
     assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="file"]').get_attribute("value") == "tiny.txt"
 
 
-def test_saving_over_a_taken_name_asks_and_defaults_to_a_new_one(browser, studio):
+def test_saving_over_a_taken_name_asks_and_defaults_to_a_new_one(browser, served):
     """The run "experts" has trained: Save of another graph under its name asks first, and Enter takes the new
     name offered."""
     click_empty_canvas(browser)
@@ -528,10 +459,10 @@ def test_saving_over_a_taken_name_asks_and_defaults_to_a_new_one(browser, studio
     browser.switch_to.active_element.send_keys(Keys.ENTER)
     wait(browser, lambda d: d.find_element(By.ID, "run-name").get_attribute("value") == "experts-2")
     wait(browser, lambda d: "--run experts-2" in d.find_element(By.ID, "saved-yaml").text)
-    named = load_run(studio[1] / "studio.yaml", "experts-2")
-    assert named.values["family"] == "graph" and (studio[1] / named.values["graph"]).is_file()
-    assert (studio[1] / "studio" / "layout" / "experts-2.json").is_file()
-    assert load_run(studio[1] / "studio.yaml", "experts").values["graph"] != named.values["graph"]
+    named = load_run(served[1] / "studio.yaml", "experts-2")
+    assert named.values["family"] == "graph" and (served[1] / named.values["graph"]).is_file()
+    assert (served[1] / "studio" / "layout" / "experts-2.json").is_file()
+    assert load_run(served[1] / "studio.yaml", "experts").values["graph"] != named.values["graph"]
 
 
 def test_a_structural_edit_turns_a_family_into_a_graph_and_undo_turns_it_back(browser):
@@ -549,9 +480,9 @@ def test_a_structural_edit_turns_a_family_into_a_graph_and_undo_turns_it_back(br
     assert browser.find_element(By.CSS_SELECTOR, '#inspector [data-setting="d_model"]').is_displayed()
 
 
-def test_load_a_graph_run_back_with_its_layout(browser, studio):
+def test_load_a_graph_run_back_with_its_layout(browser, served):
     """The run saved as experts-2 comes back as it was drawn: its document and its saved positions."""
-    saved = json.loads((studio[1] / "studio" / "layout" / "experts-2.json").read_text(encoding="utf-8"))
+    saved = json.loads((served[1] / "studio" / "layout" / "experts-2.json").read_text(encoding="utf-8"))
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#load-run option[value="experts-2"]'))
     Select(browser.find_element(By.ID, "load-run")).select_by_value("experts-2")
     wait(browser, lambda d: "expert2" in node_ids(d) and text_of(d, "mode-line") == "a graph document: it trains as drawn")
@@ -563,7 +494,7 @@ def test_load_a_graph_run_back_with_its_layout(browser, studio):
     wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line"))
 
 
-def test_a_familys_graph_saves_as_the_family_and_an_edited_one_as_a_graph(browser, studio):
+def test_a_familys_graph_saves_as_the_family_and_an_edited_one_as_a_graph(browser, served):
     """The gpt draft drawn from its settings is saved as those settings (no document beside it), a shape setting
     typed just before Save included; the same draft with a node's param edited is saved as a graph run; the
     family's run loads back as the family."""
@@ -575,9 +506,9 @@ def test_a_familys_graph_saves_as_the_family_and_an_edited_one_as_a_graph(browse
     browser.find_element(By.ID, "save").click()  # at once: the save waits for the graph of d_model 32
     wait(browser, lambda d: "--run small" in d.find_element(By.ID, "saved-yaml").text)
     assert "graphs/" not in browser.find_element(By.ID, "saved-yaml").text
-    named = load_run(studio[1] / "studio.yaml", "small")
+    named = load_run(served[1] / "studio.yaml", "small")
     assert named.values["family"] == "gpt" and named.values["d_model"] == 32 and "graph" not in named.values
-    assert not (studio[1] / "graphs" / "small.json").exists()
+    assert not (served[1] / "graphs" / "small.json").exists()
     click_empty_canvas(browser)
     node(browser, "loss").click()
     type_into(browser, '#inspector-node [data-param="weight"]', "0.5")
@@ -586,9 +517,9 @@ def test_a_familys_graph_saves_as_the_family_and_an_edited_one_as_a_graph(browse
     name.send_keys("small-edited")
     browser.find_element(By.ID, "save").click()
     wait(browser, lambda d: "--run small-edited" in d.find_element(By.ID, "saved-yaml").text)
-    named = load_run(studio[1] / "studio.yaml", "small-edited")
+    named = load_run(served[1] / "studio.yaml", "small-edited")
     assert named.values["family"] == "graph" and "d_model" not in named.values
-    document = json.loads((studio[1] / "graphs" / "small-edited.json").read_text(encoding="utf-8"))
+    document = json.loads((served[1] / "graphs" / "small-edited.json").read_text(encoding="utf-8"))
     assert next(n for n in document["nodes"] if n["id"] == "loss")["params"]["weight"] == 0.5
     assert document["dims"]["d"] == 32
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#load-run option[value="small"]'))

@@ -32,35 +32,12 @@ from microgpt.model.graph.ops import OPS
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
 from microgpt.studio import graph_api, graph_palette
-from microgpt.studio.app import Studio
-from microgpt.studio.workspace import Workspace
-from studio_workspace import ensemble_run, make_workspace
+from studio_server import PORT, TOKEN, one_line_error
+from studio_workspace import ensemble_run
 
-TOKEN = "test-token"
-PORT = 8765
 WAIT_S = 60  # only a limit for a hang: a loaded machine takes longer, never fails for it
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "graphs"
 SETTINGS = {"file": "tiny.txt", "seq_len": 16, "batch_size": 4}
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    root = tmp_path / "W"
-    root.mkdir()
-    return make_workspace(root)
-
-
-@pytest.fixture
-def studio(workspace):
-    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
-    yield studio
-    studio.manager.stop_all()
-
-
-@pytest.fixture
-def client(studio):
-    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN},
-                      raise_server_exceptions=False)
 
 
 def small_gpt(d: int = 16) -> dict:
@@ -251,7 +228,7 @@ def test_settings_problems_are_errors_on_their_setting(client):
     problems = {error["setting"]: error for error in result["errors"]}
     assert set(problems) == {"seq_len", "batch_size"}
     assert all(error["path"] == [] and error["port"] is None for error in result["errors"])
-    assert "--seq-len" in problems["seq_len"]["message"]
+    assert problems["seq_len"]["message"].startswith("seq_len must be a whole number")  # the field, not the flag
     assert result["wires"], "the document is still compiled (for the default context) and its shapes shown"
     (error,) = check(client, small_gpt(), {"file": "missing.txt"})["errors"]
     assert error["setting"] == "file"
@@ -479,16 +456,9 @@ def test_a_family_run_keeps_its_layout(client, workspace):
 
 # ---- hostile requests: one line each, nothing written ----------------------------------------------------------
 
-def one_line(answer, status: int) -> str:
-    assert answer.status_code == status, answer.text
-    message = answer.json()["error"]
-    assert "\n" not in message and "Traceback" not in message
-    return message
-
-
 @pytest.mark.parametrize("name", ["../up", "a/b", "a\0b", "..", ".hidden", "", "x" * 65, 5, None, ["a"]])
 def test_a_bad_run_name_is_refused_before_anything_is_written(client, workspace, name):
-    assert "run name" in one_line(client.post("/api/save", json={**graph_body(), "name": name}), 400)
+    assert "run name" in one_line_error(client.post("/api/save", json={**graph_body(), "name": name}), 400)
     assert written(workspace) == set()
 
 
@@ -496,8 +466,8 @@ def test_a_bad_run_name_is_refused_before_anything_is_written(client, workspace,
                                     {"positions": {"/a": [0]}}, {"positions": {"/a": [1e300, 0]}}, {"collapsed": "all"},
                                     {"viewport": {"x": "far"}}, {"extra": 1}])
 def test_a_bad_layout_is_refused_and_nothing_is_written(client, workspace, layout):
-    one_line(client.post("/api/save", json={**graph_body(), "layout": layout}), 400)
-    one_line(client.post("/api/save", json={"name": "ens", **ensemble_run(), "layout": layout}), 400)
+    one_line_error(client.post("/api/save", json={**graph_body(), "layout": layout}), 400)
+    one_line_error(client.post("/api/save", json={"name": "ens", **ensemble_run(), "layout": layout}), 400)
     assert written(workspace) == set()
 
 
@@ -508,7 +478,7 @@ def test_a_body_that_is_no_object_of_the_right_kind_is_one_line(client, workspac
     if route == "/api/graph/check" and body.startswith('{"'):
         assert answer.status_code == 200 and answer.json()["errors"][0]["message"]
     else:
-        one_line(answer, 400)
+        one_line_error(answer, 400)
     assert written(workspace) == set()
 
 
@@ -526,9 +496,9 @@ def test_a_huge_or_deep_document_is_refused(client, workspace):
     for route in ("/api/graph/check", "/api/save"):
         answer = client.post(route, json={**graph_body(), "document": document})
         errors = answer.json()["errors"] if answer.status_code == 200 else answer.json().get("errors") or [
-            {"message": one_line(answer, 400)}]
+            {"message": one_line_error(answer, 400)}]
         assert any("deeper than 64" in error["message"] for error in errors), route
-    one_line(client.post("/api/graph/layout", json={"document": document}), 400)
+    one_line_error(client.post("/api/graph/layout", json={"document": document}), 400)
     assert written(workspace) == set()
 
 
@@ -543,25 +513,25 @@ def test_a_graph_run_whose_document_points_out_or_is_a_yaml_bomb_is_refused_on_l
     (workspace / "studio.yaml").write_text(
         "runs:\n  out: {family: graph, graph: ../outside.json}\n  bomb: {family: graph, graph: bomb.yaml}\n",
         encoding="utf-8")
-    assert "outside the workspace" in one_line(client.get("/api/config", params={"name": "out"}), 403)
-    assert "aliases" in one_line(client.get("/api/config", params={"name": "bomb"}), 400)
+    assert "outside the workspace" in one_line_error(client.get("/api/config", params={"name": "out"}), 403)
+    assert "aliases" in one_line_error(client.get("/api/config", params={"name": "bomb"}), 400)
     for name in ("../x", "a/b"):
-        one_line(client.get("/api/config", params={"name": name}), 400)
+        one_line_error(client.get("/api/config", params={"name": name}), 400)
 
 
 def test_the_studios_files_are_never_written_through_a_link_out(client, workspace):
     outside = workspace.parent / "elsewhere"
     outside.mkdir()
     (workspace / "graphs").symlink_to(outside)
-    assert "outside the workspace" in one_line(client.post("/api/save", json=graph_body()), 403)
+    assert "outside the workspace" in one_line_error(client.post("/api/save", json=graph_body()), 403)
     (workspace / "graphs").unlink()
     (workspace / "graphs").mkdir()
     (workspace / "graphs" / "g1.json").symlink_to(outside / "g1.json")
-    assert "symlink" in one_line(client.post("/api/save", json=graph_body()), 403)
+    assert "symlink" in one_line_error(client.post("/api/save", json=graph_body()), 403)
     (workspace / "studio").mkdir()
     (workspace / "studio" / "layout").symlink_to(outside)
     (workspace / "graphs" / "g1.json").unlink()
-    one_line(client.post("/api/save", json={"name": "ens", **ensemble_run(), "layout": LAYOUT}), 403)
+    one_line_error(client.post("/api/save", json={"name": "ens", **ensemble_run(), "layout": LAYOUT}), 403)
     assert list(outside.iterdir()) == []
     assert not (workspace / "studio.yaml").exists()
 
@@ -569,7 +539,7 @@ def test_the_studios_files_are_never_written_through_a_link_out(client, workspac
 @pytest.mark.parametrize("where", ["graphs/g1.json", "studio/layout/g1.json"])
 def test_a_directory_where_the_studio_writes_its_file_is_one_line_and_kept(client, workspace, where):
     (workspace / where).mkdir(parents=True)
-    message = one_line(client.post("/api/save", json=graph_body(overwrite=True)), 400)
+    message = one_line_error(client.post("/api/save", json=graph_body(overwrite=True)), 400)
     assert f"{where} is a directory" in message
     assert (workspace / where).is_dir() and written(workspace) == set()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import pytest
 
@@ -18,43 +17,10 @@ from extras import need
 need("starlette")
 need("httpx")
 
-from starlette.testclient import TestClient
-
 from microgpt.model.checkpoint import is_checkpoint
-from microgpt.studio.app import Studio
-from microgpt.studio.workspace import Workspace
 from microgpt.training.run_files import RunPaths
-from studio_workspace import ensemble_run, lookahead_run, make_workspace
-
-TOKEN = "test-token"
-PORT = 8765
-WAIT_S = 180  # the longest a run may take to start or save: generous, a loaded 2-core machine can take 60 s
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    return make_workspace(tmp_path)
-
-
-@pytest.fixture
-def studio(workspace):
-    studio = Studio(Workspace(workspace), TOKEN, "127.0.0.1", PORT)
-    yield studio
-    studio.manager.stop_all()
-
-
-@pytest.fixture
-def client(studio):
-    return TestClient(studio.app, base_url=f"http://127.0.0.1:{PORT}", headers={"X-Studio-Token": TOKEN})
-
-
-def wait_for(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {timeout:g} s for {what}")
-        time.sleep(0.1)
-    return found
+from studio_workspace import ensemble_run, lookahead_run
+from waiting import WAIT_S, wait_for
 
 
 def row(client, path: str) -> dict:

@@ -11,12 +11,8 @@ Watch, Compare and overlay views are saved there (docs/studio-watch.png, -compar
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,26 +22,19 @@ from extras import need
 
 need("starlette")
 need("selenium")
-CHROMIUM = shutil.which("chromium")
-DRIVER = shutil.which("chromedriver")
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
-                                 reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
-                                 "chromium-driver; .ci/run installs them as root)")]
 
-import httpx
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
-from studio_workspace import ensemble_run, make_workspace
+from studio_browser import MARKS, message, ready, shot, start_browser, tab, wait
+from studio_server import http_client
+from studio_workspace import ensemble_run
+from waiting import wait_for
 
-WAIT_S = 180  # the longest any one step may take: generous, since a loaded 2-core machine can take 60 s
-SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
+pytestmark = MARKS
+
 SYNTH_FIGURES = [f"expert{k}_{figure}" for k in (1, 2) for figure in ("router_weight", "stream_cos", "write_norm")] + [
     "head1_loss", "head2_loss", "grad_norm", "lr", "loss", "val_loss", "aux_a", "aux_b", "aux_c", "aux_d", "aux_e"]
 
@@ -64,28 +53,18 @@ def synth_log(path: Path, steps: int = 300) -> None:
 
 
 @pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
+def served(served):
+    """The file's studio (tests/studio/conftest.py) with runs in its workspace: a copy of the text that a test
+    empties, a synthetic log of a dozen charts, run ens trained 3 steps and run1 saved; (url, workspace, http)."""
+    url, workspace = served
     shutil.copy(workspace / "tiny.txt", workspace / "fragile.txt")  # emptied once a run of it is saved
     synth_log(workspace / "synth" / "run.metrics.jsonl")
-    process = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
-                                "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    found = re.search(r"http://\S+", line)
-    if found is None:
-        process.kill()
-        pytest.fail(f"microgpt studio printed no URL: {line!r} {process.stderr.read()}")
-    url = found.group(0)
-    http = httpx.Client(base_url=url.split("/?")[0], headers={"X-Studio-Token": url.split("token=")[1]},
-                        timeout=WAIT_S)
-    assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=3)}).status_code == 200
-    assert http.post("/api/runs/ens/start").status_code == 200
-    assert http.post("/api/save", json={"name": "run1", **ensemble_run()}).status_code == 200
-    wait_until(lambda: studio_state(http, "ens").get("returncode") == 0, "run ens to finish")
-    yield url, workspace, http
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=WAIT_S)
-    assert process.returncode == 0, err
+    with http_client(url) as http:
+        assert http.post("/api/save", json={"name": "ens", **ensemble_run(steps=3)}).status_code == 200
+        assert http.post("/api/runs/ens/start").status_code == 200
+        assert http.post("/api/save", json={"name": "run1", **ensemble_run()}).status_code == 200
+        wait_for(lambda: studio_state(http, "ens").get("returncode") == 0, "run ens to finish")
+        yield url, workspace, http
 
 
 def studio_state(http, name: str) -> dict:
@@ -93,61 +72,6 @@ def studio_state(http, name: str) -> dict:
         if row.get("studio", {}).get("name") == name:
             return row["studio"]
     return {}
-
-
-def wait_until(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {timeout:g} s for {what}")
-        time.sleep(0.2)
-    return found
-
-
-def start_browser(url: str, size: str = "1400,1000"):
-    options = Options()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     f"--window-size={size}"):
-        options.add_argument(argument)
-    options.binary_location = CHROMIUM
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.get(url)
-    wait(driver, ready)
-    return driver
-
-
-@pytest.fixture(scope="module")
-def browser(studio):
-    driver = start_browser(studio[0])
-    yield driver
-    driver.quit()
-
-
-def ready(driver) -> bool:
-    return driver.execute_script("return document.body.dataset.ready") == "yes"
-
-
-def wait(driver, condition, timeout: float = WAIT_S):
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
-
-
-def shot(driver, name: str) -> None:
-    """A screenshot for docs/studio.md, in 256 colours to stay small."""
-    if not SHOTS:
-        return
-    from PIL import Image
-
-    path = Path(SHOTS) / f"studio-{name}.png"
-    driver.save_screenshot(str(path))
-    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
-
-
-def tab(driver, view: str) -> None:
-    driver.find_element(By.CSS_SELECTOR, f'.tab[data-view="{view}"]').click()
-
-
-def message(driver) -> str:
-    return driver.find_element(By.ID, "message").text
 
 
 def js(driver, script: str, *args):
@@ -211,12 +135,12 @@ def test_the_default_run_name_is_a_free_one(browser):
     wait(browser, lambda d: d.find_element(By.ID, "run-name").get_attribute("value") == "run2")
 
 
-def test_a_failed_runs_error_shows_in_its_row_with_its_log_a_click_away(browser, studio):
-    http = studio[2]
+def test_a_failed_runs_error_shows_in_its_row_with_its_log_a_click_away(browser, served):
+    http = served[2]
     run = ensemble_run(steps=3)
     run["settings"]["file"] = "fragile.txt"
     assert http.post("/api/save", json={"name": "broken", **run}).status_code == 200
-    (studio[1] / "fragile.txt").write_text("", encoding="utf-8")  # nothing to train on: train says so, exits 1
+    (served[1] / "fragile.txt").write_text("", encoding="utf-8")  # nothing to train on: train says so, exits 1
     assert http.post("/api/runs/broken/start").status_code == 200
     tab(browser, "watch")
     row = '.run-row[data-run="checkpoints/broken"]'
@@ -230,10 +154,10 @@ def test_a_failed_runs_error_shows_in_its_row_with_its_log_a_click_away(browser,
     assert js(browser, f"return document.querySelector('{row} .log-tail').hidden") is False
 
 
-def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, studio):
+def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, served):
     """Train on the finished run's name: a dialog names what is there; Enter saves and trains as ens-2, and
     the checkpoint of ens is untouched."""
-    workspace, http = studio[1], studio[2]
+    workspace, http = served[1], served[2]
     checkpoint = workspace / "checkpoints" / "ens"
     before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
     js(browser, """window.asked = undefined;
@@ -254,7 +178,7 @@ def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, stud
     answer = js(browser, "return window.asked")
     assert answer["name"] == "ens-2" and answer["replaced"] is False, answer
     assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == before
-    wait_until(lambda: studio_state(http, "ens-2").get("returncode") == 0, "run ens-2 to finish")
+    wait_for(lambda: studio_state(http, "ens-2").get("returncode") == 0, "run ens-2 to finish")
     js(browser, """window.asked = undefined;
         saveOrAsk("ens", (name, overwrite) => api(`/api/runs/${name}/start`, {body: {overwrite}}))
           .then(answer => { window.asked = answer; });""")
@@ -265,8 +189,8 @@ def test_a_taken_name_is_asked_about_and_the_default_is_a_new_name(browser, stud
     assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == before
 
 
-def test_the_learning_rate_chart_follows_a_training_run(browser, studio):
-    http = studio[2]
+def test_the_learning_rate_chart_follows_a_training_run(browser, served):
+    http = served[2]
     run = ensemble_run(steps=100000)
     run["settings"].update(eval_every="10", val_tokens="64", warmup="1000")
     assert http.post("/api/save", json={"name": "long", **run}).status_code == 200
@@ -293,7 +217,7 @@ def test_a_training_runs_row_shows_its_live_progress(browser):
     shot(browser, "watch")
 
 
-def test_reload_while_a_run_trains_and_find_the_same_view(browser, studio):
+def test_reload_while_a_run_trains_and_find_the_same_view(browser, served):
     tab(browser, "watch")
     follow_only(browser, "checkpoints/long", "checkpoints/ens")
     colour = js(browser, "return RunColours.of('checkpoints/long')")
@@ -309,7 +233,7 @@ def test_reload_while_a_run_trains_and_find_the_same_view(browser, studio):
     assert js(browser, "return RunColours.of('checkpoints/long')") == colour
     first = browser.current_window_handle
     browser.switch_to.new_window("tab")  # a second tab opened on the printed URL
-    browser.get(studio[0])
+    browser.get(served[0])
     try:
         wait(browser, ready)
         assert browser.find_element(By.ID, "tab-watch").get_attribute("aria-selected") == "true"
@@ -391,7 +315,7 @@ def test_a_chart_zooms_into_a_dragged_range_shows_values_at_the_pointer_and_hide
     assert hidden in before
 
 
-def test_compare_gives_each_column_one_number_format(browser, studio):
+def test_compare_gives_each_column_one_number_format(browser, served):
     tab(browser, "compare")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#runs-table tr[data-run="checkpoints/ens-2"]'))
     cells = js(browser, """const out = {};
@@ -404,7 +328,7 @@ def test_compare_gives_each_column_one_number_format(browser, studio):
     for column in ("final_loss", "val_loss"):
         assert all(re.fullmatch(r"\d+\.\d{4}", v) for v in cells.get(column, [])), (column, cells[column])
     assert all(re.fullmatch(r"\d{1,3}(,\d{3})*\.\d", v) for v in cells["seconds"]), cells["seconds"]
-    row = next(r for r in studio[2].get("/api/runs").json()["runs"] if r["path"] == "checkpoints/ens")
+    row = next(r for r in served[2].get("/api/runs").json()["runs"] if r["path"] == "checkpoints/ens")
     shown = js(browser, "return document.querySelector('#runs-table tr[data-run=\"checkpoints/ens\"] td.seconds')"
                         ".textContent")
     assert shown == f"{row['seconds']:,.1f}"
@@ -421,14 +345,14 @@ def test_downloading_an_empty_selection_says_so(browser):
     assert js(browser, "return window.csvFetches") == 0
 
 
-def test_overlay_two_runs_in_their_colours(browser, studio):
+def test_overlay_two_runs_in_their_colours(browser, served):
     """A run at a higher learning rate beside the long one, overlaid from Compare."""
-    http = studio[2]
+    http = served[2]
     run = ensemble_run(steps=300)
     run["settings"].update(lr="0.01", eval_every="20", val_tokens="64")
     assert http.post("/api/save", json={"name": "fast", **run}).status_code == 200
     assert http.post("/api/runs/fast/start").status_code == 200
-    wait_until(lambda: studio_state(http, "fast").get("returncode") == 0, "run fast to finish")
+    wait_for(lambda: studio_state(http, "fast").get("returncode") == 0, "run fast to finish")
     wait(browser, lambda d: js(d, "const s = document.querySelector('#runs-table tr[data-run=\"checkpoints/fast\"] "
                                   "td.status'); return s && s.textContent") == "finished")  # read in one go: redrawn
     for run in ("checkpoints/long", "checkpoints/fast"):
@@ -460,8 +384,8 @@ def test_evaluate_names_the_checkpoint_it_scores(browser):
     assert result.startswith("checkpoints/ens (step 3), scoring tiny.txt:\n") and "tokens scored" in result, result
 
 
-def test_nothing_but_the_canvas_scrolls_sideways_at_800_by_600(studio):
-    driver = start_browser(studio[0].split("#")[0] + "#view=watch&runs=synth/run,checkpoints/long", "800,600")
+def test_nothing_but_the_canvas_scrolls_sideways_at_800_by_600(served):
+    driver = start_browser(served[0].split("#")[0] + "#view=watch&runs=synth/run,checkpoints/long", "800,600")
     try:
         driver.set_window_rect(width=800, height=600)
         for view in ("watch", "compare", "sample"):

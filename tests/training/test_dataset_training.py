@@ -1,8 +1,8 @@
 """Training from a prepared dataset (data/dataset.py, data/corpus.py): `microgpt train DIR` trains on the
 memory-mapped shards exactly as on the same tokens read from a text, resumes bit for bit, validates on the
 held-out split, and refuses what does not fit (a tokenizer flag, a damaged shard, another tokenizer's
-checkpoint). The datasets here are written by `write_dataset`, byte for byte as docs/data.md describes, so
-these tests hold the reader to the format whatever writes it (tests/data/test_prepare.py holds `microgpt prepare`)."""
+checkpoint). The datasets here are written by `write_dataset` (tests/dataset_files.py), byte for byte as
+docs/data.md describes."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import microgpt
+from dataset_files import write_dataset
 from microgpt.cli import main
-from microgpt.data.dataset import open_dataset, sha256_of
-from microgpt.data.shards import ShardedTokens, shard_header, token_dtype
+from microgpt.data.dataset import open_dataset
+from microgpt.data.shards import ShardedTokens
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.priors import ngram_table
 
@@ -23,28 +24,6 @@ TEXT = "".join(np.random.default_rng(0).choice(list("abcdefgh ij\n"), size=8000)
 HELD_OUT = 800
 TINY = {"d_model": 16, "n_layers": 1, "heads": "2", "d_ff": 32, "seq_len": 16, "batch_size": 4, "gen": 0,
         "backend": "numpy", "eval_every": 10}
-
-
-def write_dataset(directory: Path, text: str, held_out: int, shard_tokens: int) -> Path:
-    """The char tokens of `text` as a dataset: the last `held_out` held out, shards of `shard_tokens`."""
-    directory.mkdir()
-    tokenizer = CharTokenizer.train(text, None)
-    ids = tokenizer.encode(text)
-    splits = {}
-    for name, part in (("train", ids[:-held_out]), ("val", ids[-held_out:])):
-        shards = []
-        for i, start in enumerate(range(0, len(part), shard_tokens)):
-            tokens = part[start : start + shard_tokens].astype(token_dtype(tokenizer.size))
-            path = directory / f"{name}-{i:05d}.bin"
-            path.write_bytes(shard_header(tokens.dtype, len(tokens)) + tokens.tobytes())
-            shards.append({"file": path.name, "tokens": len(tokens), "bytes": path.stat().st_size,
-                           "sha256": sha256_of(path)})
-        splits[name] = {"documents": 1, "tokens": len(part), "shards": shards}
-    manifest = {"microgpt_dataset": 1, "tokenizer": tokenizer.to_json(), "dtype": "uint16", "splits": splits,
-                "inputs": [], "command": "test", "created": "2026-12-01T00:00:00Z",
-                "errors": {"mode": "strict", "replaced": 0, "skipped": 0}}
-    (directory / "manifest.json").write_text(json.dumps(manifest))
-    return directory
 
 
 def losses(checkpoint: Path) -> list[float]:

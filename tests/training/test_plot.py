@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from microgpt.training.plot import (
     short_labels,
     write_loss_plot,
 )
+from waiting import wait_for
 
 
 def write_metrics(path, records):
@@ -131,26 +131,15 @@ def test_follow_redraws_as_the_log_grows_and_stops_on_ctrl_c(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "microgpt", "plot", str(tmp_path / "a"), "--follow", "--interval",
                              "0.1", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        first = wait_for(lambda: out.exists() and out.stat().st_mtime_ns)
+        first = wait_for(lambda: out.exists() and out.stat().st_mtime_ns, "the plot drawn")
         with log.open("a") as f:
             f.write(json.dumps({"step": 5, "loss": 0.5}) + "\n")
-        wait_for(lambda: out.stat().st_mtime_ns != first)
+        wait_for(lambda: out.stat().st_mtime_ns != first, "the plot drawn again")
     finally:
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
     assert "redrawn as the log grows" in stdout
-
-
-def wait_for(condition, timeout_s: float = 30.0):
-    """The first truthy value of `condition()`, polled until `timeout_s` (a limit for a broken run only)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def test_a_familys_per_part_figures_get_panels_of_their_own(tmp_path, capsys):

@@ -1,0 +1,74 @@
+"""The studio in headless Chromium (Selenium, with Debian's chromium and chromium-driver), for the browser tests
+in tests/studio/: the marks that skip them, with the reason, where Chromium is missing; a browser opened on the
+studio's page once it is ready; and what every such test does with it (wait for something, switch a tab, read
+the header's message, save a screenshot). A test module asks for the studio extra (extras.need("selenium"))
+before importing this.
+
+With STUDIO_SCREENSHOTS=DIR, `shot` saves each view it is given there as a PNG (the pictures of docs/studio.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from waiting import WAIT_S
+
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+MARKS = [pytest.mark.browser, pytest.mark.slow,
+         pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+                            reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
+                            "chromium-driver; .ci/run installs them as root)")]
+SHOTS = os.environ.get("STUDIO_SCREENSHOTS")
+
+
+def start_browser(url: str, size: str = "1400,1000"):
+    """Headless Chromium at `size` on `url`, once the page and its node editor are ready."""
+    options = Options()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     f"--window-size={size}"):
+        options.add_argument(argument)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.get(url)
+    wait(driver, ready)
+    return driver
+
+
+def ready(driver) -> bool:
+    """Whether the page has loaded its data and started its node editor."""
+    return driver.execute_script("return document.body.dataset.ready === 'yes' "
+                                 "&& document.body.dataset.editor === 'ready'")
+
+
+def wait(driver, condition, timeout: float = WAIT_S):
+    """The first truthy value of `condition(driver)`, polled every 0.1 s (`timeout` is a limit for a hang only)."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+
+
+def shot(driver, name: str) -> None:
+    """A screenshot for docs/studio.md, in 256 colours to stay small."""
+    if not SHOTS:
+        return
+    from PIL import Image
+
+    path = Path(SHOTS) / f"studio-{name}.png"
+    driver.save_screenshot(str(path))
+    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
+def tab(driver, view: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'.tab[data-view="{view}"]').click()
+
+
+def message(driver) -> str:
+    return driver.find_element(By.ID, "message").text
