@@ -1,7 +1,7 @@
 """The lookahead family as a graph (model/graph/from_family/lookahead.py): for the same seed the graph draws the
 family's initial weights, in the family's order, and trains like it (mode mtp bit for bit, modes gap and hydra
 within 1e-5); its gap heads pass the leak check; and the original µGPT's zebra and future heads, written as graph
-documents, leak (tests/model/test_leaks.py's check) and are refused before training by the graph's causality check
+documents, leak (tests/head_leaks.py's check) and are refused before training by the graph's causality check
 (model/graph/causality.py), which names the node where the future enters.
 """
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_leaks import leaks
 
+from head_leaks import leaks
 from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.data.tokenizer import CharTokenizer
