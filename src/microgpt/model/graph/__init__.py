@@ -36,6 +36,20 @@ def build(config: GraphConfig, backend, tokenizer, seed: int) -> GraphModel:
     return GraphModel(config, config.program, backend, tokenizer, seed)
 
 
+def of_family(family_name: str, model, tokenizer) -> GraphModel:
+    """A trained model of another family as its graph (from_family/), on the model's backend, with its weights under
+    the graph's names and its optimiser step (the ensemble's prior switches off at one): the model's outputs,
+    node by node, from the same kernels (use/inspect traces every family through this)."""
+    from microgpt.model.graph.from_family import document_for, graph_weights
+
+    config = GraphConfig(vocab_size=model.config.vocab_size, graph=document_for(family_name, model.config),
+                         seq_len=model.config.seq_len)
+    graph = GraphModel(config, config.program, model.be, tokenizer, seed=0)
+    graph.params.from_host(graph_weights(family_name, model.params.to_host()))
+    graph.params.step = model.params.step
+    return graph
+
+
 def memory_parts(config: GraphConfig, batch: int, backend) -> dict[str, int]:
     """What a step keeps from forward to backward, and backward's largest temporary (memory.py)."""
     from microgpt.model.graph.memory import program_parts
@@ -68,4 +82,5 @@ def describe(config: GraphConfig) -> str:
             f"{': ' + dims if dims else ''}, seq_len {config.seq_len}")
 
 
-__all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "describe", "memory_parts", "param_specs", "parse_specs"]
+__all__ = ["SELECTED_BY", "SPEC_KEYS", "Config", "build", "describe", "memory_parts", "of_family", "param_specs",
+           "parse_specs"]

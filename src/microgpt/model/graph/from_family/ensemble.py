@@ -62,3 +62,11 @@ def document(config) -> dict:
               edge("mix.out", "loss.logits"), edge("mix.out", "logits")]
     return {VERSION_KEY: FORMAT_VERSION, "description": f"from-family {family('ensemble').describe(config)}",
             "dims": {"stream_dim": config.stream_dim, "active_dims": config.active}, "nodes": nodes, "edges": edges}
+
+
+def graph_name(name: str) -> str:
+    """An ensemble parameter's name in its graph: experts.<i>.<rest> is expert<i + 1>.<rest>; the rest the same."""
+    if name.startswith("experts."):
+        index, rest = name.removeprefix("experts.").split(".", 1)
+        return f"expert{int(index) + 1}.{rest}"
+    return name

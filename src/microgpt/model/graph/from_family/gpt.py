@@ -31,3 +31,8 @@ def document(config) -> dict:
     nodes, edges = trunk_nodes(config)
     return {VERSION_KEY: FORMAT_VERSION, "description": f"from-family {family('gpt').describe(config)}",
             "dims": trunk_dims(config), "nodes": nodes, "edges": edges}
+
+
+def graph_name(name: str) -> str:
+    """A gpt parameter's name in its graph: the same."""
+    return name

@@ -20,6 +20,7 @@ reach the metrics log as "head<k>_loss", the family's keys; their parameters are
 from __future__ import annotations
 
 import math
+import re
 
 from microgpt.core.errors import ConfigError
 from microgpt.model.family import family
@@ -65,3 +66,12 @@ def document(config) -> dict:
     extra_nodes, extra_edges = head_nodes(config)
     return {VERSION_KEY: FORMAT_VERSION, "description": f"from-family {family('lookahead').describe(config)}",
             "dims": trunk_dims(config), "nodes": nodes + extra_nodes, "edges": edges + extra_edges}
+
+
+def graph_name(name: str) -> str:
+    """A lookahead parameter's name in its graph: lookahead.<k>.<rest> is head<k>.<rest>, and a hydra layer's
+    token<j>.w (j = 1 .. k) is part of one token.w; the trunk's the same."""
+    if name.startswith("lookahead."):
+        k, rest = name.removeprefix("lookahead.").split(".", 1)
+        return re.sub(r"\.token\d+\.w$", ".token.w", f"head{k}.{rest}")
+    return name
