@@ -322,3 +322,10 @@ def test_a_file_over_the_size_cap_is_refused_before_it_is_read(files, monkeypatc
     monkeypatch.setattr("microgpt.data.tokenizer.hf.MAX_FILE_BYTES", 1000)  # the real cap is 48 MiB
     with pytest.raises(DataError, match=r"bytes, more than a tokenizer.json has \(at most 1,000\)"):
         load_tokenizer_file(files["wordpiece"])
+
+
+def test_a_folder_holding_tokenizer_json_is_a_tokenizer_without_a_slash(workdir):
+    (workdir / "tok").mkdir()
+    unigram().save(str(workdir / "tok" / "tokenizer.json"))
+    assert main(["train", "text.txt", "--tokenizer", "tok", "--steps", "2", "--model", "m", *TINY]) == 0
+    assert json.loads((workdir / "m" / "config.json").read_text())["tokenizer"]["kind"] == "hf"

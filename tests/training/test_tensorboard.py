@@ -132,6 +132,16 @@ def test_a_resume_hides_the_steps_a_killed_run_logged_after_its_save(workdir):
     assert 99.0 not in board["loss/train"].values()
 
 
+def test_a_resume_keeps_log_tensorboard(workdir):
+    need("tensorboardX")
+    assert main(["train", "text.txt", "--steps", "4", "--model", "m", "--log", "tensorboard", *GPT, *TINY]) == 0
+    assert main(["train", "--resume", "m", "--steps", "8", "--quiet", "--gen", "0"]) == 0
+    assert set(scalars(workdir / "m.tensorboard")["loss/train"]) == set(range(1, 9))
+    assert main(["train", "--resume", "m", "--steps", "10", "--log", "jsonl", "--quiet", "--gen", "0"]) == 0
+    assert len(metrics(workdir / "m.metrics.jsonl")) == 10
+    assert max(scalars(workdir / "m.tensorboard")["loss/train"]) == 8  # --log jsonl on a resume stops the events
+
+
 def test_refused_without_the_extra_with_no_save_or_over_a_symlink(workdir, monkeypatch, capsys):
     before = {p.name for p in workdir.iterdir()}
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if the extra were not installed
