@@ -32,10 +32,13 @@ from microgpt.use.routing import no_routing, routing_of
 def add_parser(commands) -> None:
     p = commands.add_parser("eval", help="score a held-out text (NLL, perplexity, bits per character) or answer "
                             "prompts", description=__doc__.split("\n\n")[0].split(":", 1)[1].strip()
-                            + " Every token from offset seq_len on is scored once, with the seq_len "
-                            "tokens before it as context (or, with --stride S, between seq_len - S + 1 and "
-                            "seq_len of them: faster, an approximation). Bits per character compares models "
-                            "whatever their tokenizers; NLL and perplexity are per token.")
+                            + " Every token from offset seq_len on is scored once, in windows of seq_len tokens "
+                            "that each score their last S (--stride): a token gets between seq_len - S + 1 and "
+                            "seq_len tokens of context. The default, S = seq_len, reads the text in consecutive "
+                            "windows as training does, at the cost of a training step's forward; --stride 1 is "
+                            "exact, each token with its full seq_len of context, and about seq_len times slower. "
+                            "Bits per character compares models whatever their tokenizers; NLL and perplexity are "
+                            "per token.")
     p.add_argument("model", metavar="MODEL", help="checkpoint directory (written by microgpt train)")
     p.add_argument("file", metavar="FILE", nargs="?", help="UTF-8 text to score (held out from training)")
     add_flags_with_defaults(p, settings_fields(EvalSettings)
@@ -109,20 +112,21 @@ def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
     counter = Counter(scorable_positions(len(tokens), model.config.seq_len, args.file, chosen.max_positions),
                       "token", f"scoring {args.file}")
 
+    stride = model.config.seq_len if chosen.stride is None else chosen.stride
     batch = loaded.fitting_batch(chosen.batch_size)
     if batch < chosen.batch_size:
         print(f"note: --batch-size {chosen.batch_size} would need more than --max-memory {args.max_memory:,} bytes; "
               f"scoring {batch} windows at a time", file=sys.stderr)
     try:
         result = evaluate(model, tokens, batch_size=batch, max_positions=chosen.max_positions,
-                          what=args.file, stride=chosen.stride, on_progress=lambda done, _: counter.update(done),
+                          what=args.file, stride=stride, on_progress=lambda done, _: counter.update(done),
                           tokenizer=loaded.tokenizer)
     finally:
         counter.close()
-    extras = extra_figures(args, chosen, loaded, tokens, batch)
+    extras = extra_figures(args, chosen, loaded, tokens, batch, stride)
     if chosen.json:
         print(json.dumps({"model": args.model, "file": args.file, "positions": result.positions,
-                          "characters": result.characters, "stride": chosen.stride, "nll": result.nll,
+                          "characters": result.characters, "stride": stride, "nll": result.nll,
                           "perplexity": result.perplexity if math.isfinite(result.perplexity) else "inf",
                           "bits_per_char": None if math.isnan(result.bits_per_char) else result.bits_per_char,
                           "seconds": round(result.seconds, 3), **extras.json}))
@@ -130,8 +134,9 @@ def score(args, chosen: EvalSettings, loaded: LoadedModel) -> int:
     seq_len = model.config.seq_len
     rate = result.positions / result.seconds if result.seconds > 0 else math.inf
     print(f"{args.model} on {args.file}")
-    context = (f"the {seq_len} before it" if chosen.stride == 1 else
-               f"{seq_len - chosen.stride + 1} to {seq_len} before it (--stride {chosen.stride}: an approximation)")
+    context = (f"the {seq_len} before it (exact)" if stride == 1 else
+               f"{seq_len - stride + 1} to {seq_len} before it (--stride {stride}; --stride 1 for the exact figure, "
+               "slower)")
     print(f"  scored:          {result.positions:,} tokens ({result.characters:,} characters), each with {context} "
           "as context")
     print(f"  NLL:             {result.nll:.4f} nats per token")
@@ -152,9 +157,9 @@ class Extras:
         self.json: dict = {}
 
 
-def extra_figures(args, chosen: EvalSettings, loaded: LoadedModel, tokens, batch: int) -> Extras:
-    """Every head's held-out loss and top-1 agreement (a model with several heads), the routing CSV (--routing),
-    and the fill rates (--fill-rate)."""
+def extra_figures(args, chosen: EvalSettings, loaded: LoadedModel, tokens, batch: int, stride: int) -> Extras:
+    """Every head's held-out loss and top-1 agreement (a model with several heads), the routing CSV (--routing,
+    its windows read with `stride` as the score's), and the fill rates (--fill-rate)."""
     extras, model = Extras(), loaded.model
     heads = score_heads(model, tokens, batch_size=batch, max_positions=chosen.max_positions)
     if len(heads) > 1:  # a model of one head (a graph's may say so too) has its figures above
@@ -167,7 +172,7 @@ def extra_figures(args, chosen: EvalSettings, loaded: LoadedModel, tokens, batch
     if chosen.routing is not None:
         count = len(tokens) if chosen.max_positions is None else min(len(tokens), model.config.seq_len
                                                                      + chosen.max_positions)
-        routing = routing_of(model, loaded.tokenizer, tokens[:count], batch_size=batch, stride=chosen.stride,
+        routing = routing_of(model, loaded.tokenizer, tokens[:count], batch_size=batch, stride=stride,
                              what=args.model, family_name=loaded.family_name)
         write_text_file(Path(chosen.routing), routing.csv_text())
         extras.json["routing"] = chosen.routing

@@ -66,9 +66,12 @@ class EvalSettings:
                                   shown_default="score FILE", metavar="FILE")
     max_positions: int | None = setting(None, "score only the first N positions", whole(1),
                                         shown_default="every position from seq_len on")
-    stride: int = setting(1, "score the last S tokens of each window (strided perplexity: about S times faster, an "
-                          "approximation, since a token gets as little as seq_len - S + 1 of context); 1 is exact",
-                          whole(1), metavar="S")
+    stride: int | None = setting(None, "score the last S tokens of each window of seq_len: a token gets between "
+                                 "seq_len - S + 1 and seq_len tokens of context, and the text takes 1/S as many "
+                                 "windows; a larger S is faster with less context per token: seq_len (the default) "
+                                 "costs a training step's forward, 1 (exact: every token with its full seq_len of "
+                                 "context) about seq_len times that", whole(1), shown_default="seq_len",
+                                 metavar="S")
     batch_size: int = setting(32, "windows per forward pass", whole(1), metavar="B")
     routing: str | None = setting(None, "also write an ensemble's routing of FILE to this CSV: a row per position "
                                   "(position, token, expert0_prior_share, expert1 .. expertN router weights, "

@@ -1,18 +1,18 @@
 """Held-out evaluation: negative log-likelihood, perplexity and bits per character of a text.
 
-Every token position t from seq_len on is scored once. With stride 1 (exact)
-each has the seq_len tokens before it as context: -log p(text[t] | text[t -
-seq_len : t]), one window per position. With stride S (the standard strided
-perplexity, an approximation) each window of seq_len tokens scores its last S
-positions, so position t has between seq_len - S + 1 and seq_len tokens of
-context and the text takes 1/S as many windows. The NLL is per token, which
-depends on the tokenizer; bits per character divides the same total by the
-characters the scored tokens stand for, so models with different tokenizers
-compare on it. Windows are batched (many
-per forward); only the scored rows of the logits are read back, and the
-log-softmax and the sum run on the host in float64. With stride 1 a GPT
-computes only the scored row past its last block's keys and values
-(`GPT.last_logits`), its windows split over the backend's streams.
+Every token position t from seq_len on is scored once, in windows of seq_len tokens that each score their
+last S positions (the stride; the last window may repeat a few, scored once). The stride trades context
+for speed: a token gets between seq_len - S + 1 and seq_len tokens of context, and a text takes 1/S as many
+windows. The default, S = seq_len, reads the text in consecutive windows, each token with 1 to seq_len
+tokens of context as training reads them: a window per seq_len tokens, the cost of a training step's
+forward. S = 1 is the exact figure, every token with its full seq_len tokens of context: a window per token,
+about seq_len times the work (a window's hidden states depend on where it starts, so nothing carries from
+one window to the next). The NLL is per token, which depends on the tokenizer; bits per character divides
+the same total by the characters the scored tokens stand for, so models with different tokenizers compare
+on it. Windows are batched (many per forward), each batch cut into a slice per backend thread as training
+cuts its steps, and run through the family's ordinary forward (`logits`); only the scored rows of the
+logits are read back, and the log-softmax and the sum run on the host in float64, in each thread. With
+stride 1 a GPT computes only the scored row past its last block's keys and values (`GPT.last_logits`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from microgpt.core.errors import DataError, UnsoundOutputs
+from microgpt.model.shards import shard_count
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,14 @@ def scorable_positions(n_tokens: int, seq_len: int, what: str = "the text", most
 
 
 def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int | None = None,
-             what: str = "the text", stride: int = 1, on_progress=None, tokenizer=None) -> Evaluation:
+             what: str = "the text", stride: int | None = None, on_progress=None, tokenizer=None) -> Evaluation:
     """Mean NLL of tokens[t] for t = seq_len, seq_len + 1, ... (at most max_positions), each scored once in a window
-    that ends at most stride - 1 positions after it (stride 1: exactly seq_len tokens of context), for a model
-    of any family. `on_progress(done, total)`, when given, hears of each batch: positions scored so far, of
-    all. `tokenizer` counts the characters the scored tokens stand for (without one, a token is a character)."""
+    that ends at most stride - 1 positions after it (stride 1: exactly seq_len tokens of context; None, the
+    default: stride seq_len), for a model of any family. `on_progress(done, total)`, when given, hears of each
+    batch: positions scored so far, of all. `tokenizer` counts the characters the scored tokens stand for
+    (without one, a token is a character)."""
     seq_len = model.config.seq_len
+    stride = seq_len if stride is None else stride
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if not 1 <= stride <= seq_len:
@@ -87,7 +91,7 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
         windows = spans[:, :seq_len]  # (B, T)
         targets = spans[:, seq_len - stride + 1 :]  # (B, S): the tokens the scored rows predict
         scored = starts[:, None] + rows[None, :] + 1 >= first[:, None]  # (B, S): the last window may repeat some
-        nll = nll_rows(scored_logits(model, windows, stride), targets.reshape(-1))
+        nll = scored_nll(model, windows, targets, stride)  # (B*S,)
         total += float(np.sum(nll[scored.reshape(-1)]))
         kept = targets.reshape(-1)[scored.reshape(-1)]  # (scored,) each position once
         characters += len(kept) if tokenizer is None else tokenizer.count_characters(kept)
@@ -101,14 +105,21 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
                       characters=characters)
 
 
-def scored_logits(model, windows: np.ndarray, stride: int) -> np.ndarray:
-    """Host logits (B*S, vocab) of the last S = stride rows of each window (B, T): for stride 1 through the
-    model's `last_logits` where it has one (GPT: its last block runs those rows alone), else a full forward."""
+def scored_nll(model, windows: np.ndarray, targets: np.ndarray, stride: int) -> np.ndarray:
+    """-log p (B*S,), float64, of targets (B, S), the tokens that the last S = stride rows of windows (B, T)
+    predict: for stride 1 through the model's `last_logits` where it has one (GPT: its last block runs those
+    rows alone, its windows split over the backend's streams), else through its forward, the windows cut into
+    a slice per backend stream, run at once."""
     batch, seq_len = windows.shape
     if stride == 1 and hasattr(model, "last_logits"):
-        return model.last_logits(windows)  # (B, vocab)
-    logits = model.logits(windows).reshape(batch, seq_len, -1)[:, seq_len - stride :].copy()  # (B, S, V)
-    return model.be.to_host(logits).reshape(batch * stride, -1)
+        return nll_rows(model.last_logits(windows), targets.reshape(-1))
+
+    def slice_nll(rows: np.ndarray) -> np.ndarray:
+        scored = model.logits(windows[rows]).reshape(len(rows), seq_len, -1)[:, seq_len - stride :].copy()
+        return nll_rows(model.be.to_host(scored).reshape(len(rows) * stride, -1), targets[rows].reshape(-1))
+
+    slices = np.array_split(np.arange(batch), shard_count(model.be, batch))  # contiguous rows of windows
+    return np.concatenate(model.be.run_streams([partial(slice_nll, rows) for rows in slices]))  # (B*S,)
 
 
 def nll_rows(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:

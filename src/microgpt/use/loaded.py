@@ -84,20 +84,23 @@ class LoadedModel:
         return generate(self.model, self.tokenizer, prompt, self.seq_len if max_tokens is None else max_tokens,
                         temperature=0, stop=stop)
 
-    def evaluate(self, text: str, stride: int = 1, batch_size: int = 32, max_positions: int | None = None,
+    def evaluate(self, text: str, stride: int | None = None, batch_size: int = 32, max_positions: int | None = None,
                  what: str = "the text") -> Evaluation:
-        """NLL per token, perplexity and bits per character of `text`, as `microgpt eval` scores a file (in
-        batches of `batch_size` windows, fewer where that would not fit `max_memory`)."""
+        """NLL per token, perplexity and bits per character of `text`, as `microgpt eval` scores a file (stride
+        seq_len by default, 1 for the exact figure; in batches of `batch_size` windows, fewer where that would
+        not fit `max_memory`)."""
         tokens = self.tokenizer.encode(text, source=what)
         return evaluate(self.model, tokens, batch_size=self.fitting_batch(batch_size), max_positions=max_positions,
                         what=what, stride=stride, tokenizer=self.tokenizer)
 
-    def routing(self, text: str, stride: int = 1, batch_size: int = 32) -> Routing:
+    def routing(self, text: str, stride: int | None = None, batch_size: int = 32) -> Routing:
         """An ensemble's routing of `text` (use/routing.py): for each position, each transformer expert's router
-        weight (.weights, summing to 1) and the prior's share (.prior); a ConfigError for another family."""
+        weight (.weights, summing to 1) and the prior's share (.prior), each position read with the context
+        `evaluate` scores it with at the same stride (seq_len by default); a ConfigError for another family."""
         if not hasattr(self.model, "routing"):
             raise no_routing(str(self.path), self.family_name)
         ids = self.tokenizer.encode(text, source="the text")
+        stride = self.seq_len if stride is None else stride
         return routing_of(self.model, self.tokenizer, ids, batch_size=batch_size, stride=stride, what=str(self.path),
                           family_name=self.family_name)
 
