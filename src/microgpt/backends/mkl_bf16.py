@@ -123,9 +123,10 @@ def gemm_bits(a_bits: np.ndarray, b_bits: np.ndarray, out: np.ndarray, accumulat
     if a.ndim == 2:
         return gemm(ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
                     out.ctypes.data, ldc)
+    a_at, b_at, out_at = a.ctypes.data, b.ctypes.data, out.ctypes.data  # addresses, read once (each read costs)
     for i in range(a.shape[0]):
-        gemm(ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data + i * a.strides[0], lda,
-             b.ctypes.data + i * b.strides[0], ldb, beta, out.ctypes.data + i * out.strides[0], ldc)
+        gemm(ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a_at + i * a.strides[0], lda, b_at + i * b.strides[0], ldb,
+             beta, out_at + i * out.strides[0], ldc)
 
 
 def bf16_matmul(a, b, transpose_a: bool = False, transpose_b: bool = False) -> np.ndarray:
