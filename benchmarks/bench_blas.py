@@ -2,8 +2,8 @@
 
 Which BLAS pays is a per-machine question (issue 30: numpy's OpenBLAS or MKL
 from the `mkl` wheel through its C interface). This times, in one thread, the
-products one shard of a training step makes at bench_cpu.py's reference shape
-(B=8 per shard: 1024 rows) and d128 shape (B=6: 384 rows): the projections,
+products one slice of a training step makes at bench_cpu.py's reference shape
+(B=8 per slice: 1024 rows) and d128 shape (B=6: 384 rows): the projections,
 the feed-forward and the head, their weight gradients (A^T B), and one of
 attention's batched Q K^T products. NumPy's side is `np.matmul(a, b, out=c)`
 (what the cpu backend calls); MKL's is `cblas_sgemm` through ctypes on the same
@@ -35,13 +35,13 @@ ROUNDS, CALLS = 7, 50
 
 
 def step_products(rows: int, d: int, d_ff: int, seq_len: int, width: int) -> list[tuple[str, int, int, int, str]]:
-    """(name, m, n, k, layout) of one shard's products: "nn" A B, "tn" A^T B (weight gradients), "nt" A B^T."""
+    """(name, m, n, k, layout) of one slice's products: "nn" A B, "tn" A^T B (weight gradients), "nt" A B^T."""
     return [("x Wq (and k, v, o)", rows, d, d, "nn"), ("x W1", rows, d_ff, d, "nn"), ("h W2", rows, d, d_ff, "nn"),
             ("x W_head", rows, 65, d, "nn"), ("x^T dy (dWq ...)", d, d, rows, "tn"), ("x^T dh (dW1)", d, d_ff, rows, "tn"),
             ("h^T dy (dW2)", d_ff, d, rows, "tn"), ("Q K^T (one head)", seq_len, seq_len, width, "nt")]
 
 
-SHAPES = {"reference shard B=8": (1024, 64, 256, 128, 16), "d128 shard B=6": (384, 128, 512, 64, 32)}
+SHAPES = {"reference slice B=8": (1024, 64, 256, 128, 16), "d128 slice B=6": (384, 128, 512, 64, 32)}
 
 
 def load_mkl(folder: str | None):

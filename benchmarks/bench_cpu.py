@@ -22,7 +22,7 @@ attention) divided by the best sgemm rate measured here (a 1024^3 float32
 product through NumPy's BLAS, with the run's threads, before and after the
 cases): no step can beat it.
 `--one-pass` also times the cpu backend running each batch in one pass with BLAS
-on every thread (its `streams` set to 1), to show what the shard per thread gains.
+on every thread (its `streams` set to 1), to show what a slice of the batch per thread gains.
 
 The CPU model (lscpu), the SIMD level and LLVM's target CPU are printed beside
 the figures. The thread count (--threads, default every core) goes to torch and,
@@ -55,6 +55,7 @@ import numpy as np
 from microgpt.backends import get_backend
 from microgpt.core.threads import available_cores, set_threads
 from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.thread_split import ThreadSplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from corpus import load_tokens
@@ -107,11 +108,16 @@ class OursTrainer:
         self.name = f"microgpt {backend}" + (" 1 pass" if one_pass else "")
         options = {"threads": threads} if backend == "cpu" else {}
         self.model = GPT(config, get_backend(backend, **options), seed=SEED)
-        if one_pass:  # the batch in one pass with BLAS on every thread, not a shard per thread
+        if one_pass:  # the batch in one pass with BLAS on every thread, not a slice per thread
             self.model.be.streams = 1
+        self.split = ThreadSplit(self.model)  # the batch over the backend's threads, as the trainer runs it
 
     def step(self, windows: np.ndarray) -> float:
-        return self.model.train_step(windows, LR)
+        """One training step as the trainer takes it: the batch over the threads, then the reference's Adam."""
+        self.model.params.zero_grad()
+        loss, _ = self.split.loss_and_backward(windows)
+        self.model.params.adam_step(LR)
+        return loss
 
 
 class TorchTrainer:
@@ -250,7 +256,7 @@ def print_table(results: list[tuple[Case, dict[str, float]]], rate_before: float
                       else f"{'-':>12s} {'-':>10s}")
         bound = case.batch * case.config.seq_len / (step_flops(case) / rate)  # tokens/s
         one_pass = rates.get("microgpt cpu 1 pass")
-        one_pass_col = f"  (cpu in one pass: {one_pass:,.0f}, shards gain {cpu / one_pass:.2f}x)" if one_pass else ""
+        one_pass_col = f"  (cpu in one pass: {one_pass:,.0f}, slices gain {cpu / one_pass:.2f}x)" if one_pass else ""
         print(f"  {case.name + ' B=' + str(case.batch):18s} {cpu:>10,.0f} {numpy_rate:>10,.0f} {torch_cols} "
               f"{cpu / numpy_rate:>10.2f} {step_flops(case) / 1e9:>11.2f} {bound:>11,.0f} {cpu / bound:>10.2f}"
               f"{one_pass_col}")

@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", choices=["cpu", "numpy"], default="cpu",
-                        help="cpu (default; with 2 threads it runs a shard of the batch per thread) or numpy")
+                        help="cpu (default; with 2 threads it runs a slice of the batch per thread) or numpy")
     parser.add_argument("--worker", choices=SHAPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

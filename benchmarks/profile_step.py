@@ -20,10 +20,10 @@ also apart), our numba kernels, allocation
 (np.empty/zeros and the gradient buffers' zero-fill), copies (head split/merge,
 ascontiguousarray, transposes), and Python dispatch: the rest of the step (op
 glue, the model's Python) less the wrappers' own measured cost. That table is
-one shard in one thread, what each thread runs. Then the threads: the whole
-step on 1 thread (one pass) and on every thread (a shard each), how long the
-main thread waits for the other shard, how much of the step runs outside the
-parallel phases, and how much slower a shard runs beside another than alone.
+one slice in one thread, what each thread runs. Then the threads: the whole
+step on 1 thread (one pass) and on every thread (a slice each), how long the
+main thread waits for the other slice, how much of the step runs outside the
+parallel phases, and how much slower a slice runs beside another than alone.
 With --torch, torch.profiler's split of torch_gpt.py's step (aten ops by self
 time, the rest Python). The machine line gives lscpu's model name, the cores
 and the load average.
@@ -37,9 +37,9 @@ backend, unwrapped, for a sampling profiler (after 4 s of start-up):
     perf report -i ref.data --sort dso,sym --stdio
 
 The wrappers cost about a microsecond a call; the per-step totals say how much
-that adds. Where the cpu backend splits the batch into a shard per thread (B > 1,
+that adds. Where the cpu backend splits the batch into a slice per thread (B > 1,
 several threads), the timers could not tell the threads apart, so the tables
-profile one shard in one thread: what each thread runs at the same time.
+profile one slice in one thread: what each thread runs at the same time.
 Threads: --threads (default every core) for BLAS and numba, through
 microgpt.core.threads.set_threads.
 
@@ -58,7 +58,7 @@ import sys
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +69,7 @@ from microgpt.backends import numpy_backend as numpy_module
 from microgpt.core.threads import available_cores, blas_thread_setter, set_threads
 from microgpt.model import attention as attention_module
 from microgpt.model.gpt import GPT, GPTConfig
-from microgpt.model.shards import shard_count
+from microgpt.model.thread_split import ThreadSplit, slice_count
 
 SHAPES = {  # the shapes of bench_cpu.py
     "reference": GPTConfig(vocab_size=65, d_model=64, n_layers=2, head_dims=(16,) * 4, d_ff=256, seq_len=128),
@@ -130,8 +130,8 @@ def wrap_backend_ops(backend, timer: ExclusiveTimer) -> None:
 
 def wrap_layers(model: GPT, timer: ExclusiveTimer) -> None:
     """Time forward/backward of every layer, labelled by its path within a block (blocks added up)."""
-    layers = [("final_norm", model.layers.final_norm), ("head", model.layers.head)]
-    for block in model.layers.blocks:
+    layers = [("final_norm", model.final_norm), ("head", model.head)]
+    for block in model.blocks:
         for path in BLOCK_LAYERS:
             layer = block
             for attribute in path.split("."):
@@ -154,11 +154,20 @@ def random_batches(config: GPTConfig, batch: int, count: int) -> list[np.ndarray
     ]  # (B, T+1)
 
 
+@cache
+def thread_split(model: GPT) -> ThreadSplit:
+    """The model's batches split over the backend's threads, as the trainer splits them (model/thread_split.py)."""
+    return ThreadSplit(model)
+
+
 def run_steps(model: GPT, batches: list[np.ndarray]) -> float:
-    """Seconds to train on every batch."""
+    """Seconds to train on every batch as the trainer does: over the backend's threads, then the reference's Adam."""
+    split = thread_split(model)
     start = time.perf_counter()
     for windows in batches:
-        model.train_step(windows, LR)
+        model.params.zero_grad()
+        split.loss_and_backward(windows)
+        model.params.adam_step(LR)
     return time.perf_counter() - start
 
 
@@ -232,7 +241,7 @@ def machine_line(threads: int) -> str:
 
 
 def print_kinds(config: GPTConfig, batch: int, steps: int, rounds: int) -> None:
-    """One shard's step in one thread, split into GEMM, kernels, allocation, copies and Python dispatch (the
+    """One slice's step in one thread, split into GEMM, kernels, allocation, copies and Python dispatch (the
     timed calls and the wrapped step over every round; the unwrapped step the median of rounds)."""
     set_threads(1)
     warmup, batches = random_batches(config, batch, 3), random_batches(config, batch, steps)
@@ -249,7 +258,7 @@ def print_kinds(config: GPTConfig, batch: int, steps: int, rounds: int) -> None:
     calls = sum(timer.calls.values()) / steps
     overhead = calls * wrapper_cost()
     dispatch = wrapped - sum(timer.seconds.values()) / steps - overhead  # ATTENTION_GEMM is a label of its own
-    print(f"  one shard, B={batch}, 1 thread: {1000 * unwrapped:.2f} ms/step unwrapped, {1000 * wrapped:.2f} wrapped "
+    print(f"  one slice, B={batch}, 1 thread: {1000 * unwrapped:.2f} ms/step unwrapped, {1000 * wrapped:.2f} wrapped "
           f"({calls:,.0f} timed calls a step)")
     gemm = (timer.seconds[GEMM] + timer.seconds[ATTENTION_GEMM]) / steps
     rows = [(GEMM, gemm, (timer.calls[GEMM] + timer.calls[ATTENTION_GEMM]) / steps)]
@@ -272,7 +281,7 @@ def print_threads(config: GPTConfig, batch: int, steps: int, threads: int, round
         return median_step(model, batches, rounds)
 
     one, many = step_seconds(1), step_seconds(threads)
-    print(f"  whole step, B={batch}: 1 thread (one pass) {1000 * one:.2f} ms, {threads} threads (a shard each) "
+    print(f"  whole step, B={batch}: 1 thread (one pass) {1000 * one:.2f} ms, {threads} threads (a slice each) "
           f"{1000 * many:.2f} ms: {one / many:.2f}x")
     if threads < 2:
         return
@@ -285,7 +294,7 @@ def print_threads(config: GPTConfig, batch: int, steps: int, threads: int, round
         run_pool = model.be._pool.run
 
         def run(tasks, totals=totals, run_pool=run_pool, together=together):
-            shards = isinstance(tasks[0], partial)  # the model's shard passes; lambdas are element-wise chunks
+            slices = isinstance(tasks[0], partial)  # the model's slice passes; lambdas are element-wise chunks
             times = [0.0] * len(tasks)
 
             def timed(i, task):
@@ -296,14 +305,14 @@ def print_threads(config: GPTConfig, batch: int, steps: int, threads: int, round
                     times[i] = time.perf_counter() - start
 
             start = time.perf_counter()
-            if together or not shards:
+            if together or not slices:
                 out = run_pool([partial(timed, i, task) for i, task in enumerate(tasks)])
-            else:  # the same shards one after another, each alone with BLAS in one thread
+            else:  # the same slices one after another, each alone with BLAS in one thread
                 set_blas_threads(1)
                 out = [timed(i, task) for i, task in enumerate(tasks)]
                 set_blas_threads(threads)
             wall = time.perf_counter() - start
-            kind = "shards" if shards else "chunks"
+            kind = "slices" if slices else "chunks"
             totals[f"{kind} wall"] += wall
             totals[f"{kind} main"] += times[0]
             totals[f"{kind} other"] += max(times[1:], default=0.0)
@@ -316,16 +325,16 @@ def print_threads(config: GPTConfig, batch: int, steps: int, threads: int, round
     steps *= rounds
     per = {key: 1000 * value / steps for key, value in phases[True].items()}
     alone = {key: 1000 * value / steps for key, value in phases[False].items()}
-    rest = per["step"] - per["shards wall"] - per.get("chunks wall", 0.0)
-    print(f"    shards at once (wall)              {per['shards wall']:8.3f} ms {100 * per['shards wall'] / per['step']:5.1f}%"
-          f"  main thread's shard {per['shards main']:.3f}, the other's {per['shards other']:.3f}")
-    print(f"    main thread waiting for the other  {per['shards wall'] - per['shards main']:8.3f} ms")
+    rest = per["step"] - per["slices wall"] - per.get("chunks wall", 0.0)
+    print(f"    slices at once (wall)              {per['slices wall']:8.3f} ms {100 * per['slices wall'] / per['step']:5.1f}%"
+          f"  main thread's slice {per['slices main']:.3f}, the other's {per['slices other']:.3f}")
+    print(f"    main thread waiting for the other  {per['slices wall'] - per['slices main']:8.3f} ms")
     print(f"    element-wise in chunks (Adam, ...) {per.get('chunks wall', 0.0):8.3f} ms "
           f"{100 * per.get('chunks wall', 0.0) / per['step']:5.1f}%")
     print(f"    one thread only (the rest)         {rest:8.3f} ms {100 * rest / per['step']:5.1f}%  "
           "(gradient combination below its threshold, zero_grad, Python)")
-    print(f"    a shard beside another / alone     {per['shards main']:.3f} / {alone['shards main']:.3f} ms: "
-          f"{per['shards main'] / alone['shards main']:.2f}x slower together")
+    print(f"    a slice beside another / alone     {per['slices main']:.3f} / {alone['slices main']:.3f} ms: "
+          f"{per['slices main'] / alone['slices main']:.2f}x slower together")
 
 
 def print_torch(config: GPTConfig, batch: int, steps: int, threads: int, rounds: int, top: int = 5) -> None:
@@ -386,10 +395,10 @@ def breakdown(shape: str, steps: int, threads: int, with_torch: bool, rounds: in
     print(f"{shape} B={batch}: {config}")
     print(f"  {machine_line(threads)}")
     streams = min(threads, batch)
-    shard = -(-batch // streams)
-    print_kinds(config, shard, steps, rounds)
-    if with_torch:  # the same work in the same one thread: one shard
-        print_torch(config, shard, steps, 1, rounds)
+    part = -(-batch // streams)
+    print_kinds(config, part, steps, rounds)
+    if with_torch:  # the same work in the same one thread: one slice
+        print_torch(config, part, steps, 1, rounds)
     print_threads(config, batch, steps, threads, rounds)
     set_threads(threads)
 
@@ -443,13 +452,13 @@ def profile_batch(config: GPTConfig, backend: str, batch: int, steps: int, top: 
     print(
         f"{backend} B={batch}: {1000 * step_seconds:.2f} ms/step unwrapped ({batch * config.seq_len / step_seconds:,.0f} tok/s)"
     )
-    streams = shard_count(plain.be, batch)
+    streams = slice_count(plain.be, batch)
     if streams > 1:  # the timers below see one thread; profile what each thread runs instead
-        shard = -(-batch // streams)
-        print(f"  the batch runs as {streams} shards at once, one per thread; the tables profile one shard: "
-              f"B={shard} with 1 thread")
+        part = -(-batch // streams)
+        print(f"  the batch runs as {streams} slices at once, one per thread; the tables profile one slice: "
+              f"B={part} with 1 thread")
         set_threads(1)
-        profile_batch(config, backend, shard, steps, top, 1)
+        profile_batch(config, backend, part, steps, top, 1)
         set_threads(threads)
         return
 

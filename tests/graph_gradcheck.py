@@ -73,9 +73,10 @@ def loss_weights(model) -> list[tuple[str | None, float]]:
             for k, i in enumerate(program.losses)]
 
 
-def objective(model, windows: np.ndarray) -> float:
-    """The sum of the losses, each times its weight, from loss_and_backward's return (it adds gradients too)."""
-    main, others = model.loss_and_backward(windows)
+def objective(model, windows: np.ndarray, passes=None) -> float:
+    """The sum of the losses, each times its weight, from loss_and_backward's return (it adds gradients too), of
+    `passes` (the model's own, or a ThreadSplit over it)."""
+    main, others = (passes or model).loss_and_backward(windows)
     weights = loss_weights(model)
     assert set(others) == {name for name, _ in weights[1:]}, "loss_and_backward names every other loss"
     return float(sum(weight * (main if name is None else others[name]) for name, weight in weights))

@@ -24,6 +24,10 @@ from microgpt.core.threads import available_cores, set_threads
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
 from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.thread_split import ThreadSplit
+from microgpt.parallel.communicator import SingleProcess
+from microgpt.training.data_parallel import train_step
+from microgpt.training.optim import Optimizer
 from microgpt.use.sample import generate
 
 VOCAB = "\n abcdefghijklmnopqrstuvwxyz.,;"
@@ -37,8 +41,10 @@ def batches(count: int, batch: int = 3) -> list[np.ndarray]:
 
 
 def losses(backend, steps: int = 6) -> list[float]:
+    """The losses of a training step's path: the batch split over the backend's threads, the reference's Adam."""
     model = GPT(CONFIG, backend, seed=1)
-    return [model.train_step(windows, 1e-2) for windows in batches(steps)]
+    split, adam = ThreadSplit(model), Optimizer.reference(model.params, 1e-2)
+    return [train_step(split, windows, adam, SingleProcess()).loss for windows in batches(steps)]
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +55,7 @@ def all_cores_after():
 
 
 def test_same_seed_and_threads_give_bit_identical_losses():
-    # every reduction in the kernels has a fixed order and the shards are combined in a fixed order,
+    # every reduction in the kernels has a fixed order and the threads' slices are combined in a fixed order,
     # so a rerun repeats every bit
     first = losses(get_backend("cpu", threads=available_cores()))
     second = losses(get_backend("cpu", threads=available_cores()))
@@ -58,10 +64,10 @@ def test_same_seed_and_threads_give_bit_identical_losses():
 
 @pytest.mark.skipif(available_cores() < 2, reason="needs two cores to compare thread counts")
 def test_thread_counts_agree():
-    # With two threads the batch of 3 runs as shards of 2 and 1 sequences at once, whose mean losses and
+    # With two threads the batch of 3 runs as slices of 2 and 1 sequences at once, whose mean losses and
     # gradients are combined: the same sums in another order (and BLAS may split a product differently),
     # which moves the float32 losses by a few ulp a step. Over 6 Adam steps at lr 1e-2 that stays below
-    # 1e-5 relative; a wrong shard weight would be off by percents.
+    # 1e-5 relative; a wrong slice weight would be off by percents.
     one = losses(get_backend("cpu", threads=1))
     two = losses(get_backend("cpu", threads=2))
     np.testing.assert_allclose(one, two, rtol=1e-5)

@@ -138,9 +138,9 @@ def test_the_prior_switches_off_at_its_step_as_the_familys_does():
     np.testing.assert_array_equal(ours, theirs)  # bit-identical (see TRAINING_TOLERANCE's comment)
     np.testing.assert_array_equal(ours[:2], always[:2])  # the same first two steps
     assert not np.allclose(ours[2:], always[2:])  # then the prior is off in one of them
-    assert graph.params.step == 5 and ensemble.passes.own.prior_on() is False  # served as it finished
-    prior = next(k for k, n in zip(graph.passes.own.kernels, graph.program.nodes) if n.op.name == "prior")
-    assert not prior.on(graph.passes.own.run_for(windows[0][:, :-1]))
+    assert graph.params.step == 5 and ensemble.passes.prior_on() is False  # served as it finished
+    prior = next(k for k, n in zip(graph.passes.kernels, graph.program.nodes) if n.op.name == "prior")
+    assert not prior.on(graph.passes.run_for(windows[0][:, :-1]))
 
 
 # ---- gradient checks (float64) -------------------------------------------------------------------
@@ -277,8 +277,8 @@ def test_a_bigram_prior_added_to_a_gpts_logits_counts_its_table_checks_and_train
 def test_the_zeros_op_is_an_empty_stream_that_passes_no_gradient():
     _, graph = models({})  # prior none: the stream starts from a zeros node
     node = next(n for n in graph.program.nodes if n.op.name == "zeros")
-    kernel = graph.passes.own.kernels[graph.program.nodes.index(node)]
-    run = graph.passes.own.run_for(token_windows()[0][:, :-1])
+    kernel = graph.passes.kernels[graph.program.nodes.index(node)]
+    run = graph.passes.run_for(token_windows()[0][:, :-1])
     (out,), saved = kernel.forward([], run)
     assert out.shape == (BATCH * SEQ_LEN, 6) and not out.any()
     assert kernel.backward([out], saved, run) == []

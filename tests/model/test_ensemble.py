@@ -1,5 +1,5 @@
 """The cooperative ensemble: every part gradient-checked in float64, causal under every router and prior, the
-cpu backend's shard-per-thread path against numpy, and the family through the CLI with its clear errors.
+cpu backend's batch split over threads against numpy, and the family through the CLI with its clear errors.
 
 Gradient checks compare the backward against central differences of the loss, (L(x + h) - L(x - h)) / 2h
 with h = 1e-6 in float64: the difference is then near 1e-9 relative for these smooth functions, so 1e-6 is a
@@ -18,11 +18,11 @@ import math
 import numpy as np
 import pytest
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
+from microgpt.model.thread_split import ThreadSplit
 
 TOKENIZER = CharTokenizer("0123456789+= \nab")
 V = TOKENIZER.size
@@ -97,7 +97,7 @@ def test_the_routed_gradient_is_the_losss(settings):
 def test_the_equal_rule_gives_each_expert_the_mixed_gradient_over_n(router):
     model = tiny(expert_grad="equal", router=router, prior="bigram")
     windows = windows_of()
-    passes, be = model.passes.own, model.be
+    passes, be = model.passes, model.be
     mixed, _ = passes.forward(windows[:, :-1])
     _, dmixed = be.fused_softmax_ce_grad(mixed, be.ids(windows[:, 1:].reshape(-1)))
     held = be.to_host(dmixed).copy()  # (B*T, V): the mixed gradient, held at its value
@@ -132,7 +132,7 @@ def test_later_tokens_never_change_earlier_logits(prior, router):
     assert not np.allclose(after[:, t + 1 :], before[:, t + 1 :])
 
 
-def test_the_shards_of_the_cpu_backend_agree_with_numpy():
+def test_the_cpu_backends_threads_slices_agree_with_numpy():
     kind = family("ensemble")
     config = kind.Config(vocab_size=V, cooperative="d8n1,d4+4n1", stream_dim=8, seq_len=12, prior="bigram",
                          router="gated")
@@ -143,10 +143,10 @@ def test_the_shards_of_the_cpu_backend_agree_with_numpy():
         model = kind.build(config, backend, TOKENIZER, 5)
         model.learn_from(tokens)
         model.params.zero_grad()
-        loss, metrics = model.loss_and_backward(windows)
+        loss, metrics = ThreadSplit(model).loss_and_backward(windows)  # the batch over the cpu backend's threads
         runs.append((loss, metrics, model.params.to_host(model.params.grad)))
     (loss, metrics, grads), (cpu_loss, cpu_metrics, cpu_grads) = runs
-    # float32 on both, summed in another order across the two shards: rounding apart, ~1e-6 relative
+    # float32 on both, summed in another order across the two slices: rounding apart, ~1e-6 relative
     assert cpu_loss == pytest.approx(loss, rel=1e-5) and cpu_metrics == pytest.approx(metrics, rel=1e-4, abs=1e-6)
     for name, grad in grads.items():
         np.testing.assert_allclose(cpu_grads[name], grad, rtol=1e-3, atol=1e-6, err_msg=name)
@@ -227,7 +227,7 @@ def test_the_cached_decoder_gives_the_logits_of_re_running_the_model(prior, rout
     model = tiny(prior=prior, router=router, active_dims=4, seq_len=16)
     context = list(TOKENIZER.encode("\n12 + 34 = 4"))  # a whole line so far: the calculator has its say
     if prior == "calculator":
-        prior = model.passes.own.prior
+        prior = model.passes.prior
         features = calculator_rows(np.array(context)[None, :], prior.ids_of, prior.vocab, np.float64)  # (n, V)
         assert (features.max(axis=1) == 1.0).sum() == 3  # a one-hot after "=", " " and "4"
     cached, rerun = model.decoder(), Rerun(model)
@@ -291,7 +291,7 @@ def test_the_prior_switches_off_at_its_step_in_training_and_after_it(workdir):
     from microgpt.use.loaded import load
 
     loaded = load(workdir / "off", backend="numpy")
-    assert loaded.model.params.step == 4 and not loaded.model.passes.own.prior_on()  # served as it finished
+    assert loaded.model.params.step == 4 and not loaded.model.passes.prior_on()  # served as it finished
 
 
 def test_fine_tuning_an_ensemble_keeps_its_tables_and_its_config(workdir):

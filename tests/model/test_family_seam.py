@@ -14,13 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.cli import main
 from microgpt.core.checks import POSITIVE_NUMBER, whole
 from microgpt.core.fields import check_fields, setting
 from microgpt.core.registry import FAMILIES
 from microgpt.model.decode import Rerun
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
-from microgpt.model.shards import Sharded
+from microgpt.model.thread_split import ThreadSplit
 
 # ---- the family ------------------------------------------------------------------------------------------
 
@@ -75,8 +76,11 @@ class Bigram:
         self.config, self.be = config, backend
         self.params = Parameters(backend, param_specs(config))
         self.params.initialize(seed)
-        self.passes = Sharded(self.params, lambda views: Passes(backend, config, views))
+        self.passes = self.with_gradients(self.params)
         self.n_params = self.params.total
+
+    def with_gradients(self, views):
+        return Passes(self.be, self.config, views)
 
     def loss(self, windows):
         return self.passes.loss(windows)
@@ -86,7 +90,7 @@ class Bigram:
 
     def logits(self, ids):
         ids = np.asarray(ids)
-        return self.passes.own.logits(self.be.ids(ids.reshape(-1)), ids.size)  # (B*T, vocab)
+        return self.passes.logits(self.be.ids(ids.reshape(-1)), ids.size)  # (B*T, vocab)
 
     def decoder(self):
         return Rerun(self)
@@ -152,6 +156,21 @@ def test_a_family_from_a_test_module_goes_through_every_command(bigram, tmp_path
     answered = json.loads(capsys.readouterr().out)
     # the text has no newline, so the greedy completion runs to the cap, seq_len tokens: what sample made
     assert answered["results"][0]["completion"] == sampled[:16] and answered["correct"] == 0
+
+
+def test_the_trainer_splits_the_familys_batches_over_threads():
+    """The family wires no threads: ThreadSplit (what the trainer runs) cuts the batch and sums the gradients."""
+    class ThreeStreams(NumpyBackend):
+        streams = 3  # three passes, run one after another
+
+    config = Config(vocab_size=7, seq_len=5, table_std=0.5)
+    windows = np.random.default_rng(0).integers(0, 7, size=(5, 6))  # (B, T+1): slices of 2, 2 and 1
+    whole, split = Bigram(config, NumpyBackend(np.float64), 1), Bigram(config, ThreeStreams(np.float64), 1)
+    want, _ = whole.loss_and_backward(windows)
+    got, metrics = ThreadSplit(split).loss_and_backward(windows)
+    assert got == pytest.approx(want, rel=1e-12)  # float64, the slices' means weighted by their sequences
+    assert metrics == {"bigram_rows": pytest.approx((2 * 10 + 2 * 10 + 1 * 5) / 5)}  # each slice's, weighted
+    np.testing.assert_allclose(split.params.grad, whole.params.grad, rtol=0, atol=1e-12)
 
 
 def test_settings_of_another_family_are_refused(bigram, tmp_path, monkeypatch, capsys):

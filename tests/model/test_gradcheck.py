@@ -26,11 +26,17 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.model.attention import Attention
-from microgpt.model.block import Block
 from microgpt.model.gpt import GPTConfig
 from microgpt.model.gpt.model import GPT
-from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
+from microgpt.model.layers import (
+    Attention,
+    Block,
+    FeedForward,
+    LayerNorm,
+    Linear,
+    layer_norm_specs,
+    linear_specs,
+)
 from microgpt.model.params import Parameters
 from microgpt.model.rope import RopeTables, rope_tables
 

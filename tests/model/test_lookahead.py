@@ -1,5 +1,5 @@
-"""The lookahead family: its objective gradient-checked in float64 in both modes, its shard-per-thread path
-and the emulated CUDA backend against numpy, per-head losses in the metrics, and the CLI with its clear errors.
+"""The lookahead family: its objective gradient-checked in float64 in both modes, a batch split over
+threads and the emulated CUDA backend against numpy, per-head losses in the metrics, and the CLI with its clear errors.
 
 Gradient checks compare the backward against central differences of the objective, main loss + W x the mean
 of the heads' losses, (f(x + h) - f(x - h)) / 2h with h = 1e-6 in float64: the difference is then near 1e-9
@@ -14,11 +14,11 @@ import json
 import numpy as np
 import pytest
 
-from cuda_emulator.backend import emulated_backend  # noqa: F401 - the `emulated` fixture
 from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
+from microgpt.model.thread_split import ThreadSplit, thread_slices
 
 TOKENIZER = CharTokenizer("abcdefghijk")
 V = TOKENIZER.size
@@ -115,16 +115,16 @@ def test_a_head_that_diverges_stops_training():
 
 
 @pytest.mark.parametrize("mode", ["mtp", "gap", "hydra"])
-def test_the_cpu_shards_agree_with_numpy(mode):
+def test_the_cpu_threads_slices_agree_with_numpy(mode):
     windows = windows_of(batch=5)
     reference = tiny(lookahead=2, lookahead_mode=mode)
     cpu = tiny(get_backend("cpu", dtype=np.float64, threads=2), lookahead=2, lookahead_mode=mode)
     for model in (reference, cpu):
         model.params.zero_grad()
     want, want_metrics = reference.loss_and_backward(windows)
-    got, got_metrics = cpu.loss_and_backward(windows)
-    assert cpu.passes.split(windows)[0].shape[0] < 5  # really split over two shards
-    assert got == pytest.approx(want, rel=1e-12)  # float64, the shards' means weighted: rounding only
+    got, got_metrics = ThreadSplit(cpu).loss_and_backward(windows)
+    assert len(thread_slices(cpu.be, windows)) == 2  # really split over two threads
+    assert got == pytest.approx(want, rel=1e-12)  # float64, the slices' means weighted: rounding only
     for key in want_metrics:
         assert got_metrics[key] == pytest.approx(want_metrics[key], rel=1e-12)
     np.testing.assert_allclose(cpu.params.to_host(cpu.params.grad)["tok_emb"],

@@ -5,7 +5,7 @@ The gradient is checked against central differences of the objective written out
 B x CE(softmax of the main head's logits at t + k, held fixed). h = 1e-6 in float64, so 1e-6 relative is a bound
 a wrong term cannot meet (tests/model/test_lookahead.py says why). Also: the logged head losses stay the true-token
 ones, B = 0 is the plain objective bit for bit, B is refused outside [0, 1] and with gap heads, a checkpoint saved
-before the setting loads with B = 0, and the cpu shards agree with numpy.
+before the setting loads with B = 0, and the cpu backend's threads' slices agree with numpy.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
 from microgpt.model.family import family
+from microgpt.model.thread_split import ThreadSplit
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -126,15 +127,15 @@ def test_a_checkpoint_saved_without_a_mode_loads_as_mtp_the_old_default(tmp_path
     assert family("lookahead").Config(vocab_size=V, seq_len=8).lookahead_mode == "hydra"
 
 
-def test_the_cpu_shards_agree_with_numpy():
+def test_the_cpu_threads_slices_agree_with_numpy():
     windows = windows_of(batch=5)
     reference = tiny(lookahead=2, lookahead_distill=0.6)
     cpu = tiny(get_backend("cpu", dtype=np.float64, threads=2), lookahead=2, lookahead_distill=0.6)
     for model in (reference, cpu):
         model.params.zero_grad()
     want, _ = reference.loss_and_backward(windows)
-    got, _ = cpu.loss_and_backward(windows)
-    assert got == pytest.approx(want, rel=1e-12)  # float64, the shards' means weighted: rounding only
+    got, _ = ThreadSplit(cpu).loss_and_backward(windows)
+    assert got == pytest.approx(want, rel=1e-12)  # float64, the slices' means weighted: rounding only
     np.testing.assert_allclose(cpu.params.to_host(cpu.params.grad)["lookahead.1.out.w"],
                                reference.params.to_host(reference.params.grad)["lookahead.1.out.w"], rtol=1e-10,
                                atol=1e-13)  # float64, another split of the same sums

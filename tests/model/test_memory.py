@@ -82,9 +82,9 @@ def test_the_parts_scale_as_they_should():
     assert eight["activations"] == 8 * one["activations"]  # every saved tensor has a batch dimension
     double = get_backend("numpy", dtype=np.float64)
     assert estimate_training_bytes(gpt, config, 8, double) == 2 * estimate_training_bytes(gpt, config, 8, NUMPY)
-    assert one["shard_gradients"] == 0
+    assert one["slice_gradients"] == 0
     split = StreamsOf(2)
-    assert memory_parts(gpt, config, 8, split)["shard_gradients"] == one["state"] // 2  # two gradient buffers
+    assert memory_parts(gpt, config, 8, split)["slice_gradients"] == one["state"] // 2  # two gradient buffers
     assert memory_parts(gpt, config, 1, split) == one  # one sequence is never split
 
 

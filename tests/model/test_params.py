@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from microgpt.backends import get_backend
@@ -23,28 +25,10 @@ def test_writes_through_every_value_and_gradient_land_in_the_flat_buffers():
     assert np.all(params.m == 0) and np.all(params.v == 0)
 
 
-def test_two_prefixed_models_share_one_store_and_keep_their_own_gradients():
-    """param_specs and Layers take a prefix, so sub-models (an ensemble's experts) live in one flat store."""
-    from microgpt.model.gpt import GPT
-    from microgpt.model.gpt.model import Layers
-    from microgpt.model.params import ParameterViews
-    from microgpt.model.rope import RopeTables
-
-    be = get_backend("numpy", dtype=np.float64)
+def test_a_prefix_names_a_sub_models_parameters_as_they_are_without_it():
+    """param_specs takes a prefix (the family protocol's), so several sub-models can share one flat store."""
     config = GPTConfig(vocab_size=7, d_model=6, n_layers=1, head_dims=(2, 4), d_ff=8, seq_len=5)
-    alone = [GPT(config, be, seed=seed) for seed in (1, 2)]
-    shared = Parameters(be, param_specs(config, "a.") + param_specs(config, "b."))
-    shared.from_host({f"{p}{name}": tensor for p, model in zip(("a.", "b."), alone)
-                      for name, tensor in model.params.to_host().items()})
-    rope = RopeTables(be, config.seq_len)
-    windows = np.random.default_rng(0).integers(0, 7, size=(3, 6))
-    for prefix, model in zip(("a.", "b."), alone):
-        layers = Layers(be, config, rope, ParameterViews(shared.value, shared.gradient), prefix=prefix)
-        shared.zero_grad()
-        model.params.zero_grad()
-        assert layers.loss_and_backward(windows) == model.loss_and_backward(windows)
-        grads = shared.to_host(shared.grad)
-        for name, grad in model.params.to_host(model.params.grad).items():
-            np.testing.assert_array_equal(grads[prefix + name], grad)  # the same numbers, in its own slice
-        other = "b." if prefix == "a." else "a."
-        assert all(not grads[other + name].any() for name in model.params.specs)  # the other model's untouched
+    plain = param_specs(config)
+    assert param_specs(config, "a.") == [replace(spec, name="a." + spec.name) for spec in plain]
+    shared = Parameters(get_backend("numpy"), param_specs(config, "a.") + param_specs(config, "b."))
+    assert shared.total == 2 * sum(spec.size for spec in plain)

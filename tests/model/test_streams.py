@@ -1,5 +1,5 @@
-"""A batch split over the backend's streams: the model's shards, the cpu backend's thread pool, and the
-element-wise ops that run in column chunks.
+"""A batch split over the backend's threads: the trainer's ThreadSplit (model/thread_split.py), the cpu
+backend's thread pool, and the element-wise ops that run in column chunks.
 
 The split's arithmetic is checked on any machine with a NumPy backend that
 claims several streams and runs them one after another; the threads themselves
@@ -22,6 +22,7 @@ from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.core.threads import available_cores, set_threads
 from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.thread_split import ThreadSplit
 
 # unequal heads, T not a multiple of 16; B=5 splits unevenly into 2+2+1 or 3+2
 CONFIG = GPTConfig(vocab_size=29, d_model=24, n_layers=2, head_dims=(8, 8, 5, 3), d_ff=40, seq_len=19)
@@ -47,14 +48,22 @@ def all_cores_after():
 def loss_and_grad(backend, batch: np.ndarray, preload: float = 0.0) -> tuple[float, np.ndarray]:
     model = GPT(CONFIG, backend, seed=2)
     model.params.grad[...] = preload
-    loss, _ = model.loss_and_backward(batch)
+    loss, _ = ThreadSplit(model).loss_and_backward(batch)
     return loss, backend.to_host(model.params.grad)
+
+
+def train_step(split: ThreadSplit, windows: np.ndarray, lr: float) -> float:
+    """GPT.train_step through the split: zero the gradients, the split's pass, one Adam step."""
+    split.params.zero_grad()
+    loss, _ = split.loss_and_backward(windows)
+    split.params.adam_step(lr)
+    return loss
 
 
 @pytest.mark.parametrize("batch", [1, 2, 3, 5, 7])
 def test_a_split_batch_gives_the_whole_batch_mean(batch):
     # float64, the same terms summed in another order: agreement to ~1e-15, so 1e-12 is a tight check that
-    # each shard is weighted by its share of the sequences (a wrong weight is off by ~10% or more).
+    # each slice is weighted by its share of the sequences (a wrong weight is off by ~10% or more).
     one_loss, one_grad = loss_and_grad(NumpyBackend(np.float64), windows(batch))
     split_loss, split_grad = loss_and_grad(ThreeStreams(np.float64), windows(batch))
     assert split_loss == pytest.approx(one_loss, rel=1e-12)
@@ -70,20 +79,20 @@ def test_a_split_batch_adds_into_the_gradient_already_there():
 
 
 @pytest.mark.parametrize("batches", [(5, 5, 5), (2, 5, 2), (5, 1, 2, 7)])
-def test_every_step_starts_its_shards_from_zero(batches):
-    # The shard buffers are reused from step to step (and re-made when the shard count changes): each
+def test_every_step_starts_its_slices_from_zero(batches):
+    # The slices' buffers are reused from step to step (and re-made when the slice count changes): each
     # step's gradient must be that step's alone, as one pass over the batch gives it.
-    split = GPT(CONFIG, ThreeStreams(np.float64), seed=2)
+    split = ThreadSplit(GPT(CONFIG, ThreeStreams(np.float64), seed=2))
     one = GPT(CONFIG, NumpyBackend(np.float64), seed=2)
     for step, batch in enumerate(batches):
-        split_loss, one_loss = split.train_step(windows(batch, step), 1e-2), one.train_step(windows(batch, step), 1e-2)
+        split_loss, one_loss = train_step(split, windows(batch, step), 1e-2), one.train_step(windows(batch, step), 1e-2)
         assert split_loss == pytest.approx(one_loss, rel=1e-12)
         np.testing.assert_allclose(split.params.grad, one.params.grad, rtol=0, atol=1e-12)
 
 
 def test_forward_loss_of_a_split_batch():
     one = GPT(CONFIG, NumpyBackend(np.float64), seed=2).loss(windows(7))
-    assert GPT(CONFIG, ThreeStreams(np.float64), seed=2).loss(windows(7)) == pytest.approx(one, rel=1e-12)
+    assert ThreadSplit(GPT(CONFIG, ThreeStreams(np.float64), seed=2)).loss(windows(7)) == pytest.approx(one, rel=1e-12)
 
 
 @two_cores
@@ -103,16 +112,16 @@ LONG = GPTConfig(vocab_size=29, d_model=64, n_layers=2, head_dims=(16, 16, 16, 1
 @two_cores
 def test_cpu_streams_forward_loss_and_repeatable_training_on_a_longer_sequence():
     # seq_len 70: attention in halves; 105k parameters: Adam and the combination in column chunks. The
-    # forward-only loss runs both shards through the same layers at once.
+    # forward-only loss runs both slices through the same layers at once.
     batch = np.random.default_rng(7).integers(0, LONG.vocab_size, size=(5, LONG.seq_len + 1))  # (B, T+1)
     cpu = GPT(LONG, get_backend("cpu", dtype=np.float64, threads=2), seed=4)
     reference = GPT(LONG, NumpyBackend(np.float64), seed=4)
-    assert cpu.loss(batch) == pytest.approx(reference.loss(batch), rel=1e-12)
+    assert ThreadSplit(cpu).loss(batch) == pytest.approx(reference.loss(batch), rel=1e-12)
     runs = []
     for _ in range(2):
-        model = GPT(LONG, get_backend("cpu", threads=2), seed=4)
-        runs.append([model.train_step(batch[::-1] if step % 2 else batch, 1e-2) for step in range(4)])
-        model.be.finalize()
+        split = ThreadSplit(GPT(LONG, get_backend("cpu", threads=2), seed=4))
+        runs.append([train_step(split, batch[::-1] if step % 2 else batch, 1e-2) for step in range(4)])
+        split.be.finalize()
     assert runs[0] == runs[1]  # bit-identical, run after run
 
 
@@ -145,9 +154,9 @@ def test_the_cpu_backend_runs_its_streams_at_once_with_blas_in_one_thread_each()
 
     def failing():
         together.wait()
-        raise RuntimeError("shard failed")
+        raise RuntimeError("slice failed")
 
-    with pytest.raises(RuntimeError, match="shard failed"):
+    with pytest.raises(RuntimeError, match="slice failed"):
         backend.run_streams([task, failing])
     assert blas_threads() == {2}  # and after a failed one
     backend.finalize()
@@ -192,9 +201,9 @@ def test_stream_pool_raises_only_after_every_task_has_ended():
         finished.append("slow")
 
     def failing():
-        raise RuntimeError("shard failed")
+        raise RuntimeError("slice failed")
 
-    with pytest.raises(RuntimeError, match="shard failed"):
+    with pytest.raises(RuntimeError, match="slice failed"):
         pool.run([failing, slow])
     assert finished == ["slow"]  # the other task was waited for, so no task outlives the call
     assert pool.run([lambda: 1, lambda: 2]) == [1, 2]  # and the pool still works

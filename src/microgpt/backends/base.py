@@ -13,8 +13,8 @@ the separate ones, to be fused later (`attention_memory` says what a backend's
 attention keeps, for the memory estimate);
 `adamw_step` (ours, not the reference's: the optimiser of training/optim.py beyond the
 reference's Adam) has a default that computes on the host. `streams`,
-`run_streams` and `add_weighted_` (also ours) let a backend run the shards of a
-batch at once (the cpu backend, one per thread); by default there is one stream.
+`run_streams` and `add_weighted_` (also ours) let a backend run the threads' slices
+of a batch at once (the cpu backend, one per thread); by default there is one stream.
 The classmethod `start(threads)` makes a ready backend for a run, and `on_gpu`
 says whether it computes on a GPU, so a caller needs no backend's name.
 
@@ -382,7 +382,7 @@ class Backend(abc.ABC):
 
     def add_weighted_(self, dst: Mat, sources: Mat, weights: Sequence[float]) -> None:
         """In place dst += sum_i weights[i] * sources[i], added in the order of i, for dst (1, n) and
-        sources (k, n): the gradients of a batch's shards (`streams`) combined into one."""
+        sources (k, n): the gradients of a batch's slices (one per stream) combined into one."""
         for i, weight in enumerate(weights):
             self.add_(dst, self.scale(sources[i : i + 1], weight))
 
@@ -472,6 +472,6 @@ def contract_ops() -> list[str]:
 
 def extension_ops() -> list[str]:
     """The operations of ours beyond the reference's API that every backend has, with defaults in `Backend` (inherited or
-    fused): attention, the memory estimate, AdamW and the shards' streams."""
+    fused): attention, the memory estimate, AdamW and the streams that run a batch's slices."""
     return ["causal_attention", "causal_attention_backward", "gap_attention", "gap_attention_backward",
             "masked_attention", "masked_attention_backward", "window_attention", "attention_memory", "adamw_step", "run_streams", "add_weighted_"]

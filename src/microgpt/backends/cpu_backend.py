@@ -9,13 +9,13 @@ gradients, Adam and AdamW, and decoding's attention over a KV cache's ring run
 as numba kernels (`cpu_kernels/`), each in one thread, every reduction in a
 fixed order.
 
-The threads work on shards of the batch: the backend has one stream per thread
-(`streams`), the model splits a batch into a shard of sequences per stream, and
-`run_streams` runs the shards at once, each calling BLAS in its own thread
+The threads work on slices of the batch: the backend has one stream per thread
+(`streams`), the trainer splits a batch into a slice of sequences per stream
+(model/thread_split.py), and `run_streams` runs the slices at once, each calling BLAS in its own thread
 (`cpu_streams.py`); `add_weighted_` then combines their gradients in a fixed
 order. Adam, AdamW, the gradient combination and `zero_` run in column chunks,
 one per thread, above a size threshold. So a run is bit-identical run after run for the same
-thread count; another count sums the shards differently and agrees to rounding.
+thread count; another count sums the slices differently and agrees to rounding.
 
 float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
 kernels compile once per dtype). `threads` (default: every core) goes to
@@ -81,7 +81,7 @@ class CpuBackend(NumpyBackend):
         super().__init__(dtype)
         self.kernels = load(self.dtype)  # BackendUnavailable (with the fix) when numba is missing or broken
         self.threads = set_threads(threads)
-        self.streams = self.threads  # the model splits a batch into this many shards, run at once
+        self.streams = self.threads  # the trainer splits a batch into this many slices, run at once
         self._pool = StreamPool(self.threads)
 
     @classmethod

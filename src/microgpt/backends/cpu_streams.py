@@ -4,7 +4,7 @@ On a few cores a small model's step is many short operations: products of
 (rows x 64) by (64 x 64), LayerNorms of a few thousand rows. BLAS gains little
 from splitting such a product over cores, and the fused kernels run in one
 thread, so with one pass over the batch most cores idle most of the time. Run
-instead one pass per core over its shard of the batch (the model splits it),
+instead one pass per core over its slice of the batch (model/thread_split.py),
 each calling BLAS in its own thread: every operation then runs at one core's
 full rate, and nothing waits (docs/cpu.md has the measurements).
 

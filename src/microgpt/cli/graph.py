@@ -148,13 +148,13 @@ def run_check(args) -> int:
         raise ConfigError(f"{args.file}: {exc}") from None
     bound = {"vocab": f"{args.vocab} (--vocab)", "T": f"{args.seq_len} (--seq-len)"}
     dims = ", ".join(f"{key} {bound.get(key, value)}" for key, value in program.dims.items())
-    shards = f", shard gradients {format_bytes(parts['shard_gradients'])}" if parts["shard_gradients"] else ""
+    slices = f", the threads' gradients {format_bytes(parts['slice_gradients'])}" if parts["slice_gradients"] else ""
     print(f"{args.file}: {graph.describe(config)}")
     print(f"dimensions: {dims}")
     print(f"parameters: {n_params(graph, config):,}")
     print(f"memory per step: about {format_bytes(sum(parts.values()))} at --batch-size {args.batch_size} on the "
           f"{CHECK_BACKEND} backend in {backend.dtype} (weights, gradients and Adam moments "
-          f"{format_bytes(parts['state'])}{shards}, activations {format_bytes(parts['activations'])}, workspace "
+          f"{format_bytes(parts['state'])}{slices}, activations {format_bytes(parts['activations'])}, workspace "
           f"{format_bytes(parts['workspace'])})")
     print(f"causality: {verdict}")
     return 0

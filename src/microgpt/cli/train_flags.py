@@ -44,7 +44,7 @@ INVOCATION_FLAGS = [
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
                     "thread each; --batch-size is split over them. Use at most one per core: N processes of one "
                     "thread, in place of one process with a thread per core (the default), trade their start-up "
-                    "and an all-reduce of the gradients every step for shards that share no interpreter lock; "
+                    "and an all-reduce of the gradients every step for slices of the batch that share no interpreter lock; "
                     "see docs/distributed.md, and docs/benchmarks.md for what each costs"}),
 ]
 

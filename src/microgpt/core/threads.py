@@ -3,9 +3,9 @@
 NumPy's dense products run on its BLAS (OpenBLAS, MKL, ...); both pools default
 to every core. The BLAS pool is limited through threadpoolctl (for the whole
 process); numba's count is set for the calling thread. The cpu backend's own
-kernels each run in one thread, and it uses the same count for the shards of a
+kernels each run in one thread, and it uses the same count for the slices of a
 batch it runs at once (backends/cpu_streams.py), switching BLAS to one thread
-per shard meanwhile (`blas_thread_setter`). Without numba only the BLAS pool is
+per slice meanwhile (`blas_thread_setter`). Without numba only the BLAS pool is
 set. An invalid count raises `ConfigError` with one line saying what is allowed.
 
 numba's threading layer is chosen here, before numba's pool first starts (which
@@ -58,7 +58,7 @@ def default_threads() -> int:
 
 def set_threads(n: int | None = None) -> int:
     """Use n threads (default: `default_threads()`) for BLAS and numba's pool; returns n. (The cpu backend's
-    kernels each run in one thread; the backend uses the count for the shards it runs at once.)"""
+    kernels each run in one thread; the backend uses the count for the slices of a batch it runs at once.)"""
     n = default_threads() if n is None else check_threads(n)
     from threadpoolctl import threadpool_limits
 

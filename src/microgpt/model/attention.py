@@ -8,12 +8,11 @@ ordered (head, sequence, position), so row r is at position r % T: exactly the
 layout `rope_apply` expects for stacked blocks, and (G*B, T, w) blocks for
 `causal_attention`.
 
-`attend` and `attend_backward` are the heads' work, written once for every caller: the gpt family's
-`Attention` (causal, rotated), the lookahead family's gap heads (the gap mask), and the graph's attention
-op (any mask, rotated or not). The same forward serves training and decoding: given a KV cache (one ring
-per head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new row, it adds the new
-keys and values to the cache and attends to all it holds. `forward_last` is the forward of each sequence's
-last row alone (exact evaluation scores only that row).
+`attend` and `attend_backward` are the heads' work, written once for every caller: the transformer's
+`Attention` (model/layers.py: causal, rotated), the lookahead family's gap heads (the gap mask), and the graph's
+attention op (any mask, rotated or not). The same forward serves training and decoding: given a KV cache (one
+ring per head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new row, it adds the new
+keys and values to the cache and attends to all it holds.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from microgpt.backends.base import Backend
-from microgpt.model.layers import Linear, linear_specs
-from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 
 MAX_HEADS = 4096  # heads in one attention: far past any model here, and their widths are a tuple made at once
@@ -142,55 +139,3 @@ def attend_backward(be: Backend, groups: list[HeadGroup], dmixed, group_saved, b
         merge_heads(dk, dk_rows, g)
         merge_heads(dv, dv_heads, g)
     return dq, dk, dv
-
-
-class Attention:
-    def __init__(self, backend: Backend, params: ParameterViews, name: str, head_dims: tuple[int, ...],
-                 rope: RopeTables):
-        self.be = backend
-        self.wq, self.wk, self.wv, self.wo = (Linear(backend, params, f"{name}.{p}") for p in ("wq", "wk", "wv", "wo"))
-        self.groups = head_groups(head_dims)
-        self.rope = rope
-
-    @staticmethod
-    def specs(name: str, d_model: int) -> list[ParamSpec]:
-        return [s for p in ("wq", "wk", "wv", "wo") for s in linear_specs(f"{name}.{p}", d_model, d_model)]
-
-    def forward(self, x, batch: int, seq_len: int, cache=None, start: int = 0):
-        """(output (B*T, d), saved) for x (B*T, d): B sequences of T rows at positions start .. start + T - 1,
-        each row attending to the rows up to its own (through a KV cache, one ring per head group, where one is
-        given; `attend` says how). `saved` is what `backward` needs (training only)."""
-        q, k, v = self.wq.forward(x), self.wk.forward(x), self.wv.forward(x)  # each (B*T, d)
-        mixed, group_saved = attend(self.be, self.groups, q, k, v, batch, seq_len, self.rope, start=start,
-                                    caches=cache)  # (B*T, d): the heads' outputs side by side
-        return self.wo.forward(mixed), (x, mixed, group_saved)  # (B*T, d)
-
-    def forward_last(self, x, batch: int, seq_len: int):
-        """Output (B, d) of each sequence's last row alone, for x (B*T, d) at positions 0 .. T - 1 (forward
-        only): keys and values from every row, the query from the last, attending to all of them (the
-        backend's window_attention over the sequence as a ring of T slots)."""
-        be, T = self.be, seq_len
-        last = x.reshape(batch, T, -1)[:, T - 1].copy()  # (B, d)
-        q, k, v = self.wq.forward(last), self.wk.forward(x), self.wv.forward(x)  # (B, d), (B*T, d) x2
-        mixed = be.zeros(last.shape)  # (B, d)
-        for g in self.groups:
-            n, w = g.count * batch, g.width
-            cos, sin = self.rope.tables(w, T)  # each (T, w)
-            q_heads, k_heads, v_heads = split_heads(q, g), split_heads(k, g), split_heads(v, g)  # (n, w), (n*T, w) x2
-            be.rope_apply(q_heads, cos[T - 1 :], sin[T - 1 :])
-            be.rope_apply(k_heads, cos, sin)
-            out = be.window_attention(q_heads.reshape(n, 1, w), k_heads.reshape(n, T, w), v_heads.reshape(n, T, w),
-                                      T - 1, T, 1.0 / math.sqrt(w))  # (n, 1, w)
-            merge_heads(mixed, out, g)
-        return self.wo.forward(mixed)  # (B, d)
-
-    def backward(self, dy, saved, batch: int, seq_len: int):
-        """dx (B*T, d) for dy (B*T, d) and forward's `saved` (a training forward: no cache, start 0)."""
-        x, mixed, group_saved = saved
-        dmixed = self.wo.backward(dy, mixed)  # (B*T, d)
-        dq, dk, dv = attend_backward(self.be, self.groups, dmixed, group_saved, batch, seq_len, self.rope)
-        dx = self.wq.backward(dq, x)  # (B*T, d)
-        be = self.be
-        be.add_(dx, self.wk.backward(dk, x))
-        be.add_(dx, self.wv.backward(dv, x))
-        return dx

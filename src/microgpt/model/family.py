@@ -28,7 +28,9 @@ A built `Model` gives `config`, `be` (its backend), `params` (`model.params.Para
 `loss(windows)` and `loss_and_backward(windows)` over windows (B, T+1) (the latter adding every gradient
 into params.grad, and returning (the mean loss, a small dict of per-step metrics, empty for most families)
 that the trainer writes into the metrics log), `logits(ids)` (backend (B*T, vocab) for host ids (B, T): row t
-scores the token after ids[:, : t + 1]) and `decoder()` (an object with `model`, `consumed`, `prefill(ids)`
+scores the token after ids[:, : t + 1]), `with_gradients(views)` (an object whose `loss` and `loss_and_backward`
+run over the same weights and add their gradients into views.gradient: the trainer runs each thread's slice of
+a batch on one, model/thread_split.py) and `decoder()` (an object with `model`, `consumed`, `prefill(ids)`
 and `step(id)`, each giving the next token's logits (1, vocab); `model.decode.Rerun` for a family without a
 cache). Optionally `learn_from(train_tokens)`: what a new model counts from its training tokens before it
 trains (the ensemble's n-gram tables).

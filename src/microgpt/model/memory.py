@@ -6,8 +6,8 @@ largest temporaries, with the backend reporting its attention footprint) plus
 the training state, in the backend's dtype (P = parameters):
 
 - parameters, gradients and both Adam moments, 4 x P, and where a batch is
-  split into S > 1 shards run at once (the cpu backend, one per thread,
-  model/shards.py), each shard's own gradient, S x P more; the shards'
+  split into S > 1 slices run at once (the cpu backend, one per thread,
+  model/thread_split.py), each slice's own gradient, S x P more; the slices'
   activations add up to those of the whole batch;
 - the optimiser step's temporaries (3 x P), which come after the activations
   are freed, so the workspace is the larger of the two phases' peaks.
@@ -25,21 +25,21 @@ import numpy as np
 from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError
 from microgpt.model.family import n_params
-from microgpt.model.shards import shard_count
+from microgpt.model.thread_split import slice_count
 
 DEFAULT_MAX_MEMORY = 3 * 1024**3  # --max-memory without the flag: the largest step a run or a load accepts
 
 
 def memory_parts(family: ModuleType, config, batch_size: int, backend) -> dict[str, int]:
-    """Bytes of one training step by part: "state", "shard_gradients", "activations" and "workspace" (they add
+    """Bytes of one training step by part: "state", "slice_gradients", "activations" and "workspace" (they add
     up to the peak), for `family`'s model of `config` on `backend`."""
     element = np.dtype(backend.dtype).itemsize
     params = n_params(family, config) * element
-    shards = shard_count(backend, batch_size)
+    slices = slice_count(backend, batch_size)
     step = family.memory_parts(config, batch_size, backend)
     # The Adam step runs after the activations are freed, so it is the peak only when its 3 x P beats both.
     workspace = max(step["workspace"], 3 * params - step["activations"])
-    return {"state": 4 * params, "shard_gradients": shards * params if shards > 1 else 0,
+    return {"state": 4 * params, "slice_gradients": slices * params if slices > 1 else 0,
             "activations": step["activations"], "workspace": workspace}
 
 
@@ -53,12 +53,12 @@ def check_memory(family: ModuleType, config, batch_size: int, backend, cap: int,
     parts = memory_parts(family, config, batch_size, backend)
     needed = sum(parts.values())
     if needed > cap:
-        shards = shard_count(backend, batch_size)
+        slices = slice_count(backend, batch_size)
         raise ConfigError(
             f"training {label} needs about {format_bytes(needed)} (weights, gradients and Adam moments "
             f"{format_bytes(parts['state'])}, "
-            + (f"the gradients of {shards} shards (one per thread) {format_bytes(parts['shard_gradients'])}, "
-               if parts["shard_gradients"] else "")
+            + (f"the gradients of {slices} slices of the batch (one per thread) "
+               f"{format_bytes(parts['slice_gradients'])}, " if parts["slice_gradients"] else "")
             + f"activations {format_bytes(parts['activations'])}, workspace "
             f"{format_bytes(parts['workspace'])}) but --max-memory is {format_bytes(cap)}; use a smaller "
             f"--batch-size (now {batch_size}) or --seq-len (now {config.seq_len}), a smaller model, "

@@ -60,8 +60,8 @@ class Parameters:
         return buffer[0, start : start + spec.size].reshape(spec.mem_shape)  # (mem_shape), a view
 
     def gradient_views(self, buffer) -> dict[str, object]:
-        """Each parameter's view into another flat (1, total) gradient buffer (a shard's, when a batch is
-        split over the backend's streams)."""
+        """Each parameter's view into another flat (1, total) gradient buffer (a thread's, when a batch is
+        split over the backend's threads, model/thread_split.py)."""
         return {name: self._view(buffer, name) for name in self.specs}
 
     def initialize(self, seed: int) -> None:
@@ -129,7 +129,7 @@ class Parameters:
 
 @dataclass(frozen=True)
 class ParameterViews:
-    """What layers bind to: the weights to read and the gradients to add into (a shard's, when a batch is
+    """What layers bind to: the weights to read and the gradients to add into (a thread's, when a batch is
     split; `Parameters` itself has both attributes and serves for its own gradients)."""
 
     value: dict

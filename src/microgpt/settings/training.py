@@ -148,7 +148,7 @@ class RunConfig:
     backend: str = setting("auto", "compute backend: cpu (NumPy + numba kernels), numpy (the plain reference), "
                            "cuda; auto is cuda when a GPU is usable, else cpu, and says which",
                            BACKEND, metavar="NAME")
-    threads: int | None = setting(None, "threads for BLAS and the cpu backend, which runs each batch as one shard of "
+    threads: int | None = setting(None, "threads for BLAS and the cpu backend, which runs each batch as one slice of "
                                   "sequences per thread, at once (at most the cores here)",
                                   whole(1), shown_default="every core, or OMP_NUM_THREADS")
     max_memory: int = setting(DEFAULT_MAX_MEMORY, "refuse a step estimated to need more, e.g. 512MiB, 8GiB", SIZE,

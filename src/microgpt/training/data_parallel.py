@@ -8,7 +8,8 @@ global one, so a checkpoint resumes with any number of ranks. `train_step`
 accumulates the micro-batches, averages the loss and the gradient over the
 ranks, and takes the optimiser's step (optim.py) on every rank alike. It is
 typed against the family protocol (model/family.py): any model's
-`loss_and_backward` will do.
+`loss_and_backward` will do, or the trainer's `ThreadSplit` over it (the batch
+split over the backend's threads, model/thread_split.py).
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class StepResult:
 
 def train_step(model, windows: np.ndarray, optimizer: Optimizer, comm, grad_accum: int = 1, stop: bool = False,
                save: bool = False) -> StepResult:
-    """One step over this rank's windows in `grad_accum` micro-batches. With one process, no accumulation and
-    the reference's Adam it is exactly a GPT's `train_step`.
+    """One step over this rank's windows in `grad_accum` micro-batches, through `model` (a model, or a ThreadSplit
+    over it: the trainer's). With one process, no accumulation and the reference's Adam it is exactly a GPT's
+    `train_step`.
 
     Each micro-batch's gradient is a mean over its tokens, so the sum over the micro-batches is scaled by
     1/grad_accum, and the all-reduce averages over the ranks: the mean over the global batch. A NaN or

@@ -51,6 +51,7 @@ from microgpt.model.checkpoint import (
     remove_checkpoint,
     save_checkpoint,
 )
+from microgpt.model.thread_split import ThreadSplit
 from microgpt.parallel.communicator import SingleProcess
 from microgpt.settings.training import TrainConfig
 from microgpt.training.data_parallel import micro_batch_size, train_step
@@ -89,6 +90,7 @@ class Trainer:
         self.val_tokens, self.config, self.paths, self.progress = val_tokens, config, paths, progress
         self.run_info = run_info  # corpus and flags, kept in train_state.json
         self.optimizer = Optimizer(model.params, config)
+        self.threads = ThreadSplit(model)  # each batch split over the backend's threads, for every family
         self.best_val_loss: float | None = run_info.get("best_val_loss")
         if val_tokens is not None:
             self._val_windows = validation_windows(val_tokens, model.config.seq_len)
@@ -134,7 +136,7 @@ class Trainer:
         was checked for a micro-batch's training step, which needs more)."""
         windows, batch = self._val_windows, self._val_batch
         chunks = [windows[i : i + batch] for i in range(0, len(windows), batch)]
-        return sum(self.model.loss(chunk) * len(chunk) for chunk in chunks) / len(windows)
+        return sum(self.threads.loss(chunk) * len(chunk) for chunk in chunks) / len(windows)
 
     def run(self) -> RunSummary:
         cfg, params = self.config, self.model.params
@@ -200,7 +202,7 @@ class Trainer:
         windows = self.batches.next()
         try:
             with np.errstate(over="ignore", invalid="ignore"):
-                return train_step(self.model, windows, self.optimizer, self.comm, self.config.grad_accum,
+                return train_step(self.threads, windows, self.optimizer, self.comm, self.config.grad_accum,
                                   self._stop_signal is not None, self._save_signal is not None)
         except NonFiniteLoss as exc:
             message = f"training stopped: {exc}; {self._kept()}. Try a lower --lr."

@@ -14,7 +14,7 @@ variable length spends much of its time in the scalar remainder. As in the NumPy
 backend, the max shift (a scalar loop) is skipped when the scores are safely
 small: sqrt(sum of squares), summed in the vectorised pass, bounds every |score|.
 The backward makes dS = P * (dP - sum_j P dP) * scale over the visible keys.
-One thread, rows in order (the threads each run a shard of the batch instead:
+One thread, rows in order (the threads each run a slice of the batch instead:
 cpu_streams.py), so the result does not depend on the thread count.
 
 (A flash-attention kernel that looped over the keys for each query, with no

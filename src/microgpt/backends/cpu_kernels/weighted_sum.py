@@ -1,4 +1,4 @@
-"""dst += a weighted sum of rows, over one range of columns: the shards' gradients combined into one.
+"""dst += a weighted sum of rows, over one range of columns: the gradients of a batch's slices combined into one.
 
 Each column adds its sources in their order (row 0 first), so the result does not depend on how the
 columns are split over threads. The columns go in blocks small enough to stay in the first-level cache

@@ -23,7 +23,7 @@ class EnsembleDecoder:
     """The ensemble's decoder for one sequence."""
 
     def __init__(self, model):
-        self.model, self.passes, self.be = model, model.passes.own, model.be
+        self.model, self.passes, self.be = model, model.passes, model.be
         self.capacity = model.config.seq_len
         self.context: list[int] = []
         self.rings = [[[KVRing(self.be, group, self.capacity) for group in head_groups(spec.head_dims)]

@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from microgpt.model.block import Block, block_specs
-from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs, linear_specs
+from microgpt.model.layers import Block, LayerNorm, Linear, block_specs, layer_norm_specs, linear_specs
 from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 from microgpt.model.specs import ModelSpec

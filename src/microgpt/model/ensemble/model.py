@@ -9,8 +9,8 @@
 
 Backward hands expert i the mixed logits' gradient times 1/n (`equal`, the original's rule) or times w_i
 (`routed`, the true gradient), and runs the stream's gradient back through the experts in reverse order.
-`Passes` is one forward/backward bound to a set of gradient buffers, so model/shards.py can split a batch
-over the backend's streams. The experts are numbered as the docs number them: the prior is expert 0 and the
+`Passes` is one forward/backward bound to a set of gradient buffers, so that the trainer can run each
+thread's slice of a batch on its own (model/thread_split.py). The experts are numbered as the docs number them: the prior is expert 0 and the
 transformer experts 1 to n (their parameters keep the names experts.0 .. experts.<n-1>, their place in
 --cooperative). Per-step diagnostics (the metrics log): each transformer expert's mean write norm
 (expert<i>_write_norm), the mean cosine between the stream before and after it (expert<i>_stream_cos) and its
@@ -31,7 +31,6 @@ from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.priors import check_calculator_tokenizer, ngram_table
 from microgpt.model.rope import RopeTables
 from microgpt.model.router import Router, router_specs
-from microgpt.model.shards import Sharded
 
 
 def param_specs(config: EnsembleConfig, prefix: str = "") -> list[ParamSpec]:
@@ -173,7 +172,7 @@ class Passes:
 
 
 class Ensemble:
-    """The whole model: one flat parameter store, and its passes split over the backend's streams."""
+    """The whole model: one flat parameter store, and its passes over it."""
 
     def __init__(self, config: EnsembleConfig, backend, tokenizer, seed: int):
         self.config, self.be = config, backend
@@ -181,9 +180,13 @@ class Ensemble:
             check_calculator_tokenizer(tokenizer)
         self.params = Parameters(backend, param_specs(config))
         self.params.initialize(seed)
-        self.rope = RopeTables(backend, config.seq_len)
-        self.passes = Sharded(self.params, lambda views: Passes(backend, config, views, self.rope, tokenizer,
-                                                                lambda: self.params.step))
+        self.rope, self.tokenizer = RopeTables(backend, config.seq_len), tokenizer
+        self.passes = self.with_gradients(self.params)  # the passes adding into params.grad
+
+    def with_gradients(self, views: ParameterViews) -> Passes:
+        """The ensemble's passes over the same weights, adding their gradients into views.gradient (a thread's slice
+        of a batch, model/thread_split.py)."""
+        return Passes(self.be, self.config, views, self.rope, self.tokenizer, lambda: self.params.step)
 
     @property
     def n_params(self) -> int:
@@ -203,12 +206,12 @@ class Ensemble:
 
     def logits(self, ids):
         """Backend mixed logits (B*T, V) for host ids (B, T)."""
-        mixed, _ = self.passes.own.forward(np.asarray(ids))
+        mixed, _ = self.passes.forward(np.asarray(ids))
         return mixed
 
     def routing(self, ids) -> tuple[np.ndarray, np.ndarray]:
         """Host (weights (B, T, n), the prior's share (B, T)) for host ids (B, T) (Passes.routing)."""
-        return self.passes.own.routing(np.asarray(ids))
+        return self.passes.routing(np.asarray(ids))
 
     def decoder(self) -> EnsembleDecoder:
         """A KV-cached decoder for one sequence (decode.py)."""

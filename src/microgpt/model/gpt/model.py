@@ -1,33 +1,39 @@
-"""The GPT model: embedding, pre-LayerNorm blocks, final LayerNorm, untied head.
+"""The GPT, in the order data flows: token embedding, pre-LayerNorm blocks, final LayerNorm, untied head, loss;
+then the backward, the same steps in reverse.
 
-Written once against the backend contract, so it runs unchanged on every
-backend. `Layers` are the passes bound to one set of gradient buffers:
-`forward` to the logits, `backward` from their gradient (so a model that mixes
-logits before its loss can use it), and `loss_and_backward` with the fused
-softmax cross-entropy between them. `GPT` runs them over a batch (one pass, or
-one per shard of it where the backend runs several streams at once,
-model/shards.py); `logits` is the forward alone; `next_token_logits` is the
-same forward over the newest tokens of one sequence, reading and extending a
-KV cache (decode.py); `last_logits` the last position's logits of each sequence, the last block over that
-row alone (what exact evaluation scores).
+    x = tok_emb[ids]                                         (B*T, d)
+    for each block:  x = x + Attn(LN1(x));  x = x + FFN(LN2(x))
+    h = LN_final(x)                                          (B*T, d)
+    logits = h @ W_head + b                                  (B*T, vocab)
+    loss = mean cross-entropy(logits, the next tokens)
+
+Written once against the backend contract, so it runs unchanged on every backend. The block, its attention
+and its feed-forward are model/layers.py's (the ensemble's experts and the lookahead's heads are built of the
+same block); the heads' work (head groups, RoPE, the causal mask, a KV cache) is model/attention.py's `attend`,
+and the RoPE tables are model/rope.py's.
+
+The layers are bound to one set of parameter views: the weights they read and the gradient buffers they add
+into (params.grad). `with_gradients` gives the same model adding into other buffers: the trainer runs each
+thread's slice of a batch on one (model/thread_split.py). Besides training: `logits` (the forward alone),
+`next_token_logits` (the same forward over the newest tokens of one sequence, reading and extending a KV cache,
+decode.py), and `last_logits` (each sequence's last position, the last block over that row alone: what exact
+evaluation scores).
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from functools import partial
 
 import numpy as np
 
 from microgpt.backends.base import Backend
 from microgpt.core.errors import NonFiniteLoss
-from microgpt.model.block import Block, block_specs
 from microgpt.model.gpt.config import GPTConfig
 from microgpt.model.gpt.decode import Decoder
-from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs, linear_specs
+from microgpt.model.layers import Block, LayerNorm, Linear, block_specs, layer_norm_specs, linear_specs
 from microgpt.model.params import Parameters, ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
-from microgpt.model.shards import Sharded, shard_count
 
 
 def param_specs(config: GPTConfig, prefix: str = "") -> list[ParamSpec]:
@@ -41,30 +47,44 @@ def param_specs(config: GPTConfig, prefix: str = "") -> list[ParamSpec]:
     return specs
 
 
-class Layers:
-    """The model's layers bound to one set of gradient buffers, and the passes through them.
+class GPT:
+    """The whole model: its parameters, its layers, and the passes through them."""
 
-    They read the weights of `views.value` and add their gradients into `views.gradient`: a GPT's own
-    layers add into params.grad; when a batch is split over the backend's streams, each shard runs on a
-    Layers of its own over the same weights, adding into its row of the shard gradient buffer
-    (model/shards.py). `prefix` is the one its param_specs were made with.
-    """
+    specs = staticmethod(param_specs)  # a model that extends GPT (model/lookahead) adds its parameters here
 
-    def __init__(self, backend: Backend, config: GPTConfig, rope: RopeTables, views: ParameterViews,
-                 prefix: str = ""):
-        self.be, self.config = backend, config
-        self.tok_emb = views.value[f"{prefix}tok_emb"]
-        self.d_tok_emb = views.gradient[f"{prefix}tok_emb"]
-        self.blocks = [Block(backend, views, f"{prefix}blocks.{i}", config.head_dims, rope)
-                       for i in range(config.n_layers)]
-        self.final_norm = LayerNorm(backend, views, f"{prefix}final_norm")
-        self.head = Linear(backend, views, f"{prefix}head")
+    def __init__(self, config: GPTConfig, backend: Backend, seed: int = 42):
+        self.config, self.be = config, backend
+        self.params = Parameters(backend, self.specs(config))
+        self.params.initialize(seed)
+        self.rope = RopeTables(backend, config.seq_len)
+        self.bind(self.params)
+
+    def bind(self, views: ParameterViews) -> None:
+        """Make the layers over the weights of views.value, adding their gradients into views.gradient."""
+        be, config = self.be, self.config
+        self.tok_emb, self.d_tok_emb = views.value["tok_emb"], views.gradient["tok_emb"]  # each (vocab, d)
+        self.blocks = [Block(be, views, f"blocks.{i}", config.head_dims, self.rope) for i in range(config.n_layers)]
+        self.final_norm = LayerNorm(be, views, "final_norm")
+        self.head = Linear(be, views, "head")
+
+    def with_gradients(self, views: ParameterViews) -> GPT:
+        """This model over the same weights, adding its gradients into views.gradient (a thread's slice of a
+        batch, model/thread_split.py)."""
+        bound = copy.copy(self)
+        bound.bind(views)
+        return bound
+
+    @property
+    def n_params(self) -> int:
+        return self.params.total
+
+    # The forward: embedding, blocks, final LayerNorm, head, loss.
 
     def blocks_forward(self, ids, batch: int, seq_len: int, caches=None, start: int = 0, last_block: bool = True):
         """The last block's output (B*T, d) for device ids (B*T,), and what each block saved (without
         last_block: the output of the one before it, the embedding for a single block).
 
-        caches: None, or one KV cache per layer; it and start are as in Attention.forward.
+        caches: None, or one KV cache per layer; it and start are as in layers.Attention.forward.
         """
         x = self.be.embedding_gather(self.tok_emb, ids, batch * seq_len, self.config.d_model)  # (B*T, d)
         block_saved = []
@@ -81,18 +101,30 @@ class Layers:
         logits = self.head.forward(h)  # (B*T, vocab)
         return logits, (ids, batch, seq_len, h, norm_saved, block_saved)
 
-    def last_logits(self, ids, batch: int, seq_len: int):
-        """Logits (B, vocab) of each sequence's last row for device ids (B*T,): the blocks before the last over
-        every row, the last block, the final LayerNorm and the head over the last rows alone."""
-        x, _ = self.blocks_forward(ids, batch, seq_len, last_block=False)  # (B*T, d)
-        h, _ = self.final_norm.forward(self.blocks[-1].forward_last(x, batch, seq_len))  # (B, d)
-        return self.head.forward(h)  # (B, vocab)
+    def loss(self, windows: np.ndarray) -> float:
+        """Mean next-token loss of windows (B, T+1), forward only."""
+        batch, seq_len, inputs, targets = self.upload_windows(windows)
+        logits, _ = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
+        loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
+        return loss
+
+    def loss_and_backward(self, windows: np.ndarray) -> tuple[float, dict[str, float]]:
+        """(mean next-token loss of windows (B, T+1), no metrics), in one pass; adds every parameter gradient
+        into the bound gradient buffers (params.grad)."""
+        batch, seq_len, inputs, targets = self.upload_windows(windows)
+        logits, saved = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
+        loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
+        self.backward(dlogits, saved)
+        return loss, {}
+
+    # The backward: head, final LayerNorm, blocks in reverse, embedding.
 
     def backward(self, dlogits, saved) -> None:
-        """Every parameter gradient from dlogits (B*T, vocab), the gradient of forward's logits, added into
-        this Layers' buffers."""
+        """Every parameter gradient from dlogits (B*T, vocab), the gradient of forward's logits, added into the
+        bound gradient buffers."""
         ids, batch, seq_len, h, norm_saved, block_saved = saved
-        dx = self.final_norm.backward(self.head.backward(dlogits, h), norm_saved)  # (B*T, d)
+        dh = self.head.backward(dlogits, h)  # (B*T, d)
+        dx = self.final_norm.backward(dh, norm_saved)  # (B*T, d)
         self.blocks_backward(dx, ids, batch, seq_len, block_saved)
 
     def blocks_backward(self, dx, ids, batch: int, seq_len: int, block_saved) -> None:
@@ -100,6 +132,8 @@ class Layers:
         for block, block_state in zip(reversed(self.blocks), reversed(block_saved)):
             dx = block.backward(dx, block_state, batch, seq_len)  # (B*T, d)
         self.be.embedding_scatter_add(dx, ids, self.d_tok_emb, batch * seq_len, self.config.d_model)
+
+    # The inputs.
 
     def check_ids(self, ids: np.ndarray) -> tuple[int, int]:
         if ids.ndim != 2:
@@ -116,48 +150,22 @@ class Layers:
         on_device = self.be.ids(windows)  # (B, T+1)
         return batch, seq_len, on_device[:, :-1].reshape(-1), on_device[:, 1:].reshape(-1)  # (B*T,) each
 
-    def loss(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1), forward only."""
-        batch, seq_len, inputs, targets = self.upload_windows(windows)
-        logits, _ = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
-        loss, _ = self.be.fused_softmax_ce_grad(logits, targets)
-        return loss
+    # The forward's other uses: logits, exact evaluation, decoding.
 
-    def loss_and_backward(self, windows: np.ndarray) -> tuple[float, dict[str, float]]:
-        """(mean next-token loss of windows (B, T+1), no metrics), in one pass; adds every gradient into this
-        Layers' buffers."""
-        batch, seq_len, inputs, targets = self.upload_windows(windows)
-        logits, saved = self.forward(inputs, batch, seq_len)  # (B*T, vocab)
-        loss, dlogits = self.be.fused_softmax_ce_grad(logits, targets)  # dlogits (B*T, vocab)
-        self.backward(dlogits, saved)
-        return loss, {}
+    def logits(self, ids: np.ndarray):
+        """Forward only: backend logits (B*T, vocab) for host ids (B, T)."""
+        batch, seq_len = self.check_ids(ids)
+        logits, _ = self.forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
+        return logits
 
-
-class GPT:
-    """The whole model: its parameters, its layers, and the passes over them."""
-
-    def __init__(self, config: GPTConfig, backend: Backend, seed: int = 42):
-        self.config = config
-        self.be = backend
-        self.params = Parameters(backend, self.specs(config))
-        self.params.initialize(seed)
-        self.rope = RopeTables(backend, config.seq_len)
-        self.passes = Sharded(self.params, self.bind)
-        self.layers = self.passes.own  # the layers adding into params.grad
-
-    specs = staticmethod(param_specs)  # a model that extends GPT (model/lookahead) adds its parameters here
-
-    def bind(self, views: ParameterViews) -> Layers:
-        """The model's layers over the weights and gradient buffers of `views` (model/shards.py)."""
-        return Layers(self.be, self.config, self.rope, views)
-
-    @property
-    def n_params(self) -> int:
-        return self.params.total
-
-    def decoder(self) -> Decoder:
-        """A KV-cached decoder for one sequence (decode.py)."""
-        return Decoder(self)
+    def last_logits(self, ids: np.ndarray) -> np.ndarray:
+        """Host logits (B, vocab) of the last position of each of host ids (B, T), forward only: what exact
+        evaluation scores. The blocks before the last run every row; the last block, the final LayerNorm and
+        the head run the last rows alone (layers.Block.forward_last)."""
+        batch, seq_len = self.check_ids(ids)
+        x, _ = self.blocks_forward(self.be.ids(ids.reshape(-1)), batch, seq_len, last_block=False)  # (B*T, d)
+        h, _ = self.final_norm.forward(self.blocks[-1].forward_last(x, batch, seq_len))  # (B, d)
+        return self.be.to_host(self.head.forward(h))  # (B, vocab)
 
     def next_token_logits(self, token_ids: np.ndarray, caches, start: int):
         """Backend logits (1, vocab) for the token after host token_ids (n,), the tokens at positions
@@ -170,37 +178,15 @@ class GPT:
         if not (1 <= n <= self.config.seq_len and (start == 0 or n == 1)):
             raise ValueError(f"a cached forward takes a prompt of 1..{self.config.seq_len} tokens at position 0 "
                              f"or one token after it, got {n} tokens at position {start}")
-        x, _ = self.layers.blocks_forward(self.be.ids(token_ids), 1, n, caches, start)  # (n, d)
-        h, _ = self.layers.final_norm.forward(x[n - 1 :])  # (1, d): only the last token's prediction is wanted
-        return self.layers.head.forward(h)  # (1, vocab)
+        x, _ = self.blocks_forward(self.be.ids(token_ids), 1, n, caches, start)  # (n, d)
+        h, _ = self.final_norm.forward(x[n - 1 :])  # (1, d): only the last token's prediction is wanted
+        return self.head.forward(h)  # (1, vocab)
 
-    def logits(self, ids: np.ndarray):
-        """Forward only: backend logits (B*T, vocab) for host ids (B, T)."""
-        batch, seq_len = self.layers.check_ids(ids)
-        logits, _ = self.layers.forward(self.be.ids(ids.reshape(-1)), batch, seq_len)  # (B*T, vocab)
-        return logits
+    def decoder(self) -> Decoder:
+        """A KV-cached decoder for one sequence (decode.py)."""
+        return Decoder(self)
 
-    def last_logits(self, ids: np.ndarray) -> np.ndarray:
-        """Host logits (B, vocab) of the last position of each of host ids (B, T), forward only: what exact
-        evaluation scores. The last block runs only those rows (Layers.last_logits), and the sequences are
-        split over the backend's streams as in `loss`."""
-        batch, seq_len = self.layers.check_ids(ids)
-        shards = np.array_split(ids, shard_count(self.be, batch))
-
-        def shard_logits(shard: np.ndarray) -> np.ndarray:
-            logits = self.layers.last_logits(self.be.ids(shard.reshape(-1)), len(shard), seq_len)  # (b, vocab)
-            return self.be.to_host(logits)
-
-        return np.concatenate(self.be.run_streams([partial(shard_logits, shard) for shard in shards]))  # (B, vocab)
-
-    def loss(self, windows: np.ndarray) -> float:
-        """Mean next-token loss of windows (B, T+1), forward only (its shards at once, as in loss_and_backward)."""
-        return self.passes.loss(windows)
-
-    def loss_and_backward(self, windows: np.ndarray) -> tuple[float, dict[str, float]]:
-        """(mean next-token loss of windows (B, T+1), no metrics); adds every parameter gradient into params.grad
-        (over a shard of the sequences per backend stream, model/shards.py)."""
-        return self.passes.loss_and_backward(windows)
+    # The reference's optimiser, for a model used without the trainer (training/ runs the real one).
 
     def gradients(self, windows: np.ndarray) -> float:
         """Zero the gradients and take one forward/backward into params.grad; returns the loss.

@@ -72,7 +72,7 @@ class GraphDecoder(CachedDecoder):
     """Per attention node and head group, K/V rings of seq_len slots for one sequence."""
 
     def __init__(self, model):
-        program, passes = model.program, model.passes.own
+        program, passes = model.program, model.passes
         super().__init__(program.dims["T"])
         self.model, self.passes, self.program = model, passes, program
         self.order = program.needed([program.logits])  # forward order of the nodes the logits need

@@ -1,7 +1,7 @@
 """A compiled graph as a model: its parameters, and forward and backward node by node.
 
-`Passes` binds every node's kernel to one set of parameter views (so model/shards.py can split a batch over
-the backend's streams, as for every family). Forward runs the nodes in order, keeping each value until its
+`Passes` binds every node's kernel to one set of parameter views (so that the trainer can run each thread's
+slice of a batch on its own, model/thread_split.py, as for every family). Forward runs the nodes in order, keeping each value until its
 last reader has run; backward runs them in reverse, handing each node the gradient of its outputs: where a
 value was read several times, the sum of its readers' gradients, added in the readers' forward order, the
 readers inside one group instance summed first (as a hand-written module returns one gradient of its input),
@@ -23,7 +23,6 @@ from microgpt.model.graph.program import Program
 from microgpt.model.heads import HeadLogits
 from microgpt.model.params import Parameters, ParameterViews
 from microgpt.model.rope import RopeTables
-from microgpt.model.shards import Sharded
 
 
 @dataclass
@@ -197,14 +196,19 @@ def _tree_sum(be, contributions: list, nodes: list):
 
 
 class GraphModel:
-    """A graph's model: one flat parameter store and its passes split over the backend's streams."""
+    """A graph's model: one flat parameter store and its passes over it."""
 
     def __init__(self, config, program: Program, backend, tokenizer, seed: int):
         self.config, self.program, self.be = config, program, backend
         self.params = Parameters(backend, program.specs)
         self.params.initialize(seed)
         self.shared = Shared(RopeTables(backend, config.seq_len), tokenizer, lambda: self.params.step)
-        self.passes = Sharded(self.params, lambda views: Passes(program, backend, views, self.shared))
+        self.passes = self.with_gradients(self.params)  # the passes adding into params.grad
+
+    def with_gradients(self, views: ParameterViews) -> Passes:
+        """The graph's passes over the same weights, adding their gradients into views.gradient (a thread's slice
+        of a batch, model/thread_split.py)."""
+        return Passes(self.program, self.be, views, self.shared)
 
     @property
     def n_params(self) -> int:
@@ -224,10 +228,10 @@ class GraphModel:
         return self.passes.loss_and_backward(windows)
 
     def logits(self, ids):
-        return self.passes.own.logits(np.asarray(ids))
+        return self.passes.logits(np.asarray(ids))
 
     def heads(self, ids) -> list[HeadLogits]:
-        return self.passes.own.heads(np.asarray(ids))
+        return self.passes.heads(np.asarray(ids))
 
     def decoder(self):
         """A KV-cached decoder for one sequence where the graph allows one (decode.py), else an exact rerun."""

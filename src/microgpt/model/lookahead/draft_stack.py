@@ -45,7 +45,7 @@ class DraftStack:
     """Every draft head's layers as one, with its KV rings (`capacity` slots for a window of `window`)."""
 
     def __init__(self, model, capacity: int, window: int):
-        be, config, heads = model.be, model.config, model.layers.extra
+        be, config, heads = model.be, model.config, model.extra
         self.be, self.rope, self.width = be, model.rope, config.d_model
         dtype = be.dtype
 

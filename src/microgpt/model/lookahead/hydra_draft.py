@@ -26,10 +26,10 @@ class HydraStack:
     """The hydra heads' weights folded on the host, and their forward for one row."""
 
     def __init__(self, model):
-        be, config, heads = model.be, model.config, model.layers.extra
+        be, config, heads = model.be, model.config, model.extra
         self.be, self.d_ff, self.vocab = be, config.d_ff, config.vocab_size
         dtype = be.dtype
-        table = np.asarray(model.layers.tok_emb, dtype=np.float64)[:, : config.d_model]  # (vocab, d)
+        table = np.asarray(model.tok_emb, dtype=np.float64)[:, : config.d_model]  # (vocab, d)
 
         def cast(*arrays):
             return tuple(np.ascontiguousarray(a, dtype=dtype) for a in arrays)
@@ -99,10 +99,10 @@ class HydraDecoder(TrunkDecoder):
         x = self.kept_states()[-1:]  # (1, d)
         if self.stack is not None:
             return self.stack.draft(x, token, count, pick)
-        be, layers, d = self.model.be, self.model.layers, self.model.config.d_model
+        be, model, d = self.model.be, self.model, self.model.config.d_model
         embeddings, tokens, found = [], [token], []
-        for head in layers.extra[:count]:
-            embeddings.append(be.embedding_gather(layers.tok_emb, be.ids(np.array(tokens[-1:], dtype=np.int32)), 1,
+        for head in model.extra[:count]:
+            embeddings.append(be.embedding_gather(model.tok_emb, be.ids(np.array(tokens[-1:], dtype=np.int32)), 1,
                                                   d))  # (1, d): the token before the one this head drafts
             logits = be.to_host(head.forward(x, embeddings, 1, 1)[0])[0]  # (vocab,)
             found.append(logits)

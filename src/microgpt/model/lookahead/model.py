@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.gpt.model import GPT, Layers
+from microgpt.model.gpt.model import GPT
 from microgpt.model.gpt.model import param_specs as trunk_specs
 from microgpt.model.heads import HeadLogits
 from microgpt.model.lookahead.config import LookaheadConfig
@@ -34,17 +34,22 @@ def param_specs(config: LookaheadConfig, prefix: str = "") -> list[ParamSpec]:
     return trunk_specs(config, prefix) + head_specs(config, prefix)
 
 
-class LookaheadLayers(Layers):
-    """GPT's layers (the trunk and the main head) and the extra heads, bound to one set of gradient buffers."""
+class Lookahead(GPT):
+    """GPT's trunk and main head, with the extra heads: `heads` gives every head's logits, `speculative_decoder`
+    drafts with them (mode mtp)."""
 
-    def __init__(self, backend, config: LookaheadConfig, rope, views: ParameterViews):
-        super().__init__(backend, config, rope, views)
-        kind = {"mtp": FutureHead, "gap": GapHead, "hydra": HydraHead}[config.lookahead_mode]
-        self.extra = [kind(backend, config, rope, views, f"lookahead.{k}", k) for k in range(1, config.lookahead + 1)]
+    specs = staticmethod(param_specs)
+
+    def bind(self, views: ParameterViews) -> None:
+        """GPT's layers (the trunk and the main head) and the extra heads over views (GPT.bind)."""
+        super().bind(views)
+        kind = {"mtp": FutureHead, "gap": GapHead, "hydra": HydraHead}[self.config.lookahead_mode]
+        self.extra = [kind(self.be, self.config, self.rope, views, f"lookahead.{k}", k)
+                      for k in range(1, self.config.lookahead + 1)]
 
     def loss_and_backward(self, windows: np.ndarray):
         """(the main head's mean loss, {"head<k>_loss": ...}) for windows (B, T+1); adds every gradient of the
-        objective into this Layers' buffers."""
+        objective into the bound gradient buffers."""
         be, config = self.be, self.config
         windows = np.asarray(windows)
         batch, seq_len = self.check_ids(windows[:, :-1])
@@ -124,26 +129,15 @@ class LookaheadLayers(Layers):
         dx, dmemory = head.backward(dlogits, saved, batch, seq_len)  # each (B*T, d) or None
         return loss, mixed, dx, dmemory
 
-
-class Lookahead(GPT):
-    """GPT's trunk and main head, with the extra heads: `heads` gives every head's logits, `speculative_decoder`
-    drafts with them (mode mtp)."""
-
-    specs = staticmethod(param_specs)
-
-    def bind(self, views: ParameterViews) -> LookaheadLayers:
-        return LookaheadLayers(self.be, self.config, self.rope, views)
-
     def heads(self, ids: np.ndarray) -> list[HeadLogits]:
         """Every head's logits for host ids (B, T), forward only: the main head's, then each extra head's."""
-        layers = self.layers
-        batch, seq_len = layers.check_ids(ids)
+        batch, seq_len = self.check_ids(ids)
         inputs = self.be.ids(ids.reshape(-1))  # (B*T,)
-        x, _ = layers.blocks_forward(inputs, batch, seq_len)  # (B*T, d)
-        h, _ = layers.final_norm.forward(x)  # (B*T, d)
-        found = [HeadLogits("main", 1, (1, None), layers.head.forward(h))]
-        memory, _ = layers.memory(np.asarray(ids), inputs)
-        for head in layers.extra:
+        x, _ = self.blocks_forward(inputs, batch, seq_len)  # (B*T, d)
+        h, _ = self.final_norm.forward(x)  # (B*T, d)
+        found = [HeadLogits("main", 1, (1, None), self.head.forward(h))]  # (B*T, vocab)
+        memory, _ = self.memory(np.asarray(ids), inputs)
+        for head in self.extra:
             logits, _ = head.forward(x, memory, batch, seq_len)  # (B*T, vocab)
             found.append(HeadLogits(f"lookahead {head.k}", head.offset, head.hidden, logits))
         return found

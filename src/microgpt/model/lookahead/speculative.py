@@ -54,14 +54,13 @@ class TrunkDecoder:
         """Run up to K + 1 tokens at the next positions through the trunk and the main head in one pass: host
         logits (n, vocab), row i after token i. The heads run at `draft`, over the tokens kept."""
         model, be = self.model, self.model.be
-        layers = model.layers
         if self._states is not None:  # the last pass's kept tokens have not been through the heads yet
             self.catch_up()
         token_ids = np.asarray(token_ids, dtype=np.int32).reshape(-1)  # (n,)
         n, start = len(token_ids), self.position
-        x, _ = layers.blocks_forward(be.ids(token_ids), 1, n, self.trunk_rings, start)  # (n, d)
-        h, _ = layers.final_norm.forward(x)  # (n, d)
-        main = be.to_host(layers.head.forward(h))  # (n, vocab)
+        x, _ = model.blocks_forward(be.ids(token_ids), 1, n, self.trunk_rings, start)  # (n, d)
+        h, _ = model.final_norm.forward(x)  # (n, d)
+        main = be.to_host(model.head.forward(h))  # (n, vocab)
         self._states, self._fed_at, self.position = x, start, start + n
         return main
 
@@ -89,7 +88,7 @@ class SpeculativeDecoder(TrunkDecoder):
         stacked = not model.be.on_gpu if stacked is None else stacked
         self.stack = DraftStack(model, config.seq_len + config.lookahead, config.seq_len) if stacked else None
         # otherwise the heads one by one, each with its rings: [head][layer][group]
-        self.head_rings = None if stacked else [self.rings(config.head_layers) for _ in model.layers.extra]
+        self.head_rings = None if stacked else [self.rings(config.head_layers) for _ in model.extra]
 
     def draft(self, token: int, count: int, pick: Callable[[np.ndarray], int]) -> tuple[list[int], np.ndarray]:
         """(count drafts, their heads' host logits (count, vocab)) for the tokens after `token`, the next one, which
@@ -107,4 +106,4 @@ class SpeculativeDecoder(TrunkDecoder):
         if self.stack is not None:
             return self.stack.forward(x, start)  # (K, vocab)
         return np.stack([self.model.be.to_host(head.forward(x, None, 1, x.shape[0], rings, start)[0])[-1]
-                         for head, rings in zip(self.model.layers.extra, self.head_rings)])  # (K, vocab)
+                         for head, rings in zip(self.model.extra, self.head_rings)])  # (K, vocab)
