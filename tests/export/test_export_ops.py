@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_graph_ops import CASES, UNSOUND, case_seed, chars_of
 
-import graph_cases
 from extras import need
-from graph_gradcheck import build, case_document, perturb
+from graph_case_registry import CASES, case, case_seed, chars_of
+from graph_gradcheck import perturb
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.export.plan import ExportError
@@ -28,11 +27,9 @@ ONNX_TOLERANCE, TORCH_TOLERANCE = 1e-4, 1e-5  # see the module docstring
 
 def model_of(name: str):
     """(the case's model with perturbed float32 weights, its tokenizer, seq_len)."""
-    document, seq_len = case_document(CASES[name][1](), graph_cases.DEFAULT_SEQ_LEN)
-    chars = chars_of(name)
-    model = build(document, seq_len, chars, get_backend("numpy"), case_seed(name), sound=name not in UNSOUND)
+    model, seq_len = case(name, get_backend("numpy"), case_seed(name))
     perturb(model, case_seed(name) + 1)
-    return model, CharTokenizer(chars), seq_len
+    return model, CharTokenizer(chars_of(name)), seq_len
 
 
 def exportable(name: str) -> bool:
