@@ -27,9 +27,10 @@ from graph_gradcheck import (
 from microgpt.backends import BackendUnavailable, get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.model.graph.ops import ALL
+from microgpt.model.thread_split import ThreadSplit
 
 BATCH = 2  # sequences per gradient check: repeated ids across them, and the mean over both
-PARITY_BATCH = 3  # odd: the cpu backend's streams cut it into unequal shards
+PARITY_BATCH = 3  # odd: the cpu backend's threads cut it into unequal slices
 
 
 def key_bias(name: str) -> bool:
@@ -106,7 +107,7 @@ def cpu_backend():
 
 
 # float32 (eps 6e-8) through a handful of matmuls, norms and softmaxes, summed in other orders (numba's kernels,
-# BLAS, the batch cut into shards over threads): results agree to ~1e-6 relative. Logits and losses O(1) get
+# BLAS, the batch cut into slices over threads): results agree to ~1e-6 relative. Logits and losses O(1) get
 # 2e-5 absolute; a gradient entry gets 2e-5 of the largest entry of its parameter plus 2e-4 of itself, since a
 # small entry is a difference of larger terms. A wrong kernel is off by far more (1e-2 and up).
 LOGITS_ATOL = 2e-5
@@ -129,7 +130,7 @@ def test_cpu_agrees_with_numpy_in_float32(name):
         model.params.from_host(weights)
         logits = model.be.to_host(model.logits(windows[:, :-1])).astype(np.float64)  # (B*T, vocab)
         model.params.zero_grad()
-        loss = objective(model, windows)
+        loss = objective(model, windows, ThreadSplit(model))  # the batch over the cpu backend's threads
         results.append((logits, loss, model.params.to_host(model.params.grad)))
     (logits_np, loss_np, grads_np), (logits_cpu, loss_cpu, grads_cpu) = results
     np.testing.assert_allclose(logits_cpu, logits_np, rtol=0, atol=LOGITS_ATOL, err_msg="logits")
@@ -168,7 +169,7 @@ def test_fan_out_gradients_are_summed_in_the_readers_forward_order():
     be = get_backend("numpy")  # float32: the order of a sum shows in its last bits
     model = build(fan_out_document(), 5, graph_cases.CHARS, be, seed=4)
     weights = perturb(model, 5)
-    passes, nodes = model.passes.own, model.program.nodes
+    passes, nodes = model.passes, model.program.nodes
     index = {node.name: i for i, node in enumerate(nodes)}
     assert [index[r] for r in ("a", "b", "c")] == sorted(index[r] for r in ("a", "b", "c"))  # forward order a, b, c
     calls: list = []
@@ -209,7 +210,7 @@ def test_readers_inside_a_group_instance_are_summed_first():
     index = {node.name: i for i, node in enumerate(model.program.nodes)}
     calls: list = []
     for name in ("emb", "a", "pair.p", "pair.q", "c"):
-        record_backward(model.passes.own.kernels[index[name]], calls, name)
+        record_backward(model.passes.kernels[index[name]], calls, name)
     model.loss_and_backward(random_windows(graph_cases.VOCAB, 5, 2, 12))
     seen = {label: (douts, dins) for label, douts, dins in calls}
     da, dp, dq, dc = (seen[reader][1][0] for reader in ("a", "pair.p", "pair.q", "c"))
@@ -237,7 +238,7 @@ def test_a_node_that_reaches_no_loss_is_skipped():
     weights = perturb(model, 8)
     plain.params.from_host({name: weights[name] for name in plain.params.specs})
     calls: list = []
-    passes, nodes = model.passes.own, model.program.nodes
+    passes, nodes = model.passes, model.program.nodes
     for i, node in enumerate(nodes):
         record_backward(passes.kernels[i], calls, node.name)
     windows = random_windows(graph_cases.VOCAB, 5, 2, 9)
