@@ -9,6 +9,6 @@
 - `launch.py`: a launchable kernel on NumPy buffers (guard regions catch writes out of bounds);
 - `fake_cupy.py`: NumPy standing in for CuPy (its `RawModule` runs kernels through `launch.py`)
   and a column-major cuBLAS on NumPy, so `CuBLASBackend`'s own Python runs unchanged;
-- `backend.py`: the `emulated` fixture, a `CuBLASBackend` on all of the above;
+- the `emulated` fixture of tests/conftest.py: a `CuBLASBackend` on all of the above;
 - `broken_kernels.cu`: kernels with deliberate bugs, for the emulator's self-test.
 """
