@@ -26,7 +26,7 @@ from functools import partial
 import numpy as np
 
 from microgpt.core.errors import DataError, UnsoundOutputs
-from microgpt.model.shards import shard_count
+from microgpt.model.thread_split import in_slices, slice_count
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,14 @@ def scored_nll(model, windows: np.ndarray, targets: np.ndarray, stride: int) -> 
     a slice per backend stream, run at once."""
     batch, seq_len = windows.shape
     if stride == 1 and hasattr(model, "last_logits"):
-        return nll_rows(model.last_logits(windows), targets.reshape(-1))
+        logits = np.concatenate(in_slices(model.be, model.last_logits, windows))  # (B, vocab)
+        return nll_rows(logits, targets.reshape(-1))
 
     def slice_nll(rows: np.ndarray) -> np.ndarray:
         scored = model.logits(windows[rows]).reshape(len(rows), seq_len, -1)[:, seq_len - stride :].copy()
         return nll_rows(model.be.to_host(scored).reshape(len(rows) * stride, -1), targets[rows].reshape(-1))
 
-    slices = np.array_split(np.arange(batch), shard_count(model.be, batch))  # contiguous rows of windows
+    slices = np.array_split(np.arange(batch), slice_count(model.be, batch))  # contiguous rows of windows
     return np.concatenate(model.be.run_streams([partial(slice_nll, rows) for rows in slices]))  # (B*S,)
 
 
