@@ -107,3 +107,29 @@ def test_read_tail_gives_the_lines_that_start_in_the_last_bytes(tmp_path):
     assert read_tail(path, 100) == [b"first", b"second", b"third"]
     assert read_tail(path, len(b"second\nthird\n")) == [b"second", b"third"]  # cut just after a newline
     assert read_tail(path, len(b"econd\nthird\n")) == [b"third"]  # cut inside a line: not a whole one
+
+
+def test_the_studio_follows_a_log_past_an_endless_line_a_block_at_a_time(tmp_path):
+    pytest.importorskip("starlette")
+    log = tmp_path / "ck.metrics.jsonl"
+    log.write_bytes(b'{"step": 1, "loss": 2.0}\n')
+    with open(log, "r+b") as f:  # appended after the studio began to follow it: the hole, then a record
+        f.seek(HOLE)
+        f.write(b'\n{"step": 2, "loss": 1.5}\n')
+    done = run_python("from pathlib import Path\nfrom microgpt.studio.metrics import Tail\n"
+                      "tail = Tail(Path('ck.metrics.jsonl'), len(b'{\"step\": 1, \"loss\": 2.0}\\n'), None)\n"
+                      "reads = [tail.read() for _ in range(3)]\nprint(reads)\ncode = 0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]  # it read the 2 GiB at once: a MemoryError
+    assert done.stdout.strip() == "[[], [{'step': 2, 'loss': 1.5}], []]"  # past the hole, then the record
+    assert peak_mb(done) < 300, done.stderr
+
+
+def test_a_runs_last_error_is_read_from_the_end_of_its_log(tmp_path):
+    pytest.importorskip("starlette")
+    with open(tmp_path / "run.log", "wb") as f:
+        f.seek(HOLE)
+        f.write(b"\nmicrogpt train: error: the disk is full\n")
+    done = run_python("from pathlib import Path\nfrom microgpt.studio.runs import last_error\n"
+                      "print(last_error(Path('run.log')))\ncode = 0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]  # it read the whole log: a MemoryError
+    assert done.stdout.strip() == "microgpt train: error: the disk is full" and peak_mb(done) < 300, done.stderr

@@ -205,6 +205,18 @@ def last_record(log: Path) -> dict | None:
     return records[-1] if records else None
 
 
+def past_line_end(f) -> int:
+    """The bytes from where `f` stands through the end of its line (its newline, or the file's end), read a block
+    at a time."""
+    count = 0
+    while block := f.read(CHUNK):
+        end = block.find(b"\n")
+        if end >= 0:
+            return count + end + 1
+        count += len(block)
+    return count
+
+
 class Tail:
     """The records appended to a log since `offset`; `replaced` once the log is another file or shorter."""
 
@@ -232,7 +244,10 @@ class Tail:
             if info.st_size == self.offset:
                 return []
             f.seek(self.offset)
-            data = f.read(info.st_size - self.offset)
+            data = f.read(min(info.st_size - self.offset, CHUNK))  # a block a read at most: the rest comes next
+            if b"\n" not in data and len(data) >= MAX_LINE:  # a line past MAX_LINE is no record: read past it
+                self.offset += len(data) + past_line_end(f)
+                return []
         whole = data[: data.rfind(b"\n") + 1]
         self.offset += len(whole)
         if self.inode is None:

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -68,10 +69,20 @@ class StudioRun:
                 "progress": self.progress.read()}
 
 
+def log_end(log: Path) -> list[str]:
+    """The lines in the last LOG_TAIL_BYTES of a run's log, opened without following a link planted in its place
+    (the studio writes it: what is there otherwise is not its own); an OSError where it cannot be read."""
+    with os.fdopen(os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(0, "it is not a regular file", str(log))
+        f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
+        return f.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace").splitlines()
+
+
 def last_error(log: Path) -> str | None:
     """The CLI's one line about what went wrong, from the end of a run's log."""
     try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-50:]
+        lines = log_end(log)[-50:]
     except OSError:
         return None
     found = [line for line in lines if ERROR_MARK in line]
@@ -216,10 +227,7 @@ class RunManager:
         if not log.is_file():
             raise ConfigError(f"run {name} has no log here: this studio did not start it (its output went to "
                               "wherever it was started)")
-        with os.fdopen(os.open(log, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
-            text = f.read().decode("utf-8", errors="replace")
-        return text.splitlines()[-LOG_TAIL_LINES:]
+        return log_end(log)[-LOG_TAIL_LINES:]
 
     def named_runs(self) -> list[str]:
         if not self.workspace.config.is_file():
