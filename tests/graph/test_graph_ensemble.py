@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from finite_differences import RTOL, H, numeric
 from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.data.tokenizer import CharTokenizer
@@ -28,7 +29,6 @@ TEXT = "".join(f"{x} + {y} = {x + y}\n" for x in range(0, 60, 3) for y in range(
 TOKENS = TOKENIZER.encode(TEXT)
 EXPERTS = "d8n1,d2+4n2ff10"  # experts of different widths, head splits, depths and FFN widths
 STEPS, BATCH, SEQ_LEN, LR, SEED = 60, 4, 12, 1e-2, 3
-H, RTOL = 1e-6, 1e-6  # see the module docstring
 
 PRIORS = ("none", "counter", "bigram", "trigram", "calculator")
 ROUTERS = ("global", "context", "gated")
@@ -154,19 +154,6 @@ def noisy(model) -> None:
                                                            model.params.specs.values())})
 
 
-def numeric(model, windows, name: str, index: int) -> float:
-    values = model.params.to_host()
-    original = values[name].reshape(-1)[index]
-    out = []
-    for step in (H, -H):
-        values[name].reshape(-1)[index] = original + step
-        model.params.from_host(values)
-        out.append(model.loss(windows))
-    values[name].reshape(-1)[index] = original
-    model.params.from_host(values)
-    return (out[0] - out[1]) / (2 * H)
-
-
 def check_gradients(model, windows, per_tensor: int = 3) -> None:
     """Every trainable tensor's analytic gradient against central differences of the loss, at a few entries."""
     model.params.zero_grad()
@@ -178,7 +165,7 @@ def check_gradients(model, windows, per_tensor: int = 3) -> None:
             np.testing.assert_array_equal(analytic[name], 0.0, err_msg=name)  # a table is never trained
             continue
         for index in rng.choice(spec.size, size=min(per_tensor, spec.size), replace=False):
-            expected = numeric(model, windows, name, int(index))
+            expected = numeric(model, lambda: model.loss(windows), name, int(index))
             got = analytic[name].reshape(-1)[index]
             assert got == pytest.approx(expected, rel=RTOL, abs=1e-9), (name, int(index))
 

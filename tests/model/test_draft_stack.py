@@ -15,23 +15,10 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.data.tokenizer import CharTokenizer
-from microgpt.model.family import family
 from microgpt.model.lookahead.speculative import SpeculativeDecoder
+from tiny_lookahead import TOKENIZER, drafter
 
-TOKENIZER = CharTokenizer("abcdefghijk")
 F64_RTOL, F32_TOL = 1e-10, 1e-4  # see the module docstring
-
-
-def tiny(backend, **settings):
-    kind = family("lookahead")
-    config = kind.Config(vocab_size=TOKENIZER.size, **{"d_model": 10, "n_layers": 2, "head_dims": (4, 4, 2),
-                                                      "d_ff": 12, "seq_len": 7, "lookahead": 3,
-                                                      "lookahead_mode": "mtp", **settings})  # the stack's heads
-    model = kind.build(config, backend, TOKENIZER, 3)
-    rng = np.random.default_rng(2)  # off the zero init of biases and norms, so a dropped gain or bias shows
-    model.params.from_host({n: v + rng.normal(0, 0.4, v.shape) for n, v in model.params.to_host().items()})
-    return model
 
 
 def drafts_both_ways(model, seed: int, prompt_length: int, passes: int = 25):
@@ -57,15 +44,15 @@ def drafts_both_ways(model, seed: int, prompt_length: int, passes: int = 25):
                                       {"head_layers": 1, "lookahead": 6}])
 @pytest.mark.parametrize("prompt_length", [1, 4, 7])
 def test_the_stack_drafts_what_the_heads_one_by_one_do(settings, prompt_length):
-    model = tiny(get_backend("numpy", dtype=np.float64), **settings)
+    model = drafter(get_backend("numpy", dtype=np.float64), "mtp", **settings)
     got, want, position = drafts_both_ways(model, prompt_length, prompt_length)
     assert position > 3 * model.config.seq_len  # well past the window
     np.testing.assert_allclose(got, want, rtol=F64_RTOL, atol=F64_RTOL * np.abs(want).max())
 
 
 def test_the_stack_on_cpu_in_float32_matches_the_reference():
-    numpy_model = tiny(get_backend("numpy"))
-    cpu_model = tiny(get_backend("cpu", threads=1))
+    numpy_model = drafter(get_backend("numpy"), "mtp")
+    cpu_model = drafter(get_backend("cpu", threads=1), "mtp")
     cpu_model.params.from_host(numpy_model.params.to_host())
     rng_seed, prompt_length = 5, 3
     got, _, _ = drafts_both_ways(cpu_model, rng_seed, prompt_length)
@@ -74,7 +61,7 @@ def test_the_stack_on_cpu_in_float32_matches_the_reference():
 
 
 def test_within_the_window_the_drafts_are_the_training_forwards():
-    model = tiny(get_backend("numpy", dtype=np.float64))
+    model = drafter(get_backend("numpy", dtype=np.float64), "mtp")
     ids = np.random.default_rng(9).integers(0, TOKENIZER.size, size=(1, model.config.seq_len))  # (1, T)
     heads = model.heads(ids)[1:]
     decoder = model.speculative_decoder()
@@ -89,7 +76,7 @@ def test_within_the_window_the_drafts_are_the_training_forwards():
 
 
 def test_a_draft_without_a_pass_is_refused():
-    decoder = tiny(get_backend("numpy", dtype=np.float64)).speculative_decoder()
+    decoder = drafter(get_backend("numpy", dtype=np.float64), "mtp").speculative_decoder()
     decoder.prefill([1, 2])
     decoder.head_logits()
     with pytest.raises(RuntimeError, match="draft follows a pass"):
@@ -101,7 +88,7 @@ def test_on_the_emulated_gpu_the_heads_run_one_by_one_and_greedy_text_is_plain_g
     from microgpt.use.speculative import Speculation
 
     backend, _ = emulated
-    model = tiny(backend)
+    model = drafter(backend, "mtp")
     assert model.speculative_decoder().stack is None  # a GPU backend: the heads one by one
     speculation = Speculation()
     drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculation=speculation)

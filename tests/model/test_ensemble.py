@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pytest
 
+from finite_differences import RTOL, numeric
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.data.tokenizer import CharTokenizer
@@ -26,7 +27,6 @@ from microgpt.model.thread_split import ThreadSplit
 
 TOKENIZER = CharTokenizer("0123456789+= \nab")
 V = TOKENIZER.size
-H, RTOL = 1e-6, 1e-6  # see the module docstring
 
 
 def tiny(**settings):
@@ -55,19 +55,6 @@ def sampled_entries(model, rng, per_tensor: int = 3):
         if spec.trainable:
             for index in rng.choice(spec.size, size=min(per_tensor, spec.size), replace=False):
                 yield name, int(index)
-
-
-def numeric(model, function, name: str, index: int) -> float:
-    values = model.params.to_host()
-    original = values[name].reshape(-1)[index]
-    out = []
-    for step in (H, -H):
-        values[name].reshape(-1)[index] = original + step
-        model.params.from_host(values)
-        out.append(function())
-    values[name].reshape(-1)[index] = original
-    model.params.from_host(values)
-    return (out[0] - out[1]) / (2 * H)
 
 
 def check(model, windows, function, names) -> None:

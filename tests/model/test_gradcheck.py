@@ -13,11 +13,7 @@ Three levels, each on the NumPy backend and on the cpu backend (numba's kernels)
   `loss_and_backward` against central differences of its loss, and gradients
   accumulating (two backward passes give twice the gradient).
 
-Tolerances: central differences with step H = 1e-6 in float64 have a truncation
-error of about H^2 * f''' (~1e-12) and a rounding error of about
-1e-16 * |f| / H (~1e-9 for |f| ~ 10). ATOL/RTOL below sit two orders of
-magnitude above that, and far below the error of any real mistake (a wrong
-term in a backward pass is off by O(0.01) or more).
+The differences, their tolerances and the layer check are tests/finite_differences.py's.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from microgpt.backends import get_backend
+from finite_differences import assert_grad, check_layer, make_params, numeric_grad
 from microgpt.model.gpt import GPTConfig
 from microgpt.model.gpt.model import GPT
 from microgpt.model.layers import (
@@ -37,44 +33,7 @@ from microgpt.model.layers import (
     layer_norm_specs,
     linear_specs,
 )
-from microgpt.model.params import Parameters
 from microgpt.model.rope import RopeTables, rope_tables
-
-H = 1e-6  # finite-difference step
-ATOL = 1e-7  # see the module docstring: ~100x the finite-difference error, far below a real bug
-RTOL = 1e-6
-
-
-@pytest.fixture(params=["numpy", "cpu"])
-def be(request):
-    return get_backend(request.param, dtype=np.float64)
-
-
-def numeric_grad(f, x: np.ndarray, h: float = H) -> np.ndarray:
-    """Central differences of the scalar f() with respect to every entry of x (perturbed in place)."""
-    grad = np.zeros(x.shape)
-    flat = x.reshape(-1)  # a view: x is contiguous
-    assert np.shares_memory(flat, x)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + h
-        f_plus = f()
-        flat[i] = old - h
-        f_minus = f()
-        flat[i] = old
-        grad.reshape(-1)[i] = (f_plus - f_minus) / (2 * h)
-    return grad
-
-
-def assert_grad(analytic, numeric, what: str, allow_zero: bool = False) -> None:
-    """analytic == numeric within ATOL/RTOL; unless allow_zero, a check against an all-zero gradient fails."""
-    analytic, numeric = np.asarray(analytic, dtype=np.float64), np.asarray(numeric)
-    assert analytic.shape == numeric.shape, f"{what}: shape {analytic.shape}, expected {numeric.shape}"
-    assert allow_zero or np.any(np.abs(numeric) > 1e-3), f"{what}: the numeric gradient is ~0, the check is vacuous"
-    np.testing.assert_allclose(analytic, numeric, atol=ATOL, rtol=RTOL, err_msg=what)
-
-
-# ---- ops ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (3, 7), (2, 33)])
@@ -211,41 +170,6 @@ def test_embedding_scatter_add_is_the_adjoint_of_gather(be):
 
 
 # ---- layers -------------------------------------------------------------------------------
-
-
-def make_params(be, specs, seed: int) -> Parameters:
-    """Parameters with every entry random (gammas near 1, biases non-zero), so no term hides behind a 0 or 1."""
-    params = Parameters(be, specs)
-    rng = np.random.default_rng(seed)
-    params.data[0][:] = rng.normal(scale=0.5, size=params.total)
-    for name in params.specs:
-        if name.endswith(".gamma"):
-            params.value[name] += 1.0
-    return params
-
-
-def check_layer(params: Parameters, forward, backward, x: np.ndarray, seed: int, zero_dx: bool = False) -> None:
-    """forward(x) -> (out, saved); backward(dy, saved) -> dx. Loss sum(out * R) for a random R."""
-    out, _ = forward(x)
-    r = np.random.default_rng(seed).normal(size=out.shape)
-    r_before = r.copy()
-    params.zero_grad()
-    out, saved = forward(x)
-    dx = backward(r, saved)
-    np.testing.assert_array_equal(r, r_before)  # backward must not clobber its incoming gradient
-    dparams = params.to_host(params.grad)
-
-    def loss():
-        return np.sum(forward(x)[0] * r)
-
-    assert_grad(dx, numeric_grad(loss, x), "input gradient", allow_zero=zero_dx)
-    numeric_flat = numeric_grad(loss, params.data[0])
-    numeric = params.to_host(numeric_flat.reshape(1, -1))
-    assert set(dparams) == set(numeric)
-    assert np.any(np.abs(numeric_flat) > 1e-3)  # the parameter check as a whole is not vacuous
-    for name in numeric:
-        # some gradients are 0 by structure (a key bias under width-1 heads only shifts a softmax row)
-        assert_grad(dparams[name], numeric[name], f"gradient of {name}", allow_zero=True)
 
 
 def test_linear_backward(be):

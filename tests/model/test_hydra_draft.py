@@ -15,23 +15,10 @@ import numpy as np
 import pytest
 
 from microgpt.backends import get_backend
-from microgpt.data.tokenizer import CharTokenizer
-from microgpt.model.family import family
 from microgpt.model.lookahead.hydra_draft import HydraDecoder
+from tiny_lookahead import TOKENIZER, drafter
 
-TOKENIZER = CharTokenizer("abcdefghijk")
 F64_RTOL, F32_TOL = 1e-10, 1e-4  # see the module docstring
-
-
-def tiny(backend, **settings):
-    kind = family("lookahead")
-    config = kind.Config(vocab_size=TOKENIZER.size, **{"d_model": 10, "n_layers": 2, "head_dims": (4, 4, 2),
-                                                      "d_ff": 12, "seq_len": 7, "lookahead": 3,
-                                                      "lookahead_mode": "hydra", **settings})
-    model = kind.build(config, backend, TOKENIZER, 3)
-    rng = np.random.default_rng(2)  # off the zero init of biases and norms, so a dropped gain or bias shows
-    model.params.from_host({n: v + rng.normal(0, 0.4, v.shape) for n, v in model.params.to_host().items()})
-    return model
 
 
 def drafts_both_ways(model, seed: int, prompt_length: int, passes: int = 25):
@@ -62,15 +49,15 @@ def drafts_both_ways(model, seed: int, prompt_length: int, passes: int = 25):
 @pytest.mark.parametrize("settings", [{"head_layers": 1}, {"head_layers": 2}, {"head_layers": 1, "lookahead": 6}])
 @pytest.mark.parametrize("prompt_length", [1, 4, 7])
 def test_the_folded_stack_drafts_what_the_heads_do(settings, prompt_length):
-    model = tiny(get_backend("numpy", dtype=np.float64), **settings)
+    model = drafter(get_backend("numpy", dtype=np.float64), "hydra", **settings)
     got, want, position = drafts_both_ways(model, prompt_length, prompt_length)
     assert position > 2 * model.config.seq_len  # well past the window
     np.testing.assert_allclose(got, want, rtol=F64_RTOL, atol=F64_RTOL * np.abs(want).max())
 
 
 def test_the_stack_on_cpu_in_float32_matches_the_reference():
-    numpy_model = tiny(get_backend("numpy"))
-    cpu_model = tiny(get_backend("cpu", threads=1))
+    numpy_model = drafter(get_backend("numpy"), "hydra")
+    cpu_model = drafter(get_backend("cpu", threads=1), "hydra")
     cpu_model.params.from_host(numpy_model.params.to_host())
     got, _, _ = drafts_both_ways(cpu_model, 5, 3)
     _, want, _ = drafts_both_ways(numpy_model, 5, 3)
@@ -80,7 +67,7 @@ def test_the_stack_on_cpu_in_float32_matches_the_reference():
 @pytest.mark.parametrize("folded_weights", [True, False])
 def test_within_the_window_the_drafts_are_the_training_forwards(folded_weights):
     """After the prompt ids[:t + 1], head k given the true tokens t + 1 .. t + k gives its training logits at t."""
-    model = tiny(get_backend("numpy", dtype=np.float64), head_layers=2)
+    model = drafter(get_backend("numpy", dtype=np.float64), "hydra", head_layers=2)
     seq_len, heads_k = model.config.seq_len, model.config.lookahead
     ids = np.random.default_rng(9).integers(0, TOKENIZER.size, size=(1, seq_len))  # (1, T)
     heads = model.heads(ids)[1:]
@@ -99,7 +86,7 @@ def test_on_the_emulated_gpu_the_heads_run_their_own_forward_and_greedy_text_is_
     from microgpt.use.speculative import Speculation
 
     backend, _ = emulated
-    model = tiny(backend)
+    model = drafter(backend, "hydra")
     assert model.speculative_decoder().stack is None  # a GPU backend: the heads' own forward
     speculation = Speculation()
     drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculation=speculation)

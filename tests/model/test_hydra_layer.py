@@ -1,23 +1,18 @@
 """The hydra head's layer (model/lookahead/hydra_layer.py) against central differences in float64, on the numpy
 and cpu backends: the gradient of its states, of every token embedding it reads and of every parameter, under a
-random projection loss (test_gradcheck.check_layer, its tolerances); its parameter gradients accumulate; and the
+random projection loss (finite_differences.check_layer, its tolerances); its parameter gradients accumulate; and the
 cpu backend's forward and backward agree with numpy's."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_gradcheck import check_layer, make_params
 
+from finite_differences import check_layer, make_params
 from microgpt.backends import get_backend
 from microgpt.model.lookahead.hydra_layer import HydraLayer, hydra_layer_specs
 
 D, D_FF, ROWS = 5, 7, 4
-
-
-@pytest.fixture(params=["numpy", "cpu"])
-def be(request):
-    return get_backend(request.param, dtype=np.float64)
 
 
 def split_layer(backend, k: int, seed: int):

@@ -14,49 +14,18 @@ import json
 import numpy as np
 import pytest
 
+from finite_differences import RTOL, numeric
 from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
-from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
 from microgpt.model.thread_split import ThreadSplit, thread_slices
-
-TOKENIZER = CharTokenizer("abcdefghijk")
-V = TOKENIZER.size
-H, RTOL = 1e-6, 1e-6  # see the module docstring
-TRUNK = {"d_model": 6, "n_layers": 2, "head_dims": (2, 4), "d_ff": 8, "seq_len": 7}
-
-
-def tiny(backend=None, **settings):
-    kind = family("lookahead")
-    config = kind.Config(vocab_size=V, **{**TRUNK, **settings})
-    model = kind.build(config, backend or get_backend("numpy", dtype=np.float64), TOKENIZER, 3)
-    rng = np.random.default_rng(0)
-    model.params.from_host({name: value + rng.normal(0, 0.3, value.shape)  # off the zero init of biases and norms
-                            for name, value in model.params.to_host().items()})
-    return model
-
-
-def windows_of(seed: int = 1, batch: int = 3) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, V, size=(batch, TRUNK["seq_len"] + 1))  # (B, T+1)
+from tiny_lookahead import TRUNK, V, tiny, windows_of
 
 
 def objective(model, windows) -> float:
     """main loss + W x the heads' mean loss, as the model trains on it."""
     loss, metrics = model.loss_and_backward(windows)
     return loss + model.config.lookahead_weight * np.mean(list(metrics.values()))
-
-
-def numeric(model, function, name: str, index: int) -> float:
-    values = model.params.to_host()
-    original = values[name].reshape(-1)[index]
-    out = []
-    for step in (H, -H):
-        values[name].reshape(-1)[index] = original + step
-        model.params.from_host(values)
-        out.append(function())
-    values[name].reshape(-1)[index] = original
-    model.params.from_host(values)
-    return (out[0] - out[1]) / (2 * H)
 
 
 @pytest.mark.parametrize("settings", [

@@ -14,13 +14,14 @@ import json
 
 import numpy as np
 import pytest
-from test_lookahead import RTOL, TOKENIZER, H, V, tiny, windows_of
 
+from finite_differences import RTOL, numeric
 from microgpt.backends import get_backend
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
 from microgpt.model.family import family
 from microgpt.model.thread_split import ThreadSplit
+from tiny_lookahead import TOKENIZER, V, tiny, windows_of
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -63,16 +64,7 @@ def test_the_gradient_is_the_distilled_objectives(settings):
     rng = np.random.default_rng(7)
     for name, spec in model.params.specs.items():
         for index in rng.choice(spec.size, size=min(2, spec.size), replace=False):
-            values = model.params.to_host()
-            original = values[name].reshape(-1)[index]
-            out = []
-            for step in (H, -H):
-                values[name].reshape(-1)[index] = original + step
-                model.params.from_host(values)
-                out.append(written_out(model, windows, teacher))
-            values[name].reshape(-1)[index] = original
-            model.params.from_host(values)
-            expected = (out[0] - out[1]) / (2 * H)
+            expected = numeric(model, lambda: written_out(model, windows, teacher), name, index)
             assert analytic[name].reshape(-1)[index] == pytest.approx(expected, rel=RTOL, abs=1e-9), (name, index)
 
 
