@@ -56,6 +56,7 @@ class Corpus:
     file: str | None  # None: the bundled Python docs
     sha256: str  # of the text, or of a dataset's manifest
     dataset: Dataset | None = None
+    validation: dict | None = None  # {"tokens", "characters"} of the held-out tokens, once `split` has chosen them
 
     @classmethod
     def load(cls, file: str | None, max_bytes: int) -> Corpus:
@@ -74,7 +75,7 @@ class Corpus:
         absolute path, so a resume finds it from any directory) and settings."""
         absolute = None if self.file is None else str(Path(self.file).resolve())
         return {"corpus": self.description, "corpus_file": absolute, "corpus_sha256": self.sha256,
-                "best_val_loss": best_val_loss, "train_config": vars(train_config)}
+                "best_val_loss": best_val_loss, "train_config": vars(train_config), "validation_text": self.validation}
 
     def new_tokenizer(self, kind: str, vocab_size: int | None) -> Tokenizer:
         """A new run's tokenizer: learnt from the text, or the dataset's."""
@@ -95,11 +96,15 @@ class Corpus:
         return tokenizer
 
     def split(self, tokenizer: Tokenizer, config: TrainConfig, seq_len: int):
-        """(training tokens, held-out tokens or None, the config with the held-out count it used)."""
+        """(training tokens, held-out tokens or None, the config with the held-out count it used); `validation`
+        then says how many characters the held-out tokens stand for (what runs and plot turn a validation loss
+        into bits per character with, training/run_list.py)."""
         if self.dataset is None:
             tokens = tokenizer.encode(self.text, source=self.description)
             config = with_held_out(config, len(tokens), seq_len)
-            return (*split_validation(tokens, config.val_tokens, seq_len), config)
+            train, val = split_validation(tokens, config.val_tokens, seq_len)
+            self.validation = validation_text(tokenizer, val)
+            return train, val, config
         held = self.dataset.val
         count = 0 if held is None else min(len(held), DEFAULT_HELD_OUT_MAX if config.val_tokens is None
                                            else config.val_tokens)
@@ -111,10 +116,16 @@ class Corpus:
             raise DataError(f"{self.file} holds out {count} tokens, fewer than one window (seq_len + 1 = "
                             f"{seq_len + 1}); prepare it with more held out, or give --val-tokens 0")
         val = np.asarray(held[:count], dtype=np.int32) if count else None  # (count,): small, read once
+        self.validation = validation_text(tokenizer, val)
         if len(self.dataset.train) < seq_len + 1:
             raise DataError(f"{self.file} has {len(self.dataset.train)} training tokens, fewer than seq_len + 1 = "
                             f"{seq_len + 1}; prepare a larger input or use a smaller --seq-len")
         return self.dataset.train, val, dataclasses.replace(config, val_tokens=count)
+
+
+def validation_text(tokenizer: Tokenizer, val) -> dict | None:
+    """The held-out tokens' count and the characters they stand for (None where nothing is held out)."""
+    return None if val is None else {"tokens": len(val), "characters": tokenizer.count_characters(val)}
 
 
 def learn_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:

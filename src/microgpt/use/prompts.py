@@ -48,7 +48,8 @@ def unescaped(text: str) -> str:
 def read_prompts(path: str | Path, max_bytes: int) -> list[Prompt]:
     """The prompts of a prompt file of at most max_bytes; a DataError naming the file and line of a bad one."""
     prompts = []
-    for number, line in enumerate(read_corpus(path, max_bytes, wanted=FORMAT).split("\n"), start=1):
+    text = read_corpus(path, max_bytes, wanted=FORMAT, prepared=False)  # a prompt file is never a dataset
+    for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
         if not line.strip():
             continue
