@@ -1,5 +1,5 @@
-"""The `microgpt` command line: `prepare`, `train`, `sample`, `eval`, `plot`, `runs`, `graph` and `studio`, a module
-each.
+"""The `microgpt` command line: `prepare`, `train`, `sample`, `eval`, `inspect`, `plot`, `runs`, `graph` and
+`studio`, a module each.
 
 A face: it parses flags, prints, and maps the errors a user can cause to one line and exit status 2, with no
 traceback. It may import every package (the studio only to serve it); nothing imports it but
@@ -23,12 +23,12 @@ USER_ERRORS = (ConfigError, DataError, CheckpointError, BackendUnavailable, Trai
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, object]:
-    from microgpt.cli import eval, export, graph, plot, prepare, runs, sample, studio, train
+    from microgpt.cli import eval, export, graph, inspect, plot, prepare, runs, sample, studio, train
 
     parser = Parser(prog="microgpt", description="Train and study small GPT language models from scratch.")
     parser.add_argument("--version", action="version", version=f"microgpt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
-    for module in (prepare, train, sample, eval, plot, runs, graph, export, studio):
+    for module in (prepare, train, sample, eval, inspect, plot, runs, graph, export, studio):
         module.add_parser(commands)
     return parser, commands
 

@@ -1,4 +1,4 @@
-"""The settings of the commands beside `train`: `sample`, `eval`, `plot` and `studio`, each declared once.
+"""The settings of the commands beside `train`: `sample`, `eval`, `plot`, `studio` and `inspect`, each declared once.
 
 As for train's (training.py), a field made with `setting(...)` is a flag of its
 command (`--top-k` for top_k), with its help, default and check; the backend,
@@ -122,6 +122,32 @@ class StudioSettings:
     browser: bool = setting(True, "open the URL in a browser (--no-browser: only print it)", SWITCH)
     keep_runs: bool = setting(False, "leave the runs it started training when the studio stops (--no-keep-runs: "
                               "SIGTERM them, so they save)", SWITCH)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass
+class InspectSettings:
+    text: str | None = setting(None, "the text to trace for --attention and --logit-lens (and to score, without a "
+                               "FILE)", TEXT, shown_default="FILE's first seq_len tokens", metavar="TEXT")
+    attention: str | None = setting(None, "draw every head's attention weights over the text as a grid of heatmaps "
+                                    "(a layer a row, a head a column, the tokens on the axes) into this .png, .svg "
+                                    "or .pdf", PATH, shown_default="none", metavar="OUT.png")
+    logit_lens: str | None = setting(None, "draw the logit lens of the text into this .png, .svg or .pdf: the loss "
+                                     "of the next token and the top prediction at each point of the residual "
+                                     "stream (through the final norm and head) and each position", PATH,
+                                     shown_default="none", metavar="OUT.png")
+    ablate_heads: str | None = setting(None, "score every attention head's ablation on FILE (or --text) and write "
+                                       "them to this CSV, the most harmful first (rank, path, layer, head, width, "
+                                       "loss, delta: what the ablation adds to the loss in nats per token)", PATH,
+                                       shown_default="none", metavar="OUT.csv")
+    mode: str = setting("zero", "what --ablate-heads puts in place of a head's output: zero, or its mean over the "
+                        "text (mean keeps the output's typical size, so the loss measures what the head says "
+                        "about each position rather than that it speaks at all)", Choice(lambda: ("zero", "mean")),
+                        metavar="MODE")
+    max_positions: int = setting(4096, "score --ablate-heads on at most the first N tokens of FILE: each head costs "
+                                 "one forward over them", whole(2), metavar="N")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -8,6 +8,8 @@
     logits = model.logits("def f")  # (tokens, vocab): the next-token logits after each prefix
     model.routing("To be, or").weights  # an ensemble's: (tokens, experts) router weights, and .prior's share
     model.fill("The qu_ck brown fox").text  # each _ filled from both sides (gap heads) or from the left
+    model.trace("To be").attention(0, 1)  # every node's output by its path, heads, the logit lens (docs/inspect.md)
+    model.loss("To be, or not", ablate=["blocks.0.attn.heads[2]"])  # the loss with a head zeroed
 
 It loads a checkpoint onto a backend started as `train` starts one (`auto`:
 CUDA where a GPU is usable, else the cpu backend, with `threads`), and offers
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,9 @@ from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
 from microgpt.use.evaluate import Evaluation, evaluate
 from microgpt.use.fill import DEFAULT_MASK, Filled, fill_text
+from microgpt.use.inspect import Trace, ablated_loss, trace_text
+from microgpt.use.inspect.interventions import edits_for
+from microgpt.use.inspect.runs import Graph
 from microgpt.use.routing import Routing, no_routing, routing_of
 from microgpt.use.sample import generate
 from microgpt.use.speculative import Speculation
@@ -109,6 +115,23 @@ class LoadedModel:
         sides where the model has them, else by the main head from the text before; .used says which."""
         return fill_text(self.model, self.tokenizer, text, mask)
 
+    @cached_property
+    def graph(self) -> Graph:
+        """The model as its graph, with its weights (use/inspect/runs.py): what trace and loss run."""
+        return Graph(self)
+
+    def trace(self, text, ablate=(), mode: str = "zero", patch: dict | None = None) -> Trace:
+        """Every node's output over `text` by its path, as [positions, width] arrays with the tokens beside them
+        (use/inspect: t[path], t.paths(), t.tokens, t.attention(layer, head), t.logit_lens()), with ablations or
+        patches as `loss` takes them."""
+        ids = self.graph.ids(text)
+        return trace_text(self.graph, ids, edits_for(self.graph, ids, ablate, mode, patch))
+
+    def loss(self, text, ablate=(), mode: str = "zero", patch: dict | None = None) -> float:
+        """The mean -log p (nats) of each next token of `text`, with each path of `ablate` zeroed (mode "zero") or
+        set to its mean over the text ("mean"), and each path of `patch` taken from another text's trace."""
+        return ablated_loss(self.graph, text, ablate, mode, patch)
+
     def logits(self, ids) -> np.ndarray:
         """Next-token logits as a host float array: for a text or a 1-D id sequence of at most seq_len tokens,
         (len, vocab), row t scoring the token after ids[: t + 1]; for a 2-D batch (B, T), (B, T, vocab)."""
@@ -146,7 +169,7 @@ def offers() -> str:
                                                        ("family_name", "gpt, ensemble or lookahead"),
                                                        ("tokenizer", "its tokenizer (encode, decode, size)"),
                                                        ("seq_len", "the context length in tokens"))]
-    for name in ("sample", "complete", "evaluate", "logits", "routing", "fill"):
+    for name in ("sample", "complete", "evaluate", "logits", "routing", "fill", "trace", "loss"):
         first_sentence = " ".join(getattr(LoadedModel, name).__doc__.split("\n\n")[0].split()).split(". ")[0]
         lines.append(f"    .{name}(...): {first_sentence.rstrip('.')}")
     return "\n".join(lines)
