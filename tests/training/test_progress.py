@@ -79,3 +79,16 @@ def test_a_counter_on_a_terminal_is_a_bar_and_quiet_is_silent():
     quiet = Terminal()
     Counter(100, "character", "scoring", quiet=True, stream=quiet).update(50)
     assert quiet.getvalue() == ""
+
+
+def test_the_rate_of_training_alone_is_shown_beside_the_overall_one():
+    stream, terminal = io.StringIO(), Terminal()
+    for progress, last in ((Progress(stream=stream), 1234.0), (Progress(stream=terminal), 1500.0)):
+        progress.start(total=2)
+        progress.update(1, loss=2.5, val_loss=None, tokens_per_sec=1234.0, training_rate=1500.0)
+        progress.update(2, loss=2.5, val_loss=None, tokens_per_sec=1234.0, training_rate=last)
+        progress.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("step 1/2  loss 2.5000  1,234 (1,500 training alone) tok/s  ETA")
+    assert lines[1].startswith("step 2/2  loss 2.5000  1,234 tok/s  ETA")  # the same: shown once
+    assert "tok/s=1,234 (1,500 training alone)" in terminal.getvalue()

@@ -20,6 +20,7 @@ from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
 from microgpt.training.trainer import RunPaths, Trainer, validation_windows
+from microgpt.training.validation import VALIDATION_SHARE, validation_every
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 60  # 2,700 characters
 TINY = ["--d-model", "16", "--heads", "2", "--n-layers", "1", "--d-ff", "32", "--seq-len", "16", "--gen", "0",
@@ -183,3 +184,63 @@ def test_the_default_validation_spacing_follows_each_parts_steps(workdir):
     assert main(["train", "--resume", "ck", "--steps", "400", "--quiet", "--gen", "0"]) == 0
     points = [r["step"] for r in records(workdir / "ck.metrics.jsonl") if "val_loss" in r]
     assert points == [*range(10, 41, 10), *range(60, 401, 20)]
+
+
+@pytest.mark.parametrize("steps, batch_size, seq_len, val_tokens, expected", [
+    (300, 12, 64, 20_000, 150),  # issue 53's run: 20 passes took 34% of it; now 2 (at 150 and the end)
+    (2_800, 12, 64, 20_000, 140),  # the default run: a twentieth of its steps, as before
+    (40, 12, 16, 270, 10),  # short, with little held out: the floor of 10 steps
+    (40, 12, 16, 2_000, 40),  # short, with much held out: once, at the end
+    (100_000, 1, 1_024, 20_000, 5_000),
+])
+def test_the_default_validation_reads_a_bounded_share_of_the_training_tokens(steps, batch_size, seq_len,
+                                                                                val_tokens, expected):
+    config = TrainConfig(steps=steps, batch_size=batch_size, val_tokens=val_tokens)
+    every = validation_every(config, seq_len)
+    assert every == expected and every >= config.validate_every
+    passes = -(-steps // every)  # every `every` steps and at the end
+    read = passes * ((val_tokens - 1) // seq_len * seq_len)  # each pass reads every held-out window's targets
+    assert passes == 1 or read <= VALIDATION_SHARE * steps * batch_size * seq_len
+    given = TrainConfig(steps=steps, batch_size=batch_size, val_tokens=val_tokens, eval_every=7)
+    assert validation_every(given, seq_len) == 7  # --eval-every is taken as given
+    by_time = TrainConfig(steps=steps, batch_size=batch_size, val_tokens=val_tokens, eval_every=0)
+    assert validation_every(by_time, seq_len) == 0
+
+
+def test_a_short_run_with_much_held_out_validates_at_its_end_only(workdir, capsys):
+    assert main(["train", "text.txt", *TINY, "--steps", "40", "--val-tokens", "2000", "--model", "ck"]) == 0
+    assert [r["step"] for r in records(workdir / "ck.metrics.jsonl") if "val_loss" in r] == [40]
+    assert main(["train", "text.txt", *TINY, "--steps", "40", "--val-tokens", "2000", "--eval-every", "10",
+                 "--model", "given", "--overwrite"]) == 0
+    assert [r["step"] for r in records(workdir / "given.metrics.jsonl") if "val_loss" in r] == [10, 20, 30, 40]
+    train = [r["loss"] for r in records(workdir / "ck.metrics.jsonl")]
+    assert train == [r["loss"] for r in records(workdir / "given.metrics.jsonl")]  # the schedule trains no differently
+
+
+def test_training_alone_leaves_out_validation_and_checkpoints(workdir, monkeypatch, capsys):
+    """The rate of training alone divides the tokens by the run's seconds less those spent validating and saving:
+    here each of them waits 0.2 s more, which the overall rate counts and training alone does not."""
+    import time
+
+    waited = {"validation_loss": 0, "save": 0}
+
+    def slowed(name):
+        original = getattr(Trainer, name)
+
+        def wait_then(self, *args):
+            waited[name] += 1
+            time.sleep(0.2)
+            return original(self, *args)
+        return wait_then
+
+    for name in waited:
+        monkeypatch.setattr(Trainer, name, slowed(name))
+    assert main(["train", "text.txt", *TINY[:-3], "--steps", "20", "--eval-every", "10", "--save-every", "5",
+                 "--backend", "numpy", "--model", "ck"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads((workdir / "results.jsonl").read_text().splitlines()[-1])
+    tokens = 20 * 12 * 16
+    aside = result["seconds"] - tokens / result["training_tokens_per_sec"]
+    # 2 validations (with a -best save each) and 3 saves inside the run (at 5, 10, 15: the final one is after it)
+    assert waited["validation_loss"] == 2 and aside >= 0.2 * (2 + 2 + 3) - 0.01
+    assert f"{result['training_tokens_per_sec']:,.0f} training alone, validation and checkpoints left out" in out

@@ -15,6 +15,7 @@ from microgpt.training.plot import PART_METRIC, PLOT_HINT, plot_available, write
 from microgpt.training.run import Run
 from microgpt.training.run_files import DEFAULT_ROOT, RunPaths
 from microgpt.training.trainer import RunSummary
+from microgpt.training.validation import validation_every
 
 
 def describe_auto(run: Run) -> str:
@@ -38,10 +39,12 @@ def describe_validation(run: Run) -> str:
     if not tc.val_tokens:
         return f"validation: none (no text held out: {run.held_out_by})"
     windows = (tc.val_tokens - 1) // run.model.config.seq_len
-    when = (f"every {plural(tc.validate_every, 'step')}" if tc.validate_every else f"every {tc.val_interval:g} s")
+    every = validation_every(tc, run.model.config.seq_len)
+    when = (f"every {plural(every, 'step')} and " if 0 < every < tc.steps else
+            "" if every else f"every {tc.val_interval:g} s and ")
     which = "the first {:,} tokens of the held-out split" if run.corpus.dataset else "the last {:,} tokens"
     return (f"validation: {which.format(tc.val_tokens)} ({plural(windows, 'window')} of "
-            f"{run.model.config.seq_len + 1}), {when} and at the end")
+            f"{run.model.config.seq_len + 1}), {when}at the end")
 
 
 def plural(count: int, word: str) -> str:
@@ -108,9 +111,12 @@ def describe_backend(backend) -> str:
 
 
 def print_summary(summary: RunSummary) -> None:
+    alone = summary.training_tokens_per_sec
+    rate = f"{summary.tokens_per_sec:,.0f} tokens/s" + (
+        "" if alone is None or f"{alone:,.0f}" == f"{summary.tokens_per_sec:,.0f}" else
+        f" ({alone:,.0f} training alone, validation and checkpoints left out)")
     lines = [(f"{'stopped at' if summary.interrupted else 'finished'} step {summary.steps} "
-              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {summary.tokens_per_sec:,.0f} tokens/s "
-              f"on {machine.describe()}")]
+              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {rate} on {machine.describe()}")]
     lines.append(f"final loss {summary.final_loss:.4f}")
     if summary.val_loss is not None:
         lines[-1] += f", validation loss {summary.val_loss:.4f} (best {summary.best_val_loss:.4f})"

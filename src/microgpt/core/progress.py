@@ -47,14 +47,19 @@ class Progress:
             self._bar = tqdm(total=total, initial=initial, file=self.stream, unit="step", dynamic_ncols=True)
 
     def update(self, step: int, loss: float, val_loss: float | None, tokens_per_sec: float,
-               parts: dict[str, float] | None = None) -> None:
-        """`parts`: the losses of a model's parts beside its own (a lookahead model's heads: "head1" -> loss)."""
+               parts: dict[str, float] | None = None, training_rate: float | None = None) -> None:
+        """`parts`: the losses of a model's parts beside its own (a lookahead model's heads: "head1" -> loss);
+        `training_rate`: tokens/s of training alone (validation and checkpoint writing left out), shown beside
+        the overall rate where it differs."""
         if self.quiet:
             return
         parts = parts or {}
+        rate = f"{tokens_per_sec:,.0f}"
+        if training_rate is not None and f"{training_rate:,.0f}" != rate:
+            rate += f" ({training_rate:,.0f} training alone)"
         if self._bar is not None:
             postfix = {"loss": f"{loss:.4f}", **{name: f"{value:.3f}" for name, value in parts.items()},
-                       "tok/s": f"{tokens_per_sec:,.0f}"}
+                       "tok/s": rate}
             if val_loss is not None:
                 postfix["val"] = f"{val_loss:.4f}"
             self._bar.set_postfix(postfix, refresh=False)
@@ -65,7 +70,7 @@ class Progress:
             eta = elapsed / done * (self._total - step) if done else 0.0
             val = f"  val {val_loss:.4f}" if val_loss is not None else ""
             shown_parts = "".join(f"  {name} {value:.3f}" for name, value in parts.items())
-            print(f"step {step}/{self._total}  loss {loss:.4f}{shown_parts}{val}  {tokens_per_sec:,.0f} tok/s  "
+            print(f"step {step}/{self._total}  loss {loss:.4f}{shown_parts}{val}  {rate} tok/s  "
                   f"ETA {eta:.0f}s",
                   file=self.stream, flush=True)
 

@@ -35,6 +35,7 @@ from microgpt.settings.presets import PRESETS
 DEFAULT_WARMUP = 100  # warm-up steps without --warmup, at most a tenth of the schedule
 VALIDATIONS_PER_RUN = 20  # without --eval-every, validate this many times over the run (and at its end)
 MIN_STEPS_BETWEEN_VALIDATIONS = 10  # ... but not more often than this: a pass costs about ten default steps
+VALIDATION_SHARE = 0.2  # ... nor so often that the passes read more than this share of the tokens trained on
 
 BACKEND = Choice(lambda: ("auto", *BACKENDS))
 FAMILY = Choice(lambda: tuple(FAMILIES))
@@ -102,7 +103,9 @@ class TrainConfig:
                                   metavar="S")
     eval_every: int | None = setting(None, "validate every N steps, and at the end (0: every --val-interval seconds "
                                      "instead)", whole(0),
-                                     shown_default=f"steps/{VALIDATIONS_PER_RUN}, at least {MIN_STEPS_BETWEEN_VALIDATIONS}")
+                                     shown_default=f"steps/{VALIDATIONS_PER_RUN}, at least "
+                                                   f"{MIN_STEPS_BETWEEN_VALIDATIONS}, fewer where the passes would "
+                                                   f"read more than {VALIDATION_SHARE:g} times the tokens trained on")
     save_every: int = setting(0, "also save every N steps (always at the end, and on Ctrl-C; 0: only then)",
                               whole(0))
     precision: str = setting("fp32", "the inputs of every matrix product: fp32, or bf16 (rounded to bfloat16, "

@@ -115,6 +115,8 @@ class Run:
             "processes": self.comm.size, "lr": tc.lr,
             "final_loss": summary.final_loss, "val_loss": summary.val_loss, "best_val_loss": summary.best_val_loss,
             "seconds": round(summary.seconds, 3), "tokens_per_sec": round(summary.tokens_per_sec, 1),
+            "training_tokens_per_sec": (None if summary.training_tokens_per_sec is None
+                                        else round(summary.training_tokens_per_sec, 1)),
             "backend": self.model.be.name, "machine": machine.describe(), "checkpoint": str(summary.checkpoint),
             "interrupted": summary.interrupted,
         }

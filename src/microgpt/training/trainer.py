@@ -2,10 +2,12 @@
 
 `Trainer.run` trains a model to `TrainConfig.steps` (a total, so a resumed run
 continues to the same target), validates on all of the held-out tokens every
-`eval_every` steps (or `val_interval` seconds), keeps the best checkpoint, saves
+`eval_every` steps (by default as often as keeps validation a bounded share of the
+run, validation.py; or every `val_interval` seconds), keeps the best checkpoint, saves
 every `save_every` steps and at the end, and writes a JSONL metrics log (on a
 resume, first cut back to the checkpoint's step, so a run killed after its last
-save leaves no steps that the resumed run repeats).
+save leaves no steps that the resumed run repeats). Its speed is given overall and
+for training alone (validation and checkpoint writing left out).
 
 It stops cleanly. Ctrl-C (SIGINT), SIGTERM (what a scheduler sends before a
 kill), SIGHUP (a closed terminal or ssh session), SIGQUIT and SIGXCPU (a CPU
@@ -59,6 +61,7 @@ from microgpt.training.failure import clear_failure, record_failure
 from microgpt.training.optim import Optimizer
 from microgpt.training.run_files import MAX_LOG_LINE, RunPaths, open_own
 from microgpt.training.tensorboard_log import open_board
+from microgpt.training.validation import validation_every
 
 
 @dataclass
@@ -72,6 +75,7 @@ class RunSummary:
     tokens_per_sec: float
     checkpoint: Path | None
     stop_signal: int | None = None  # SIGINT or SIGTERM when a signal stopped the run
+    training_tokens_per_sec: float | None = None  # training alone: validation and checkpoint writing left out
     losses: list[float] = field(default_factory=list, repr=False)  # each step's: left out of the one-line repr
     metrics: dict[str, float] = field(default_factory=dict)  # the model's own figures at the last step
 
@@ -142,10 +146,12 @@ class Trainer:
         cfg, params = self.config, self.model.params
         first_step = params.step
         tokens_per_step = cfg.batch_size * self.model.config.seq_len
+        validate_every = validation_every(cfg, self.model.config.seq_len)
         losses: list[float] = []
         last_metrics: dict[str, float] = {}
         val_loss = None
         start = last_val = time.perf_counter()
+        aside = 0.0  # seconds of validation and checkpoint writing, which the training-alone rate leaves out
         self.progress.start(total=cfg.steps, initial=first_step)
         previous_handlers = self._install_handlers()
         stopping = False
@@ -159,23 +165,26 @@ class Trainer:
                     last_metrics = result.metrics
                     step, now = params.step, time.perf_counter()
                     record = self._record(result, step, round(self._time_offset + now - start, 4))
-                    due_by_steps = cfg.validate_every and step % cfg.validate_every == 0
-                    due_by_time = not cfg.validate_every and now - last_val >= cfg.val_interval
+                    due_by_steps = validate_every and step % validate_every == 0
+                    due_by_time = not validate_every and now - last_val >= cfg.val_interval
                     if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
                         val_loss, last_val = self._validate(), time.perf_counter()
-                        record["val_loss"] = val_loss
+                        record["val_loss"], aside = val_loss, aside + last_val - now
                     if metrics:
                         self._write_metric(metrics, record)
                     if board:  # --log tensorboard: the same figures, and the speed the progress shows
                         board.write(record, tokens_per_step * len(losses) / (time.perf_counter() - start))
                     if step < cfg.steps and (save_now or (cfg.save_every and step % cfg.save_every == 0)):
+                        saving = time.perf_counter()
                         self.save(self.paths.checkpoint)
+                        aside += time.perf_counter() - saving
                     if save_now:
                         self._save_signal = None
                     elapsed = time.perf_counter() - start
                     parts = {key.removesuffix("_loss"): value for key, value in result.metrics.items()
                              if key.endswith("_loss")}  # a lookahead model's heads
-                    self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed, parts)
+                    self.progress.update(step, loss, val_loss, tokens_per_step * len(losses) / elapsed, parts,
+                                         training_rate(tokens_per_step * len(losses), elapsed - aside))
             self.progress.close()
             seconds = time.perf_counter() - start
             if stopping and self._stop_signal is None:
@@ -193,6 +202,7 @@ class Trainer:
             val_loss=val_loss, best_val_loss=self.best_val_loss, seconds=seconds,
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
             checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses, metrics=last_metrics,
+            training_tokens_per_sec=training_rate(tokens_per_step * len(losses), seconds - aside),
         )
 
     def _step(self):
@@ -308,6 +318,11 @@ class Trainer:
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGXCPU")
                      if hasattr(signal, name))  # save, then exit with 128 + the signal
 SAVE_SIGNALS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2") if hasattr(signal, name))  # save, go on
+
+
+def training_rate(tokens: int, seconds: float) -> float | None:
+    """Tokens per second of training alone, from the run's seconds less those of validation and checkpoints."""
+    return tokens / seconds if seconds > 0 else None
 
 
 def validation_windows(val_tokens: np.ndarray, seq_len: int) -> np.ndarray:
