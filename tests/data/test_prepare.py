@@ -27,34 +27,16 @@ from microgpt.data.prepare import PrepareSettings, blocks, prepare
 from microgpt.data.prepare.output import Output
 from microgpt.data.prepare.writer import ShardWriter
 from microgpt.data.tokenizer.bpe import BPETokenizer
+from prepare_inputs import WORDS, documents, tokens, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 NEEDS_ZSTD, NEEDS_ARROW = needs("zstandard"), needs("pyarrow")
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "wizards", "quietly",
-         "hex", "jolly", "zebras;", "naïve", "café", "owners", "résumé", "—", "東京", "✓", "😀"]
-
-
-def documents(count: int = 60, seed: int = 0) -> list[str]:
-    """Distinct documents (each numbered), some ending in a newline, some not, some with several lines."""
-    rng = np.random.default_rng(seed)
-    docs = []
-    for i in range(count):
-        lines = [" ".join(rng.choice(WORDS, size=rng.integers(3, 12))) for _ in range(rng.integers(1, 4))]
-        docs.append(f"doc {i}: " + "\n".join(lines) + ("\n" if i % 3 else ""))
-    return docs
 
 
 def ended(doc: str) -> str:
     return doc if doc.endswith("\n") else doc + "\n"
-
-
-def write_jsonl(path: Path, docs: list[str], field: str = "text", opener=open) -> Path:
-    with opener(path, "wt", encoding="utf-8") as f:
-        for doc in docs:
-            f.write(json.dumps({"id": len(doc), field: doc}) + "\n")
-    return path
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -80,10 +62,6 @@ def nothing_left(out: Path) -> None:
     assert not out.exists()
     assert not list(out.parent.glob(f"{out.name}.partial-*"))
     assert not (out.parent / f".{out.name}.lock").exists()
-
-
-def tokens(split) -> np.ndarray:
-    return split[0 : len(split)] if split is not None else np.zeros(0, dtype=np.int64)
 
 
 def expected(tokenizer, docs: list[str]) -> np.ndarray:

@@ -12,13 +12,13 @@ import re
 from pathlib import Path
 
 import pytest
-from test_prepare import documents, tokens, write_jsonl
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from microgpt.cli import main
 from microgpt.data.dataset import open_dataset
 from microgpt.data.prepare import split as split_module
 from microgpt.data.tokenizer.bpe import BPETokenizer
+from prepare_inputs import documents, tokens, write_jsonl
 
 
 def held_out_text(directory: Path) -> str:
