@@ -8,6 +8,8 @@ graph of a few seconds' check passes them; nothing is timed."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 
 import pytest
@@ -63,6 +65,31 @@ def test_a_causality_check_past_its_budget_is_stopped_and_said(client, monkeypat
     assert graph_verdicts._worker.process is None  # stopped, nothing left running
     monkeypatch.undo()  # the usual budget: the next check starts a worker again, and its verdict comes
     assert verdict(client, gpt(2))["ok"] is True
+
+
+def test_a_resume_onto_a_train_state_planted_as_a_fifo_holds_nothing(client, workspace):
+    """A resume reads the checkpoint's train_state.json for the text it names: it opened a FIFO planted there
+    and waited for a writer, on the event loop, so the studio answered nothing again."""
+    import microgpt
+
+    (workspace / "studio.yaml").write_text("runs:\n  r: {file: tiny.txt, steps: 2, d_model: 8, n_layers: 1, "
+                                           "seq_len: 8, batch_size: 2, backend: numpy, threads: 1}\n",
+                                           encoding="utf-8")
+    microgpt.train(str(workspace / "tiny.txt"), steps=1, d_model=8, n_layers=1, seq_len=8, batch_size=2,
+                   backend="numpy", threads=1, gen=0, model=str(workspace / "checkpoints" / "r"))
+    fifo = workspace / "checkpoints" / "r" / "train_state.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    answers = []
+    resuming = threading.Thread(target=lambda: answers.append(client.post("/api/runs/r/resume")), daemon=True)
+    resuming.start()
+    try:
+        resuming.join(WAIT_S)
+        assert answers, "the resume waited on the FIFO"
+        assert answers[0].status_code in (200, 400), answers[0].text  # the resume itself says what is wrong
+    finally:
+        if not answers:  # release the reader the old code left waiting
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def positions(count: int) -> dict:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.checkpoint import TRAIN_STATE
+from microgpt.model.checkpoint import TRAIN_STATE, read_small
 from microgpt.model.graph.document import read_document
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
@@ -118,8 +118,8 @@ class RunManager:
         and the text it trained on, which its train_state.json names and a resume reads over the run's `file`."""
         self.workspace.whole_inside(checkpoint)
         try:
-            state = json.loads(self.workspace.file_inside(checkpoint / TRAIN_STATE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            state = json.loads(read_small(self.workspace.file_inside(checkpoint / TRAIN_STATE)))
+        except (OSError, ValueError, RecursionError):  # a FIFO or a device is not read: it would hold the studio
             return  # the resume says what is wrong with it
         if isinstance(state, dict) and state.get("corpus_file") is not None:
             self.workspace.check_run_paths({"file": state["corpus_file"]},
