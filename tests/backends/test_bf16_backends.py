@@ -74,6 +74,10 @@ def test_cpu_agrees_with_the_specification(seq_len):
     cpu.matmul_into(a, a, dst, transpose_a=True, accumulate=True)
     spec.matmul_into(a, a, ref, transpose_a=True, accumulate=True)
     assert np.allclose(dst, ref, rtol=1e-5, atol=1e-4)
+    into_columns, ref_columns = (np.ones((48, seq_len * 3), np.float32) for _ in range(2))  # dst.T: strided rows
+    cpu.matmul_into(a, b, into_columns.T, accumulate=True)
+    spec.matmul_into(a, b, ref_columns.T, accumulate=True)
+    assert np.allclose(into_columns, ref_columns, rtol=1e-5, atol=1e-4)
     q, k, v, dout = arrays(*[(4, seq_len, 16)] * 4)
     out, saved = cpu.causal_attention(q, k, v, 0.25)
     ref_out, ref_saved = spec.causal_attention(q, k, v, 0.25)

@@ -102,6 +102,9 @@ class CpuBackend(NumpyBackend):
         inputs (backends/mkl_bf16.py), accumulated in float32, into out or a new array."""
         if self.precision != "bf16":
             return super()._product(a, b, out, accumulate)
+        if out is not None and out.shape[-1] > 1 and out.strides[-1] != out.itemsize:  # MKL writes whole rows
+            np.add(out, self._product(a, b), out=out) if accumulate else np.copyto(out, self._product(a, b))
+            return out
         if out is None:
             out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
         mkl_bf16.gemm_bits(bf16_bits(a), bf16_bits(b), out, accumulate)
