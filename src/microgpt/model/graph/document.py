@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import yaml
@@ -103,6 +104,11 @@ def parse_document(text: str, name: str = "graph") -> dict:
         raise ConfigError(f"{name} nests deeper than {MAX_DEPTH} levels; a graph document is shallow") from None
     except _KeyTwice as exc:
         raise ConfigError(f"{name}: {exc}") from None
+    except ConfigError:
+        raise
+    except ValueError:  # int() of more digits than Python converts, in JSON or YAML
+        raise ConfigError(f"{name} holds a number of more than {sys.get_int_max_str_digits():,} digits; a graph's "
+                          "sizes are small whole numbers") from None
     _check_size(document, name)
     check_document(document, name)
     return document
