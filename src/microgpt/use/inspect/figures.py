@@ -94,8 +94,7 @@ def lens_figure(lens, out: Path) -> Path:
     tokens = lens.trace.tokens
     loss = lens.loss[:, :n]
     fig, ax = plt.subplots(figsize=(max(4.0, n * 0.42 + 2.5), len(lens.points) * 0.36 + 1.8))
-    colours = plt.get_cmap("magma_r").copy()
-    colours.set_bad("lightgrey")  # the last position: no next token to score
+    colours = plt.get_cmap("magma_r").with_extremes(bad="lightgrey")  # the last position: no next token to score
     image = ax.imshow(np.ma.masked_invalid(loss), cmap=colours, aspect="auto")
     for p in range(len(lens.points)):
         for t, token in enumerate(lens.top_tokens(p)[:n]):
