@@ -1,7 +1,7 @@
 """`microgpt prepare`: any corpus, once, into a dataset directory of token shards (data/dataset.py, shards.py).
 
 settings.py declares its settings; inputs.py finds the files, streams.py opens them (decompressing), blocks.py
-cuts them into blocks, decode.py reads a block's documents, work.py scans or tokenizes a block in a worker,
+cuts them into blocks, documents.py reads a block's documents, work.py scans or tokenizes a block in a worker,
 pool.py runs the workers in order, split.py chooses the held-out documents, scan.py and encode.py are the two
 passes, writer.py writes the shards, output.py the directory (lock, partial, rename), progress.py the bar,
 and run.py puts them together. docs/data.md describes the format and the command.

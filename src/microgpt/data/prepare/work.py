@@ -16,7 +16,7 @@ import numpy as np
 
 from microgpt.core.errors import DataError
 from microgpt.data.prepare.blocks import Block
-from microgpt.data.prepare.decode import documents
+from microgpt.data.prepare.documents import documents
 from microgpt.data.tokenizer import from_json
 from microgpt.data.tokenizer.bpe import pieces
 
