@@ -4,21 +4,22 @@ The compute lives behind a pluggable backend (`microgpt.backends`): NumPy on
 the CPU, CuPy and cuBLAS on a GPU. The model families (`microgpt.model`: gpt,
 ensemble and lookahead) are written once against that contract, with hand-written backward
 passes and Adam, and read text through a tokenizer (`microgpt.data.tokenizer`).
-`microgpt.train(...)` trains from Python (see microgpt/training/api.py) and
+`microgpt.train(...)` trains from Python, `microgpt.plan(...)` says what it would train (see
+microgpt/training/api.py), and
 `microgpt.load(DIR)` gives a trained model to sample, score and inspect
 (microgpt/use/loaded.py).
 """
 
 from microgpt.core.version import __version__
 
-__all__ = ["__version__", "load", "train"]
+__all__ = ["__version__", "load", "plan", "train"]
 
 
 def __getattr__(name: str):
-    if name == "train":  # imported on first use, so `import microgpt` stays light
-        from microgpt.training.api import train
+    if name in ("train", "plan"):  # imported on first use, so `import microgpt` stays light
+        from microgpt.training import api
 
-        return train
+        return getattr(api, name)
     if name == "load":
         from microgpt.use.loaded import load
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import string
 from pathlib import Path
 
 from microgpt.cli.common import add_flags_with_defaults, add_setting_flags, help_text, positive_int
@@ -26,14 +25,13 @@ from microgpt.core.errors import ConfigError
 from microgpt.core.registry import FAMILIES
 from microgpt.export.files import check_out
 from microgpt.model.family import family, n_params
+from microgpt.model.priors import STAND_IN_VOCAB, stand_in_tokenizer
 from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.sources import Settings
 
-DEFAULT_VOCAB = 65  # tinyshakespeare's characters: a char model of English text has about this many
 CHECK_BACKEND = "numpy"  # the memory a step needs, as `microgpt train --backend numpy` estimates it (float32)
-CALCULATOR_CHARACTERS = string.digits + "+= \n"  # what the calculator prior reads; letters fill the rest
 VOCAB_HELP = (f"the vocabulary size: a document binds every size but it (the tokenizer's) and T (--seq-len); "
-              f"{DEFAULT_VOCAB}, tinyshakespeare's characters, when not given. A calculator prior reads the ids as "
+              f"{STAND_IN_VOCAB}, tinyshakespeare's characters, when not given. A calculator prior reads the ids as "
               "digits, + = space and newline, then letters")
 
 
@@ -88,7 +86,7 @@ def add_parser(commands) -> None:
 
 def add_document_flags(parser: argparse.ArgumentParser, fields) -> None:
     parser.add_argument("file", type=Path, metavar="G.json", help="a graph document (.json, or .yaml)")
-    parser.add_argument("--vocab", type=positive_int, default=DEFAULT_VOCAB, metavar="N", help=help_text(VOCAB_HELP))
+    parser.add_argument("--vocab", type=positive_int, default=STAND_IN_VOCAB, metavar="N", help=help_text(VOCAB_HELP))
     add_flags_with_defaults(parser, [fields["seq_len"]])
 
 
@@ -108,16 +106,6 @@ def add_family_flags(parser: argparse.ArgumentParser, fields) -> None:
     for names, keys in groups.items():
         whose = "every family" if len(names) == len(writers) else " and ".join(names)
         add_setting_flags(parser.add_argument_group(f"the model's shape ({whose})"), [fields[key] for key in keys])
-
-
-def check_tokenizer(vocab: int):
-    """A char tokenizer of `vocab` characters: the calculator prior's (digits, + = space newline), then letters
-    and further characters to fill the vocabulary. Only the calculator prior reads what the ids stand for."""
-    from microgpt.data.tokenizer import CharTokenizer
-
-    characters = CALCULATOR_CHARACTERS + string.ascii_letters
-    characters += "".join(chr(0x100 + i) for i in range(max(0, vocab - len(characters))))
-    return CharTokenizer(characters[:vocab])
 
 
 def compiled(args):
@@ -143,7 +131,7 @@ def run_check(args) -> int:
     backend = get_backend(CHECK_BACKEND)
     parts = memory_parts(graph, config, args.batch_size, backend)
     try:
-        verdict = check_causality(program, args.seq_len, check_tokenizer(args.vocab))
+        verdict = check_causality(program, args.seq_len, stand_in_tokenizer(args.vocab))
     except ConfigError as exc:
         raise ConfigError(f"{args.file}: {exc}") from None
     bound = {"vocab": f"{args.vocab} (--vocab)", "T": f"{args.seq_len} (--seq-len)"}
@@ -181,9 +169,9 @@ def run_from_family(args) -> int:
         raise ConfigError("--family graph is a graph already; give the family whose model to write (--family "
                           f"{', '.join(n for n in FAMILIES if n != 'graph')})")
     settings.check_all_used(settings.train_config())  # a setting of another family is refused, as train does
-    config = settings.model_config(vocab_size=DEFAULT_VOCAB)  # a document binds no vocabulary: any size does
+    config = settings.model_config(vocab_size=STAND_IN_VOCAB)  # a document binds no vocabulary: any size does
     document = document_for(name, config)
-    family("graph").Config(vocab_size=DEFAULT_VOCAB, graph=document, seq_len=config.seq_len)  # it compiles
+    family("graph").Config(vocab_size=STAND_IN_VOCAB, graph=document, seq_len=config.seq_len)  # it compiles
     text = format_document(document)
     if args.out is None:
         print(text)

@@ -34,7 +34,7 @@ from microgpt.parallel.launch import relaunch, watch_launcher
 from microgpt.settings.named_runs import load_run
 from microgpt.settings.sources import Settings, check_named_runs, known_settings
 from microgpt.training.compare import plan_compare
-from microgpt.training.plan import plan_run, start
+from microgpt.training.plan import plan, plan_run, start
 from microgpt.training.plot import plot_available
 from microgpt.training.resolve import RESUME_AUTO
 from microgpt.training.run import Run
@@ -79,11 +79,19 @@ def train_command(args, comm) -> int:
                                   "; give it one spec's checkpoint on its own")
             if comm.size > 1:
                 raise DistributedError("--compare trains its specs in one process; run it without mpiexec or --procs")
+            if args.dry_run:
+                raise ConfigError("--dry-run plans one run, and --compare several; drop one of them")
+        elif args.dry_run:
+            planned = plan(settings, backend, args.resume, save=not args.no_save, comm=comm, init_from=args.init_from,
+                           overwrite=args.overwrite)
         else:
             run = plan_run(settings, backend, args.resume, save=not args.no_save, init_from=args.init_from,
                           overwrite=args.overwrite)
     if args.compare is not None:
         return run_compare(args, settings, backend, note)
+    if args.dry_run:
+        print("\n".join(["dry run: nothing trained or written", *([note] if note else []), *planned.describe()]))
+        return 0
     if note and not args.quiet:
         print(note)
     return run_single(args, settings, run, comm)

@@ -40,6 +40,9 @@ INVOCATION_FLAGS = [
                       "ensemble, ensembles separated by ';', each its experts' specs, e.g. "
                       "'d64n3,d64n3;d32n3,d32n3,d32n3,d32n3'"}),
     (("--quiet",), {"action": "store_true", "help": "no progress output, only the summary"}),
+    (("--dry-run",), {"action": "store_true",
+                      "help": "plan the run and say what it would train (corpus, tokenizer, model, steps, memory, "
+                      "where it saves), every check made as for training; nothing is trained or written"}),
     (("--procs",), {"type": positive_int, "metavar": "N",
                     "help": "train data-parallel in N processes under mpiexec (needs the mpi extra), one BLAS "
                     "thread each; --batch-size is split over them. Use at most one per core: N processes of one "
@@ -56,7 +59,7 @@ OPTIMISER = ("lr", "warmup", "lr_schedule", "min_lr", "decay_steps", "weight_dec
 RUN_AND_OUTPUT = ("backend", "threads", "precision", "max_memory", "gen", "max_corpus", "model", "log", "--no-save", "--resume",
                   "--overwrite", "--init-from", "--config", "--run", "--compare", "--quiet")
 PARALLEL = ("--procs", "collective_timeout")
-WHAT_TO_TRAIN = ("family", "tokenizer", "vocab_size", "preset")
+WHAT_TO_TRAIN = ("family", "tokenizer", "vocab_size", "preset", "--dry-run")
 
 
 def owners() -> dict[str, tuple[str, ...]]:

@@ -1,17 +1,76 @@
 """The errors a user can cause, at the ground so every layer can raise them without importing another.
 
 Each carries a message that names the problem and the fix; the CLI prints it as
-one line and exits 2 (cli/__init__.py).
+one line and exits 2 (cli/__init__.py). A message that names a setting holds it
+as data (`Named`: its key, and the value where the message shows one), not as
+words, and the error's `key` is the setting at fault: each front end words the
+same error its own way (`worded`): the command line as flags (`--lr 0.5`, the
+default, `str`), `microgpt.train` as keywords (`lr=0.5`), the studio as its fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 
-class ConfigError(ValueError):
+NO_VALUE = object()  # a setting named without its value
+
+
+class Placeholder(str):
+    """A value that stands for any the user might give ("N", "..."), written as it is by every front end."""
+
+
+@dataclass(frozen=True)
+class Named:
+    """A setting (or an invocation option: save, resume, init_from, overwrite) named in a message, by its key;
+    with its value where the message shows one, and with where it was given when that was a
+    named run of a YAML file ("run ID in FILE"), which every front end says alike."""
+
+    key: str
+    value: object = NO_VALUE
+    origin: str | None = None
+
+
+Wording = Callable[[Named], str]  # how a front end names a setting
+
+
+def as_flag(named: Named) -> str:
+    """The command line's words: "--lr", "--lr 0.5", "--no-random-batches", "--heads 4,4"; a named run's value
+    as its YAML says it ("heads: 1,2 (run ID in FILE)")."""
+    flag = "--" + named.key.replace("_", "-")
+    if named.origin is not None:
+        return f"{named.key}: {_listed(named.value)} ({named.origin})"
+    if named.value is NO_VALUE:
+        return flag
+    if isinstance(named.value, bool):
+        return flag if named.value else f"--no-{named.key.replace('_', '-')}"
+    return f"{flag} {_listed(named.value)}"
+
+
+def _listed(value) -> str:
+    """A value as a flag or YAML writes it: a tuple of widths as 4,4,8."""
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+class UserError(ValueError):
+    """A mistake in what the user gave. The message is given in parts, strings and `Named` settings; `key` is the
+    setting at fault (given, or the first named), None where none is."""
+
+    def __init__(self, *parts, key: str | None = None):
+        named = [part.key for part in parts if isinstance(part, Named)]
+        self.parts, self.key = parts, key if key is not None else (named[0] if named else None)
+        super().__init__(self.worded(as_flag))
+
+    def worded(self, words: Wording) -> str:
+        """The message with each setting it names in `words`."""
+        return "".join(words(part) if isinstance(part, Named) else str(part) for part in self.parts)
+
+
+class ConfigError(UserError):
     """An invalid configuration value; the message names it and says how to fix it."""
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Unusable training or evaluation text; the message names the problem and the fix."""
 
 

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from microgpt.core.checks import Check, NumberOrOff, shown
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 
 __all__ = ["SettingField", "check_fields", "setting", "settings_fields"]
 
@@ -82,4 +82,4 @@ def check_fields(config) -> None:
         try:
             f.check.validate(value)
         except ValueError as exc:
-            raise ConfigError(f"{f.flag} must be {exc}, got {shown(value)}") from None
+            raise ConfigError(Named(f.key), f" must be {exc}, got {shown(value)}") from None

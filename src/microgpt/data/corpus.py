@@ -1,22 +1,34 @@
-"""The text a run trains on, and the part of its tokens held out for validation.
+"""What a run trains on (`Corpus`): a text file (or the bundled docs) read whole, or a prepared dataset
+(data/dataset.py) trained from its shards, read by position; how each gives a run its tokenizer and its training
+and held-out tokens; and the text's own reading and held-out split.
 
-`read_corpus` reads a regular UTF-8 text file up to a size cap, with a clear
-error for a missing, empty, binary, oversized or non-UTF-8 file, or one that
-is not a regular file; `default_corpus` is the documentation text that every
-Python installation carries (`pydoc_data.topics`). `held_out_count` and
-`split_validation` hold out the last tokens of the text.
+`read_corpus` reads a regular UTF-8 text file up to a size cap, with a clear error for a missing, empty,
+binary, oversized or non-UTF-8 file, or one that is not a regular file; `default_corpus` is the documentation
+text that every Python installation carries (`pydoc_data.topics`). A text: a new run learns its tokenizer from
+it, a fine-tune extends the source's by its new characters, and the last tokens are held out (`held_out_count`:
+a tenth, up to DEFAULT_HELD_OUT_MAX, or --val-tokens; `split_validation`). A dataset: the tokenizer is the one
+prepare made (a checkpoint resumed or fine-tuned on it must have the same), and validation reads the first
+tokens of its held-out split (as many as --val-tokens, else as many as a text's default would hold out), so
+that neither memory nor a validation pass grows with the dataset. A run's config is read here by its fields
+(val_tokens), as settings/training.py's TrainConfig declares them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import shlex
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from microgpt.core.errors import DataError
+from microgpt.core.errors import DataError, Named
+from microgpt.data.dataset import Dataset, is_dataset, open_dataset
 from microgpt.data.prepare.inputs import kind_of
+from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
+from microgpt.data.tokenizer.bpe import most_tokens
 
 # Without --val-tokens, this share of the text is held out (1/10, as nanoGPT does), up to a number of tokens
 # that keeps a validation pass near ten training steps of the default run; a text too short for it holds out none.
@@ -46,15 +58,16 @@ def read_corpus(path: str | Path, max_bytes: int, wanted: str = "a text file wit
         raise DataError(f"{path} is not a regular file (a pipe, a device or a socket); give the path of a "
                         "UTF-8 text file")
     if info.st_size > max_bytes:
-        raise DataError(f"{path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte corpus cap; raise "
-                        "--max-corpus if you mean it, or give a smaller file")
+        raise DataError(f"{path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte corpus cap; raise ",
+                        Named("max_corpus"), " if you mean it, or give a smaller file", key="file")
     try:
         with open(path, "rb") as f:
             raw = f.read(max_bytes + 1)  # the file may have grown since stat
     except OSError as exc:
         raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from None
     if len(raw) > max_bytes:
-        raise DataError(f"{path} is over the {max_bytes:,}-byte corpus cap; raise --max-corpus if you mean it")
+        raise DataError(f"{path} is over the {max_bytes:,}-byte corpus cap; raise ", Named("max_corpus"),
+                        " if you mean it", key="file")
     if not raw:
         raise DataError(f"{path} is empty; give {wanted}")
     if b"\x00" in raw:
@@ -117,7 +130,7 @@ def split_validation(tokens: np.ndarray, val_tokens: int, seq_len: int) -> tuple
         check_length(tokens, seq_len, "the training text")
         return tokens, None
     if val_tokens < seq_len + 1:
-        raise DataError(f"--val-tokens {val_tokens} is shorter than one window (seq_len + 1 = {seq_len + 1})")
+        raise DataError(Named("val_tokens", val_tokens), f" is shorter than one window (seq_len + 1 = {seq_len + 1})")
     train, val = tokens[:-val_tokens], tokens[-val_tokens:]
     check_length(train, seq_len, f"the training text left after holding out {val_tokens} validation tokens")
     return train, val
@@ -125,7 +138,128 @@ def split_validation(tokens: np.ndarray, val_tokens: int, seq_len: int) -> tuple
 
 def check_length(tokens: np.ndarray, seq_len: int, what: str) -> None:
     if len(tokens) < seq_len + 1:
-        raise DataError(
-            f"{what} has {len(tokens)} tokens, fewer than seq_len + 1 = {seq_len + 1}; "
-            "use a longer text or a smaller --seq-len"
-        )
+        raise DataError(f"{what} has {len(tokens)} tokens, fewer than seq_len + 1 = {seq_len + 1}; use a longer "
+                        "text or a smaller ", Named("seq_len"))
+
+
+DEFAULT_CORPUS_NAME = "python-docs"  # the default checkpoint name of a run on the bundled docs
+
+
+def corpus_name(file: str | None) -> str:
+    """The default checkpoint name for a corpus: its file's stem (a dataset directory's name), or the docs'."""
+    return DEFAULT_CORPUS_NAME if file is None else Path(file).stem
+
+
+@dataclass
+class Corpus:
+    text: str  # "" for a dataset
+    description: str  # "FILE (N characters)", for messages and the checkpoint
+    name: str  # the default checkpoint name
+    file: str | None  # None: the bundled Python docs
+    sha256: str  # of the text, or of a dataset's manifest
+    dataset: Dataset | None = None
+    validation: dict | None = None  # {"tokens", "characters"} of the held-out tokens, once `split` has chosen them
+    made: dict = field(default_factory=dict, repr=False, compare=False)  # (kind, size) -> the tokenizer made
+
+    @classmethod
+    def load(cls, file: str | None, max_bytes: int, verify: bool = True) -> Corpus:
+        """The text of `file` (or the bundled docs), or the prepared dataset there (its shards' checksums read
+        where `verify`)."""
+        if is_dataset(file):
+            dataset = open_dataset(file, verify)
+            return cls("", dataset.description, corpus_name(file), file, dataset.identity, dataset)
+        if file is None:
+            text, description = default_corpus()
+        else:
+            text = read_corpus(file, max_bytes)
+            description = f"{file} ({len(text):,} characters)"
+        return cls(text, description, corpus_name(file), file, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def run_info(self, train_config, best_val_loss: float | None = None) -> dict:
+        """What a run keeps in train_state.json besides the step and data position: its corpus (the file as an
+        absolute path, so a resume finds it from any directory) and settings."""
+        absolute = None if self.file is None else str(Path(self.file).resolve())
+        return {"corpus": self.description, "corpus_file": absolute, "corpus_sha256": self.sha256,
+                "best_val_loss": best_val_loss, "train_config": vars(train_config), "validation_text": self.validation}
+
+    def new_tokenizer(self, kind: str, vocab_size: int | None) -> Tokenizer:
+        """A new run's tokenizer: learnt from the text (once for each kind and size), or the dataset's."""
+        if self.dataset:
+            return self.dataset.tokenizer
+        if (kind, vocab_size) not in self.made:
+            self.made[(kind, vocab_size)] = learn_tokenizer(kind, self.text, vocab_size)
+        return self.made[(kind, vocab_size)]
+
+    def largest_vocabulary(self, kind: str, vocab_size: int | None) -> int:
+        """The most tokens a tokenizer of `kind` learnt from this text can have: what `vocab_size` asks (else the
+        kind's default), and no more than its bytes can merge into (bpe.most_tokens)."""
+        return most_tokens(self.text, vocab_size or tokenizer_kind(kind).default_vocab_size)
+
+    def check_tokenizer(self, tokenizer: Tokenizer, checkpoint: Path) -> None:
+        """A checkpoint's tokenizer must be a dataset's own to train on its ids."""
+        if self.dataset and self.dataset.tokenizer.to_json() != tokenizer.to_json():
+            raise DataError(f"{self.file} was tokenized by {self.dataset.tokenizer.describe()}, and {checkpoint} "
+                            f"reads {tokenizer.describe()}: the same ids mean other text; prepare the data with the "
+                            "checkpoint's tokenizer, or train a new model on it")
+
+    def fine_tune_tokenizer(self, tokenizer: Tokenizer, checkpoint: Path) -> Tokenizer:
+        """The source's tokenizer extended by the text's new characters, or a dataset's, which must be it."""
+        if self.dataset is None:
+            return tokenizer.extended_for(self.text)
+        self.check_tokenizer(tokenizer, checkpoint)
+        return tokenizer
+
+    def split(self, tokenizer: Tokenizer, config, seq_len: int):
+        """(training tokens, held-out tokens or None, the config with the held-out count it used); `validation`
+        then says how many characters the held-out tokens stand for (what runs and plot turn a validation loss
+        into bits per character with, training/run_list.py)."""
+        if self.dataset is None:
+            tokens = tokenizer.encode(self.text, source=self.description)
+            config = with_held_out(config, len(tokens), seq_len)
+            train, val = split_validation(tokens, config.val_tokens, seq_len)
+            self.validation = validation_text(tokenizer, val)
+            return train, val, config
+        held = self.dataset.val
+        count = 0 if held is None else min(len(held), DEFAULT_HELD_OUT_MAX if config.val_tokens is None
+                                           else config.val_tokens)
+        if config.val_tokens and (held is None or config.val_tokens > len(held)):
+            raise DataError(Named("val_tokens", config.val_tokens), f" is more than {self.file} holds out "
+                            f"({0 if held is None else len(held):,} tokens); give at most that, or prepare it with a "
+                            "larger --val-fraction")
+        if 0 < count < seq_len + 1:
+            raise DataError(f"{self.file} holds out {count} tokens, fewer than one window (seq_len + 1 = "
+                            f"{seq_len + 1}); prepare it with more held out, or give ", Named("val_tokens", 0),
+                            key="val_tokens")
+        val = np.asarray(held[:count], dtype=np.int32) if count else None  # (count,): small, read once
+        self.validation = validation_text(tokenizer, val)
+        if len(self.dataset.train) < seq_len + 1:
+            raise DataError(f"{self.file} has {len(self.dataset.train)} training tokens, fewer than seq_len + 1 = "
+                            f"{seq_len + 1}; prepare a larger input or use a smaller ", Named("seq_len"))
+        return self.dataset.train, val, dataclasses.replace(config, val_tokens=count)
+
+
+def validation_text(tokenizer: Tokenizer, val) -> dict | None:
+    """The held-out tokens' count and the characters they stand for (None where nothing is held out)."""
+    return None if val is None else {"tokens": len(val), "characters": tokenizer.count_characters(val)}
+
+
+def learn_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
+    """A tokenizer of `kind` learnt from `text`, with `vocab_size` for a kind that takes one (a --vocab-size
+    given to one that does not was refused with the settings, naming where it came from)."""
+    takes_size = tokenizer_kind(kind).default_vocab_size is not None
+    return train_tokenizer(kind, text, vocab_size if takes_size else None)
+
+
+def short_vocabulary(vocab_size: int | None, tokenizer: Tokenizer) -> str | None:
+    """A note where the text ran out of pairs to merge before the vocabulary --vocab-size asked for."""
+    asked = vocab_size or tokenizer.default_vocab_size
+    if asked is None or tokenizer.size >= asked:
+        return None
+    return (f"the text ran out of pairs to merge: its {tokenizer.kind} tokenizer has {tokenizer.size} tokens, not "
+            f"the {asked} asked for (--vocab-size)")
+
+
+def with_held_out(config, n_tokens: int, seq_len: int):
+    """The config with its held-out count resolved for this text (held_out_count), so that a
+    checkpoint records the split it was trained on and a resume keeps it."""
+    return dataclasses.replace(config, val_tokens=held_out_count(config.val_tokens, n_tokens, seq_len))

@@ -14,12 +14,15 @@ from the tokens at positions <= t alone:
 from __future__ import annotations
 
 import re
+import string
 
 import numpy as np
 
 from microgpt.core.errors import ConfigError
+from microgpt.data.tokenizer.char import CharTokenizer
 
 CALCULATOR_CHARACTERS = "0123456789+= \n"
+STAND_IN_VOCAB = 65  # tinyshakespeare's characters: the vocabulary a graph is checked for while the data is in doubt
 COUNT_CHUNK = 1 << 24  # tokens counted at a time, so that counting a dataset needs no more memory than this
 MAX_TRIGRAM_ENTRIES = 16 * 1024**2  # a trigram table past this (a BPE vocabulary's) is refused: it would dwarf the model
 OLD_PROJECTION_STD = 0.02  # the projection's init in checkpoints saved before it had a bias (prior_bias False)
@@ -71,6 +74,17 @@ def window_features(backend, kind: str, table, ids, ids_host: np.ndarray, vocab:
         pairs = backend.ids((previous * vocab + ids_host).reshape(-1).astype(np.int32))  # (B*T,)
         return backend.embedding_gather(table, pairs, rows, vocab)  # (B*T, vocab)
     return backend.from_host(calculator_rows(ids_host, ids_of, vocab, backend.dtype))  # (B*T, vocab)
+
+
+def stand_in_tokenizer(vocab: int = STAND_IN_VOCAB, characters: str | None = None) -> CharTokenizer:
+    """A char tokenizer of `characters` (the text's own), or where the text is not known one of `vocab`
+    characters: the calculator prior's first (digits, + = space newline), then letters and further characters
+    to fill it. Only the calculator prior reads what the ids stand for (`graph check`, the studio's check)."""
+    if characters is not None:
+        return CharTokenizer(characters)
+    filled = CALCULATOR_CHARACTERS + string.ascii_letters
+    filled += "".join(chr(0x100 + i) for i in range(max(0, vocab - len(filled))))
+    return CharTokenizer(filled[:vocab])
 
 
 def check_calculator_tokenizer(tokenizer) -> dict[str, int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from microgpt.core.checks import shown
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder, as_flag
 from microgpt.core.fields import settings_fields
 from microgpt.core.registry import FAMILIES
 from microgpt.data.tokenizer import tokenizer_kind
@@ -31,12 +31,8 @@ class Settings:
     """Each setting from its explicit value, else the checkpoint (for the keys it keeps), else the named run,
     else the preset, else the declared default."""
 
-    def __init__(self, explicit: dict | None = None, named: NamedRun | None = None, saved: dict | None = None,
-                 keywords: bool = False):
-        """`keywords`: the explicit settings are Python keywords (microgpt.train), and messages name them so
-        (`prior='trigram'`) rather than as flags (`--prior trigram`)."""
+    def __init__(self, explicit: dict | None = None, named: NamedRun | None = None, saved: dict | None = None):
         fields = known_settings()
-        self.keywords = keywords
         explicit = {key: value for key, value in (explicit or {}).items() if value is not None}
         unknown = sorted(set(explicit) - set(fields))
         if unknown:
@@ -45,8 +41,7 @@ class Settings:
             try:
                 explicit[key] = fields[key].check.from_yaml(str(value) if isinstance(value, Path) else value)
             except ValueError as exc:
-                name = key if keywords else fields[key].flag
-                raise ConfigError(f"{name} must be {exc}, not {shown(value)}") from None
+                raise ConfigError(Named(key), f" must be {exc}, not {shown(value)}") from None
         self.fields = fields
         self.explicit, self.named, self.saved = explicit, named, saved or {}
         preset = explicit.get("preset") or (named.values.get("preset") if named is not None else None)
@@ -55,7 +50,7 @@ class Settings:
 
     def resumed_from(self, saved: dict) -> Settings:
         """These settings over a checkpoint's saved ones (its family, tokenizer, training settings, corpus file)."""
-        return Settings(self.explicit, self.named, saved, self.keywords)
+        return Settings(self.explicit, self.named, saved)
 
     def given(self, key: str) -> bool:
         """Set explicitly or by the named run (not a default, a preset or the checkpoint)."""
@@ -86,25 +81,23 @@ class Settings:
                 return name
         return self.preset.get("family", self.fields["family"].default)
 
+    def mention(self, key: str) -> Named:
+        """A given setting as a message names it (core/errors.py): with its value, and with the named run it came
+        from where it came from one; each front end words it."""
+        from_run = key not in self.explicit and self.named is not None and key in self.named.values
+        return Named(key, self.value(key), self.named.origin if from_run else None)
+
     def origin(self, key: str) -> str:
-        """Where a given setting came from, for messages: "--d-model" (or from Python, "d_model") or "d_model
-        (run ID in FILE)"."""
-        if key in self.explicit and self.keywords:
-            return key
+        """Where a given setting came from, in the command line's words: "--d-model" or "d_model (run ID in
+        FILE)"."""
         if key in self.explicit or self.named is None:
-            return self.fields[key].flag
+            return as_flag(Named(key))
         return f"{key} ({self.named.origin})"
 
     def describe(self, key: str) -> str:
-        """A given setting with its value: "--heads 4" (from Python, "heads=4") or "heads: 1,2,5 (run ID in
-        FILE)"."""
-        value = self.value(key)
-        if key in self.explicit and self.keywords:
-            return f"{key}={value!r}"
-        shown_value = ",".join(map(str, value)) if isinstance(value, tuple) else value  # widths as --heads writes them
-        if key in self.explicit or self.named is None:
-            return f"{self.origin(key)} {shown_value}"
-        return f"{key}: {shown_value} ({self.named.origin})"
+        """A given setting with its value, in the command line's words: "--heads 4" or "heads: 1,2,5 (run ID in
+        FILE)" (`mention` keeps it as data, for every front end)."""
+        return as_flag(self.mention(key))
 
     def path(self, key: str) -> Path | None:
         value = self.value(key)
@@ -141,9 +134,9 @@ class Settings:
             return f"the {self.preset_name} preset"
         return f"{self.fields[key].flag}'s default"
 
-    def validation_settings_given(self) -> tuple[str, ...]:
-        """The validation settings given ("--eval-every 5"), each of which does nothing where no text is held out."""
-        return tuple(self.describe(key) for key in ("eval_every", "val_interval") if self.given(key))
+    def validation_settings_given(self) -> tuple[Named, ...]:
+        """The validation settings given (--eval-every 5), each of which does nothing where no text is held out."""
+        return tuple(self.mention(key) for key in ("eval_every", "val_interval") if self.given(key))
 
     def check_all_used(self, config: TrainConfig, save: bool = True, compare: bool = False) -> None:
         """Refuse a setting given (by a flag or the named run) that would do nothing with the others, in one line
@@ -151,55 +144,54 @@ class Settings:
         useless (`--val-tokens 0` over a run's `eval_every`) is not refused: the flag overrides the run. A
         `config.val_tokens` of None (a tenth of a text not yet read) leaves the validation settings to be checked
         against the text (`validation_settings_given`)."""
-        no_held_out = ("--val-tokens is 0" if self.given("val_tokens") or config.val_tokens else
-                       "the text is too short to hold out a tenth of it; give --val-tokens N")
-        no_decay = "a constant schedule does not decay; add --lr-schedule cosine or drop it"
-        flag = None  # the cause is an invocation flag (--no-save, --compare): always the command line's
+        no_held_out = ((Named("val_tokens"), " is 0") if self.given("val_tokens") or config.val_tokens else
+                       ("the text is too short to hold out a tenth of it; give ", Named("val_tokens", Placeholder("N"))))
+        no_decay = ("a constant schedule does not decay; add ", Named("lr_schedule", "cosine"), " or drop it")
+        flag = None  # the cause is an invocation option (save, compare), never a named run's
         chosen = self.value("family")
         own = set(family_keys(self.family))
+        unsaved = ("nothing is saved with ", Named("save", False))
         unused = [  # (the setting, what makes it useless, the setting that does so, why)
             ("eval_every", config.val_tokens == 0, "val_tokens",
-             f"there is no held-out text to validate on ({no_held_out})"),
+             ("there is no held-out text to validate on (", *no_held_out, ")")),
             ("val_interval", config.val_tokens == 0, "val_tokens",
-             f"there is no held-out text to validate on ({no_held_out})"),
+             ("there is no held-out text to validate on (", *no_held_out, ")")),
             ("val_interval", config.validate_every != 0, "eval_every",
-             "it times validation only with --eval-every 0 (by steps is the default); add --eval-every 0 or drop it"),
+             ("it times validation only with ", Named("eval_every", 0), " (by steps is the default); add ",
+              Named("eval_every", 0), " or drop it")),
             ("stride", config.random_batches, "random_batches",
-             ("it spaces the windows of the sequential walk, and batches are random windows; "
-              "add --no-random-batches or drop it")),
+             ("it spaces the windows of the sequential walk, and batches are random windows; add ",
+              Named("random_batches", False), " or drop it")),
             ("min_lr", config.lr_schedule == "constant", "lr_schedule", no_decay),
             ("decay_steps", config.lr_schedule == "constant", "lr_schedule", no_decay),
             ("vocab_size", tokenizer_kind(self.value("tokenizer")).default_vocab_size is None, "tokenizer",
-             f"the {self.value('tokenizer')} tokenizer takes no vocabulary size; add --tokenizer bpe or drop it"),
-            ("save_every", not save, flag, "nothing is saved with --no-save"),
-            ("model", not save, flag, "nothing is saved with --no-save"),
-            ("log", not save, flag, "nothing is saved with --no-save"),
-            ("gen", compare and self.value("gen") > 0, flag, "--compare prints no sample"),
+             (f"the {self.value('tokenizer')} tokenizer takes no vocabulary size; add ", Named("tokenizer", "bpe"),
+              " or drop it")),
+            ("save_every", not save, flag, unsaved),
+            ("model", not save, flag, unsaved),
+            ("log", not save, flag, unsaved),
+            ("gen", compare and self.value("gen") > 0, flag, (Named("compare"), " prints no sample")),
         ]
-        unused += [(key, True, "family", f"the {chosen} family has no {key}{self._owner_hint(name)}")
+        unused += [(key, True, "family", (f"the {chosen} family has no {key}", *self._owner_hint(name)))
                    for name in FAMILIES for key in family_keys(family(name)) if key not in own]
         for key, useless, cause, why in unused:
             overridden = key not in self.explicit and (cause is flag or cause in self.explicit)
             if useless and self.given(key) and not overridden:
-                raise ConfigError(f"{self.describe(key)} does nothing here: {why}")
+                raise ConfigError(self.mention(key), " does nothing here: ", *why)
 
-    def _owner_hint(self, name: str) -> str:
+    def _owner_hint(self, name: str) -> tuple:
         """How to choose the family `name` that a setting belongs to, for a message."""
         chooser = getattr(family(name), "SELECTED_BY", None)
-        if self.keywords:
-            way = f"{chooser}=..." if chooser else f"family={name!r}"
-        else:
-            way = f"{self.fields[chooser].flag} ..." if chooser else f"--family {name}"
-        return f" (it is the {name} family's: add {way})"
+        return (f" (it is the {name} family's: add ", Named(chooser, Placeholder("...")) if chooser else Named("family", name), ")")
 
     def check_shape_against(self, family_name: str, config, checkpoint: Path,
-                            fix: str = "drop it to resume, or train a new model with --model") -> None:
+                            fix: tuple = ("drop it to resume, or train a new model with ", Named("model"))) -> None:
         """On resume (or fine-tuning) the family and shape come from the checkpoint; an explicit setting that
         disagrees is an error, whose message ends with `fix`. Each shape setting given is read on its own over
         the checkpoint's others (so --heads 4 means four heads of the checkpoint's d_model)."""
         if "family" in self.explicit and self.explicit["family"] != family_name:
-            raise ConfigError(f"{self.describe('family')} does not match the checkpoint {checkpoint}, a "
-                              f"{family_name} model; {fix}")
+            raise ConfigError(self.mention("family"), f" does not match the checkpoint {checkpoint}, a {family_name} "
+                              "model; ", *fix)
         kind = family(family_name)
         shape = {f.key: (f.field, getattr(config, f.field)) for f in settings_fields(kind.Config)}
         for key, (field, actual) in shape.items():
@@ -214,8 +206,8 @@ class Settings:
             if not agrees:
                 has = (f"another graph (its document is in {checkpoint}/config.json)" if isinstance(actual, dict)
                        else actual)
-                raise ConfigError(f"{self.describe(key)} does not match the checkpoint {checkpoint}, which has {has}; "
-                                  f"{fix}")
+                raise ConfigError(self.mention(key), f" does not match the checkpoint {checkpoint}, which has {has}; ",
+                                  *fix)
 
 
 def check_named_runs(path: Path) -> None:
@@ -227,4 +219,4 @@ def check_named_runs(path: Path) -> None:
             settings.train_config()
             settings.model_config(vocab_size=1)  # the vocabulary comes from the text; any size checks the shape
         except ConfigError as exc:
-            raise ConfigError(f"{named.origin}: {exc}") from None
+            raise ConfigError(f"{named.origin}: ", *exc.parts, key=exc.key) from None

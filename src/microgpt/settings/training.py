@@ -21,7 +21,7 @@ from microgpt.core.checks import (
     ChoiceOrFile,
     whole,
 )
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.core.fields import check_fields, setting
 from microgpt.core.registry import BACKENDS, FAMILIES, PRECISIONS
 from microgpt.core.version import install_hint
@@ -129,18 +129,21 @@ class TrainConfig:
             self.warmup = min(DEFAULT_WARMUP, (self.decay_steps or self.steps) // 10)
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
-                raise ConfigError(f"--{name} must be at least 0 and below 1, got {getattr(self, name)}")
+                raise ConfigError(Named(name), f" must be at least 0 and below 1, got {getattr(self, name)}")
         if self.weight_decay < 0:
-            raise ConfigError(f"--weight-decay must be 0 or more, got {self.weight_decay}")
+            raise ConfigError(Named("weight_decay"), f" must be 0 or more, got {self.weight_decay}")
         if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ConfigError(f"--grad-clip must be above 0, got {self.grad_clip}; --grad-clip off for no clipping")
+            raise ConfigError(Named("grad_clip"), f" must be above 0, got {self.grad_clip}; ",
+                              Named("grad_clip", "off"), " for no clipping")
         if self.min_lr is not None and not 0 <= self.min_lr <= self.lr:
-            raise ConfigError(f"--min-lr {self.min_lr} must be between 0 and --lr {self.lr}")
+            raise ConfigError(Named("min_lr", self.min_lr), " must be between 0 and ", Named("lr", self.lr))
         if self.decay_steps is None and self.warmup > self.steps:
-            raise ConfigError(f"--warmup {self.warmup} is longer than the run (--steps {self.steps}); shorten the "
-                              "warm-up, train longer, or give --decay-steps to train part of a longer schedule")
+            raise ConfigError(Named("warmup", self.warmup), " is longer than the run (", Named("steps", self.steps),
+                              "); shorten the warm-up, train longer, or give ", Named("decay_steps"),
+                              " to train part of a longer schedule")
         if self.decay_steps is not None and self.decay_steps <= self.warmup:
-            raise ConfigError(f"--decay-steps {self.decay_steps} must come after the warm-up (--warmup {self.warmup})")
+            raise ConfigError(Named("decay_steps", self.decay_steps), " must come after the warm-up (",
+                              Named("warmup", self.warmup), ")")
 
 
 @dataclass
@@ -177,8 +180,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         if self.log == "tensorboard" and not tensorboard_installed():
-            raise ConfigError(f"--log tensorboard writes through tensorboardX, which is not installed; "
-                              f"{install_hint('tensorboard')}")
+            raise ConfigError(Named("log", "tensorboard"), " writes through tensorboardX, which is not installed; ",
+                              install_hint("tensorboard"))
 
 
 def tensorboard_installed() -> bool:

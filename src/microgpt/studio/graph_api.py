@@ -41,7 +41,7 @@ from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.known import family_keys
 from microgpt.studio.graph_costs import node_costs
 from microgpt.studio.graph_layout import layout_of
-from microgpt.studio.graph_run import RunSettings, run_settings
+from microgpt.studio.graph_run import DraftSettings, run_settings
 from microgpt.studio.graph_verdicts import CAUSALITY_MAX_PARAMETERS, causality_of, expected_verdict_s
 from microgpt.studio.speed import expected_tokens_per_second
 
@@ -117,7 +117,7 @@ def readable_bytes(size: int) -> str:
     return format_bytes(size) if size < LARGEST_SHOWN else f"more than {format_bytes(LARGEST_SHOWN)}"
 
 
-def add_costs(checked: GraphCheck, program: Program, trace: Trace, run: RunSettings, model, workspace) -> None:
+def add_costs(checked: GraphCheck, program: Program, trace: Trace, run: DraftSettings, model, workspace) -> None:
     """Each node's costs, and the step's parameters, memory (against --max-memory) and expected tokens/s;
     `model` is (family, config) of what trains: the graph, or in family mode the family."""
     backend = backend_class(CHECK_BACKEND)()
@@ -140,7 +140,7 @@ def add_costs(checked: GraphCheck, program: Program, trace: Trace, run: RunSetti
     checked.settings = run.values
 
 
-def document_of(body: dict, run: RunSettings, checked: GraphCheck) -> dict | None:
+def document_of(body: dict, run: DraftSettings, checked: GraphCheck) -> dict | None:
     """The document to check: the body's, or in family mode the family's from-family document."""
     name = body.get("family")
     if name is None:

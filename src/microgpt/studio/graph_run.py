@@ -11,22 +11,20 @@ characters with it, so a check after an edit reads nothing again.
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass, field
 
 from microgpt.core.checks import Choice, Switch, shown
-from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.errors import NO_VALUE, ConfigError, DataError, Named, UserError, as_flag
 from microgpt.core.registry import FAMILIES
-from microgpt.data.corpus import default_corpus, read_corpus, split_validation
-from microgpt.data.dataset import is_dataset, open_dataset
-from microgpt.data.tokenizer import tokenizer_kind
-from microgpt.data.tokenizer.char import CharTokenizer
+from microgpt.data.corpus import Corpus
+from microgpt.data.dataset import is_dataset
+from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.family import family
 from microgpt.model.graph.from_family import WRITERS
+from microgpt.model.priors import STAND_IN_VOCAB, stand_in_tokenizer
 from microgpt.settings.known import family_keys, known_settings
 from microgpt.settings.sources import Settings
-from microgpt.training.corpus import check_dataset_settings, with_held_out
-from microgpt.training.data_parallel import micro_batch_size
+from microgpt.training.plan import plan
 
 # The inspector's settings: the data's, the training's, and each family's shape (its config's keys but these).
 DATA_KEYS = ("file", "tokenizer", "vocab_size", "seq_len")
@@ -38,18 +36,18 @@ TRAINING_TEMPLATE = {"threads": "1"}  # written into every new draft: one thread
 # offered under its own name.
 FAMILY_FORMS = {"gpt": ("GPT", {}), "ensemble": ("cooperative ensemble", {"cooperative": "d4x16n2,d4x16n2"}),
                 "lookahead": ("lookahead", {})}
-DEFAULT_VOCAB = 65  # tinyshakespeare's characters, as `graph check`: the vocabulary while the data is in doubt
 MODE_KEYS = ("family", "graph")  # the editor's mode and its document say these, not the settings
-CALCULATOR_CHARACTERS = string.digits + "+= \n"  # a calculator prior reads ids as these; letters fill the rest
-_cache: dict = {}  # "default": the default corpus; "characters": (the last text, its characters), by identity
+_cache: dict = {}  # "default": the bundled docs' Corpus, read once
 
 
 @dataclass
-class RunSettings:
+class DraftSettings:
+    """A draft's run settings as planned (training/plan.py), and what the check of its graph needs of them."""
+
     values: dict = field(default_factory=dict)  # the clean settings, as YAML writes them
     settings: Settings | None = None  # None when a setting has a problem
     config: object | None = None  # the family's config in family mode
-    vocab: int = DEFAULT_VOCAB
+    vocab: int = STAND_IN_VOCAB
     seq_len: int = known_settings()["seq_len"].default
     micro_batch: int = known_settings()["batch_size"].default
     characters: str | None = None  # a char tokenizer's vocabulary, the text's own
@@ -58,14 +56,9 @@ class RunSettings:
     def tokenizer_key(self) -> str:
         return self.characters or str(self.vocab)
 
-    def tokenizer(self) -> CharTokenizer:
-        """The text's char tokenizer, or a stand-in of the vocabulary's size (only a calculator prior reads what
-        the ids stand for: digits, + = space and newline first, as `graph check` has them)."""
-        if self.characters is not None:
-            return CharTokenizer(self.characters)
-        characters = CALCULATOR_CHARACTERS + string.ascii_letters
-        characters += "".join(chr(0x100 + i) for i in range(max(0, self.vocab - len(characters))))
-        return CharTokenizer(characters[: self.vocab])
+    def tokenizer(self) -> Tokenizer:
+        """The text's char tokenizer, or a stand-in of the vocabulary's size (model/priors.py)."""
+        return stand_in_tokenizer(self.vocab, self.characters)
 
 
 def offered_families() -> list[str]:
@@ -115,37 +108,45 @@ def yaml_value(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def corpus_of(file: str | None, workspace, max_corpus: int | None):
-    """(text, None) for a text a run would train on, or ("", the dataset) for a prepared dataset in the
-    workspace (its manifest and shard sizes read, the checksums left to the run)."""
-    if file is not None and is_dataset(workspace.inside(file, what="the data file")):
-        return "", open_dataset(workspace.inside(file, what="the data file"), verify=False)
-    return corpus_text(file, workspace, max_corpus), None
-
-
-def corpus_text(file: str | None, workspace, max_corpus: int | None) -> str:
-    """The text a run would train on: a file inside the workspace (read as train reads it), or the bundled docs.
-    The last file's text is kept by its path, modification time, size and limit (checks run on worker threads,
-    two at a time: the key and its text are stored and read as one item)."""
-    if file is None:
-        return default_corpus()[0]
-    path = workspace.inside(file, what="the data file")
+def corpus_of(file: str | None, workspace, max_corpus: int | None) -> Corpus:
+    """What a run would train on: a text file inside the workspace (read as train reads it), the bundled docs,
+    or a prepared dataset (its manifest and shard sizes read, the checksums left to the run). The last file's
+    Corpus is kept by its path, modification time, size and limit (checks run on worker threads, two at a
+    time: the key and its Corpus are stored and read as one item), and with it the tokenizer made from it."""
     limit = max_corpus or known_settings()["max_corpus"].default
+    if file is None:
+        if "default" not in _cache:
+            _cache["default"] = Corpus.load(None, limit)
+        return _cache["default"]
+    path = workspace.inside(file, what="the data file")
+    if is_dataset(path):
+        return Corpus.load(str(path), limit, verify=False)
     try:
         stat = path.stat()
     except OSError:
-        return read_corpus(path, limit)  # its one line: no such file, a name too long, unreadable
+        return Corpus.load(str(path), limit)  # its one line: no such file, a name too long, unreadable
     key = (str(path), stat.st_mtime_ns, stat.st_size, limit)
-    kept_key, kept_text = workspace.corpus_cache.get("last", (None, None))
+    kept_key, kept = workspace.corpus_cache.get("last", (None, None))
     if kept_key == key:
-        return kept_text
-    text = read_corpus(path, limit)
-    workspace.corpus_cache["last"] = (key, text)  # one item: a check of another file on another thread never mixes
-    return text
+        return kept
+    corpus = Corpus.load(str(path), limit)
+    workspace.corpus_cache["last"] = (key, corpus)  # one item: a check of another file on another thread never mixes
+    return corpus
+
+
+def as_field(named: Named) -> str:
+    """A setting as the inspector names it: its field ("lr"), with a value as YAML writes it ("lr: 0.5"); a named
+    run's as every front end says it."""
+    if named.origin is not None:
+        return as_flag(named)
+    if named.value is NO_VALUE:
+        return named.key
+    return f"{named.key}: {','.join(map(str, named.value)) if isinstance(named.value, tuple) else named.value}"
 
 
 def setting_named(message: str, keys) -> str | None:
-    """The setting a library message names first (by its flag, or its YAML key), among `keys`."""
+    """The setting a message that carries no key names first (by its flag, or its YAML key), among `keys`: a
+    family config's own checks (model/gpt/config.py) still say theirs in words."""
     best, first, fields = None, len(message) + 1, known_settings()
     for key in keys:
         found = re.search(rf"(?<![\w-])({re.escape(fields[key].flag)}|{re.escape(key)})(?![\w-])", message)
@@ -169,76 +170,45 @@ def _read(settings: dict, checked) -> dict:
         try:
             value = read_value(key, raw) if isinstance(raw, str) or raw is None else fields[key].check.from_yaml(raw)
         except ValueError as exc:
-            checked.add(f"{fields[key].flag} must be {exc}, not {shown(raw)}", setting=key)
+            checked.add(ConfigError(Named(key), f" must be {exc}, not {shown(raw)}").worded(as_field), setting=key)
             continue
         if value is not None:
             values[key] = value
     return values
 
 
-def _characters(text: str) -> str:
-    """The text's characters, sorted; the last text's kept as one item (text, characters), since two checks
-    run at once on worker threads."""
-    kept_text, kept = _cache.get("characters", (None, None))
-    if kept_text is text:
-        return kept
-    characters = "".join(sorted(set(text)))
-    _cache["characters"] = (text, characters)
-    return characters
-
-
-def _corpus(values: dict, workspace):
-    if values.get("file") is None:  # the bundled docs, made once
-        if "default" not in _cache:
-            _cache["default"] = default_corpus()[0]
-        return _cache["default"], None
-    return corpus_of(values["file"], workspace, values.get("max_corpus"))
-
-
-def run_settings(given: dict, family_name: str | None, workspace, checked) -> RunSettings:
-    """The settings read and checked (problems added to `checked` on their setting), and what a check needs."""
-    run = RunSettings()
+def run_settings(given: dict, family_name: str | None, workspace, checked) -> DraftSettings:
+    """The settings read and planned as `microgpt train` plans them (problems added to `checked` on their
+    setting, in the inspector's words), and what a check needs. In graph mode the document is the caller's to
+    compile, so the plan leaves the model to it."""
+    run = DraftSettings()
     values = {"family": family_name or "graph", **_read(given, checked)}
     run.seq_len = values.get("seq_len", run.seq_len)
     for key, value in values.items():
         try:
             workspace.check_run_paths({key: value})
         except ConfigError as exc:
-            checked.add(str(exc), setting=key)
+            checked.add(exc.worded(as_field), setting=key)
             return run
     try:
-        text, dataset = _corpus(values, workspace)
+        corpus = corpus_of(values.get("file"), workspace, values.get("max_corpus"))
     except (ConfigError, DataError) as exc:
-        checked.add(str(exc), setting="file")
+        checked.add(exc.worded(as_field), setting="file")
         return run
     if checked.errors:
         return run
     try:
         settings = Settings(values)
-        train_config = settings.train_config()
-        if dataset is not None:
-            check_dataset_settings(settings, dataset.path)
-            run.vocab = dataset.tokenizer.size
-        elif tokenizer_kind(settings.value("tokenizer")).default_vocab_size is None:
-            run.characters = _characters(text)
-            run.vocab = len(run.characters)
-        else:
-            run.vocab = settings.value("vocab_size") or tokenizer_kind(settings.value("tokenizer")).default_vocab_size
-        if family_name is not None:
-            run.config = settings.model_config(run.vocab)
-            kind = family(family_name)
-            if hasattr(kind, "check_training"):
-                kind.check_training(run.config, train_config)
-        run.seq_len = settings.value("seq_len")
-        resolved = train_config if dataset is not None else with_held_out(train_config, len(text), run.seq_len)
-        if run.characters is not None:  # a char per token: the text's windows are known before training
-            split_validation(range(len(text)), resolved.val_tokens, run.seq_len)
-        settings.check_all_used(resolved)
-        run.micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
-    except (ConfigError, DataError) as exc:
-        checked.add(str(exc), setting=setting_named(str(exc), values) or setting_named(str(exc), known_settings()))
-        run.config = None
+        planned = plan(settings, corpus=corpus, model=family_name is not None, place=False)
+    except UserError as exc:
+        message = str(exc)
+        checked.add(exc.worded(as_field), setting=exc.key or setting_named(message, values)
+                    or setting_named(message, known_settings()))
         return run
+    run.config, run.vocab, run.seq_len = planned.config, planned.vocab_size, planned.seq_len
+    run.micro_batch = planned.settings.micro_batch
+    if planned.tokenizer is not None and planned.tokenizer.kind == "char":
+        run.characters = planned.tokenizer.vocab
     run.settings = settings
     run.values = {key: yaml_value(value) for key, value in values.items()}
     return run

@@ -1,22 +1,27 @@
-"""`microgpt.train`: a whole run from Python in one call, as `microgpt train` runs it.
+"""`microgpt.train`: a whole run from Python in one call, as `microgpt train` runs it; `microgpt.plan`: its dry
+run, what the same call would train, planned by the same function (training/plan.py) and nothing built.
 
     import microgpt
+    print("\n".join(microgpt.plan("input.txt", steps=2000, d_model=128).describe()))
     run, summary = microgpt.train("input.txt", steps=2000, d_model=128, batch_size=16)
     print(run.sample(200))
+
+An error names each setting as Python does (`lr=0.5`, `save=False`): the error carries its settings as data
+(core/errors.py), and this module words them (`as_keyword`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.errors import NO_VALUE, Named, Placeholder, UserError, as_flag
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings, known_settings
-from microgpt.training.plan import plan_run, start
+from microgpt.training.plan import Plan, plan_run, start
+from microgpt.training.plan import plan as plan_of
 from microgpt.training.resolve import RESUME_AUTO
 from microgpt.training.run import Run
 from microgpt.training.trainer import RunSummary
@@ -31,55 +36,64 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
     where resume="auto" found its checkpoint finished); writes what the CLI writes. Under an MPI launcher every
     rank calls it, and one rank's error ends them all, as with the CLI: one found while setting up raises in
     rank 0 (the others exit with status 2), one while training prints one line naming the rank and aborts
-    every rank (parallel/mpi.py)."""
-    if file is not None:
-        settings["file"] = str(file)
+    every rank (parallel/mpi.py). `microgpt.plan` takes the same arguments and trains nothing."""
     comm = communicator()
     with comm.failing_together("microgpt.train"):  # under mpiexec, an error in any rank ends every rank
-        with comm.preparing_together("microgpt.train"), speaking_python():  # a set-up error in any rank: each
-            chosen = Settings(settings, keywords=True)  # raises, none trains
+        with comm.preparing_together("microgpt.train"), in_python_words():  # a set-up error in any rank: each
+            chosen = settings_of(file, settings)  # raises, none trains
             backend, _ = start(chosen, comm)
-            place = None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
-            run = plan_run(chosen, backend, place, save, init_from=None if init_from is None else Path(init_from),
-                          overwrite=overwrite)
+            run = plan_run(chosen, backend, resume_of(resume), save, init_from=path_or_none(init_from),
+                           overwrite=overwrite)
         with run:
             summary = run.train(Progress(quiet=not progress))
             run.finish(summary)
     return run, summary
 
 
-# The invocation flags as train's keywords name them (the settings' flags are their keys with dashes).
-INVOCATION_KEYWORDS = {"--no-save": "save=False", "--overwrite": "overwrite=True", "--resume": "resume",
-                       "--init-from": "init_from", "--quiet": "progress=False"}
-FLAG = re.compile(r"(--[a-z][a-z0-9-]*)(?: (\d[\w.,]*))?")  # a flag, with the number after it if one is
+def plan(file: str | None = None, *, resume: str | Path | None = None, init_from: str | Path | None = None,
+         save: bool = True, overwrite: bool = False, **settings) -> Plan:
+    """The dry run of `microgpt.train` with the same arguments: every setting resolved and every check that needs
+    no training made, as train makes them, and nothing built or written. `.describe()` says what would be
+    trained, a line each (as `microgpt train --dry-run` prints it)."""
+    with in_python_words():
+        chosen = settings_of(file, settings)
+        backend, _ = start(chosen)
+        return plan_of(chosen, backend, resume_of(resume), save, init_from=path_or_none(init_from),
+                       overwrite=overwrite)
+
+
+def settings_of(file, settings: dict) -> Settings:
+    """The keyword settings, with `file`."""
+    return Settings({**settings, "file": str(file)} if file is not None else settings)
+
+
+def resume_of(resume) -> Path | str | None:
+    return None if resume is None else resume if resume == RESUME_AUTO else Path(resume)
+
+
+def path_or_none(value) -> Path | None:
+    return None if value is None else Path(value)
 
 
 @contextlib.contextmanager
-def speaking_python() -> Iterator[None]:
-    """A ConfigError or DataError of setting up, its flags named as train's keywords (in_keywords)."""
+def in_python_words() -> Iterator[None]:
+    """A user's error of setting up with its settings named as train's keywords (`as_keyword`)."""
     try:
         yield
-    except (ConfigError, DataError) as exc:
-        raise type(exc)(in_keywords(str(exc))) from None
+    except UserError as exc:
+        exc.args = (exc.worded(as_keyword),)  # the same error, its type and data kept, said in Python's words
+        raise
 
 
-def in_keywords(message: str) -> str:
-    """A message as Python names things: `--warmup 500` as `warmup=500`, `--lr-schedule` as `lr_schedule`,
-    `--no-random-batches` as `random_batches=False`, `--no-save` as `save=False`; other words are left."""
-    known = known_settings()
-
-    def spell(match: re.Match) -> str:
-        flag, number = match.group(1), match.group(2)
-        if flag in INVOCATION_KEYWORDS:
-            return INVOCATION_KEYWORDS[flag] + (f" {number}" if number else "")
-        key = flag[2:].replace("-", "_")
-        if key.startswith("no_") and key[3:] in known:
-            return f"{key[3:]}=False"
-        if key not in known:
-            return match.group(0)
-        return f"{key}={number}" if number else key
-
-    return FLAG.sub(spell, message)
+def as_keyword(named: Named) -> str:
+    """A setting as train's keyword: "lr", "lr=0.5", "save=False", "cooperative=..."; a named run's value as
+    its YAML says it, as every front end does."""
+    if named.origin is not None:
+        return as_flag(named)
+    if named.value is NO_VALUE:
+        return named.key
+    shown = named.value if isinstance(named.value, Placeholder) else repr(named.value)
+    return f"{named.key}={shown}"
 
 
 def settings_listing() -> str:

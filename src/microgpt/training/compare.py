@@ -17,16 +17,16 @@ import numpy as np
 
 from microgpt.backends import Backend
 from microgpt.core.errors import ConfigError
+from microgpt.data.corpus import Corpus, short_vocabulary
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.checkpoint import CONFIG
 from microgpt.model.family import family, n_params
 from microgpt.model.memory import check_memory
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
-from microgpt.training.corpus import Corpus, short_vocabulary
 from microgpt.training.data_parallel import micro_batch_size
 from microgpt.training.plan import claim, make_batches
-from microgpt.training.resolve import check_overwrite
+from microgpt.training.resolve import check_overwrite, check_training
 from microgpt.training.run import Run
 from microgpt.training.run_dir import (
     WriterLock,
@@ -101,8 +101,7 @@ def plan_compare(settings: Settings, specs_text: str, backend: Backend, save: bo
                for _, values in specs]
     for (text, _), config in zip(specs, configs):
         check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
-        if hasattr(kind, "check_training"):  # every spec's, before the first trains
-            kind.check_training(config, train_config)
+        check_training(kind, config, train_config)  # every spec's, before the first trains
     names = [text for text, _ in specs]
     base, notes = None, [short_vocabulary(settings.value("vocab_size"), tokenizer)]
     if save:

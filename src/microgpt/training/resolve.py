@@ -20,14 +20,14 @@ from enum import Enum
 from pathlib import Path
 
 from microgpt.backends import Backend
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
+from microgpt.data.corpus import corpus_name
 from microgpt.data.tokenizer import Tokenizer, matches_setting
 from microgpt.model.checkpoint import CheckpointError, is_checkpoint, load_checkpoint
 from microgpt.settings.known import known_settings
 from microgpt.settings.presets import REFERENCE_OPTIMIZER
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import RunConfig, TrainConfig
-from microgpt.training.corpus import check_dataset_settings, corpus_name
 from microgpt.training.data_parallel import micro_batch_size
 from microgpt.training.run_dir import check_replaceable, check_target
 from microgpt.training.run_files import DEFAULT_ROOT, RunPaths
@@ -61,7 +61,8 @@ class RunSettings:
     start: Start
     source: Source | None  # the checkpoint resumed or fine-tuned from
     family_name: str
-    shape: object  # the family's config; its vocab_size becomes the tokenizer's when the tokenizer is made
+    shape: object | None  # the family's config; its vocab_size becomes the tokenizer's when the tokenizer is
+    # made; None where the caller checks the model itself (the studio's graph, resolve's `model`)
     tokenizer: str  # the tokenizer's kind (a resumed or fine-tuned run's is its source's)
     vocab_size: int | None  # what --vocab-size asked for (a resumed run: what its first run asked for)
     train: TrainConfig  # val_tokens None: a tenth of the text, counted once it is read
@@ -70,41 +71,44 @@ class RunSettings:
     label: str | None  # the named run's id, for results.jsonl and the plot title
     micro_batch: int  # sequences per forward and backward pass in each process
     auto: bool  # --resume auto
-    validation_given: tuple[str, ...]  # validation settings given, refused if the text holds none out
+    validation_given: tuple[Named, ...]  # validation settings given, refused if the text holds none out
     held_out_by: str  # who set --val-tokens ("--val-tokens 0", "the reference preset"), for the lines about it
     notes: tuple[str, ...]
 
 
-def resolve(settings: Settings, backend: Backend, comm, resume: Path | str | None = None, save: bool = True,
-            init_from: Path | None = None, overwrite: bool = False) -> RunSettings:
+def resolve(settings: Settings, backend: Backend | None, comm, resume: Path | str | None = None, save: bool = True,
+            init_from: Path | None = None, overwrite: bool = False, model: bool = True,
+            place: bool = True) -> RunSettings:
     """The run's settings from their sources, checked. `resume` RESUME_AUTO continues the checkpoint in
     --model if there is one and starts a new run there if not; only the writing process (`comm.is_writer`)
-    has a target."""
+    has a target. `model` False: a new run whose model the caller checks itself (the studio compiles its
+    graph document with a trace, to place each problem on its node), left without a shape; `place` False: a run
+    planned without its checkpoint directory, which is neither chosen nor looked at (the studio names it when
+    it starts the run), its settings checked as a saving run's."""
     if resume is not None and init_from is not None:
-        raise ConfigError("--init-from starts a new run from a checkpoint's weights and --resume continues one; "
-                          "give one of them")
+        raise ConfigError(Named("init_from"), " starts a new run from a checkpoint's weights and ", Named("resume"),
+                          " continues one; give one of them")
     check_overwrite(overwrite, save, resume)
     auto = resume == RESUME_AUTO
     if auto:
         resume = auto_resume(settings, save)  # every rank finds the same
-    common = {"save": save and comm.is_writer, "asked_to_save": save, "ranks": comm.size, "auto": auto}
+    common = {"save": save and comm.is_writer and place, "asked_to_save": save, "ranks": comm.size, "auto": auto}
     if resume is not None:
         return resolve_resume(settings, backend, Path(resume), **common)
     if init_from is not None:
         return resolve_fine_tune(settings, backend, init_from, overwrite=overwrite, **common)
-    return resolve_new(settings, overwrite=overwrite, **common)
+    return resolve_new(settings, overwrite=overwrite, model=model, **common)
 
 
 def resolve_new(settings: Settings, *, save: bool, asked_to_save: bool, ranks: int, auto: bool,
-                overwrite: bool) -> RunSettings:
+                overwrite: bool, model: bool = True) -> RunSettings:
     """A new model from the settings."""
     train, run = settings.train_config(), settings.run_config()
     micro_batch = micro_batch_size(train.batch_size, train.grad_accum, ranks)
     target = _target(settings, run, None) if save else None
     notes = [check_replaceable(target, overwrite)] if target is not None else []
-    check_dataset_settings(settings, run.file)
-    shape = settings.model_config(vocab_size=1)  # the vocabulary comes from the text
-    _check_training(settings.family, shape, train)
+    shape = settings.model_config(vocab_size=1) if model else None  # the vocabulary comes from the text
+    check_training(settings.family, shape, train)
     settings.check_all_used(train, save=asked_to_save)
     return _settled(settings, Start.NEW, None, settings.value("family"), shape, train, run, target, micro_batch,
                     auto, notes, vocab_size=settings.value("vocab_size"))
@@ -131,9 +135,9 @@ def resolve_resume(settings: Settings, backend: Backend, checkpoint: Path, *, sa
     settings.check_shape_against(info["family"], model.config, checkpoint)
     check_tokenizer_against(settings, tokenizer, checkpoint, state.get("vocab_size_asked"))
     if train.steps <= model.params.step and not auto:
-        raise ConfigError(f"{checkpoint} is already at step {model.params.step}; "
-                          f"ask for more with --steps (a total, e.g. --steps {model.params.step + 1000})")
-    _check_training(settings.family, model.config, train)
+        raise ConfigError(f"{checkpoint} is already at step {model.params.step}; ask for more with ", Named("steps"),
+                          " (a total, e.g. ", Named("steps", model.params.step + 1000), ")", key="steps")
+    check_training(settings.family, model.config, train)
     settings.check_all_used(train, save=asked_to_save)
     source = Source(checkpoint, model, tokenizer, state)
     return _settled(settings, Start.RESUME, source, info["family"], model.config, train, run, target, micro_batch,
@@ -148,11 +152,12 @@ def resolve_fine_tune(settings: Settings, backend: Backend, init_from: Path, *, 
     micro_batch = micro_batch_size(train.batch_size, train.grad_accum, ranks)
     target = _target(settings, run, None) if save else None
     if target is not None and init_from.resolve() in (target.resolve(), RunPaths(target).best.resolve()):
-        raise ConfigError(f"--init-from {init_from} would be replaced by this run's checkpoint (--model "
-                          f"{target}, or its -best); give the fine-tuned model its own --model")
+        raise ConfigError(Named("init_from", init_from), " would be replaced by this run's checkpoint (",
+                          Named("model", target), ", or its -best); give the fine-tuned model its own ",
+                          Named("model"), key="model")
     notes = [check_replaceable(target, overwrite)] if target is not None else []
     model, tokenizer, info = load_checkpoint(init_from, backend, max_memory=run.max_memory)
-    fix = "drop it to fine-tune this checkpoint"
+    fix = ("drop it to fine-tune this checkpoint",)
     settings.check_shape_against(info["family"], model.config, init_from, fix=fix)
     check_tokenizer_against(settings, tokenizer, init_from, None, fix=fix)
     settings.check_all_used(train, save=asked_to_save)
@@ -180,47 +185,53 @@ def _target(settings: Settings, run: RunConfig, resume: Path | None) -> Path:
     return target
 
 
-def _check_training(kind, shape, train: TrainConfig) -> None:
-    """The family's own check of the training settings (the ensemble's --prior-off-at past --steps)."""
-    if hasattr(kind, "check_training"):
+def check_training(kind, shape, train: TrainConfig) -> None:
+    """The family's own check of the training settings (the ensemble's --prior-off-at past --steps), where it
+    has one and the shape is known."""
+    if hasattr(kind, "check_training") and shape is not None:
         kind.check_training(shape, train)
+
 
 
 def check_overwrite(overwrite: bool, save: bool, resume) -> None:
     """--overwrite starts a new run that saves over the checkpoint in its place; refused where it means nothing."""
     if overwrite and resume is not None:
-        raise ConfigError("--overwrite starts a new run over the checkpoint in --model and --resume continues one; "
-                          "give one of them")
+        raise ConfigError(Named("overwrite"), " starts a new run over the checkpoint in ", Named("model"), " and ",
+                          Named("resume"), " continues one; give one of them")
     if overwrite and not save:
-        raise ConfigError("--overwrite does nothing with --no-save: nothing is saved; drop one of them")
+        raise ConfigError(Named("overwrite"), " does nothing with ", Named("save", False),
+                          ": nothing is saved; drop one of them")
 
 
 def auto_resume(settings: Settings, save: bool) -> Path | None:
     """--resume auto: the checkpoint in --model to continue, or None when there is none (a new run there)."""
     if not save:
-        raise ConfigError("--resume auto continues or starts the checkpoint in --model DIR, and --no-save saves "
-                          "nothing; drop --no-save, or continue a checkpoint unsaved with --resume DIR")
+        raise ConfigError(Named("resume", RESUME_AUTO), " continues or starts the checkpoint in ",
+                          Named("model", Placeholder("DIR")), ", and ", Named("save", False), " saves nothing; drop ",
+                          Named("save", False), ", or continue a checkpoint unsaved with ",
+                          Named("resume", Placeholder("DIR")))
     place = settings.path("model")
     if place is None:
         also = f" (or model: in {settings.named.origin})" if settings.named else ""
-        raise ConfigError(f"--resume auto needs --model DIR{also}: the checkpoint to continue, or the place to "
-                          "start a new run when there is none yet")
+        raise ConfigError(Named("resume", RESUME_AUTO), " needs ", Named("model", Placeholder("DIR")), also,
+                          ": the checkpoint to continue, or the place to start a new run when there is none yet",
+                          key="model")
     return place if is_checkpoint(place) else None
 
 
 def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint: Path, asked: int | None,
-                            fix: str = "drop it to resume, or train a new model with --model") -> None:
+                            fix: tuple = ("drop it to resume, or train a new model with ", Named("model"))) -> None:
     """On resume (or fine-tuning) the tokenizer is the checkpoint's: a --tokenizer given that disagrees (another
     kind, or a tokenizer.json that is not the checkpoint's) is an error, and so is a --vocab-size that is neither
     what the checkpoint's run asked for (`asked`) nor what its tokenizer has (fewer, where the text ran out of
     pairs to merge)."""
     if settings.given("tokenizer") and not matches_setting(settings.value("tokenizer"), tokenizer):
         other = f" ({tokenizer.describe()}, another)" if tokenizer.kind == "hf" else ""
-        raise ConfigError(f"{settings.describe('tokenizer')} does not match the checkpoint {checkpoint}, whose "
-                          f"tokenizer is {tokenizer.kind}{other}; {fix}")
+        raise ConfigError(settings.mention("tokenizer"), f" does not match the checkpoint {checkpoint}, whose "
+                          f"tokenizer is {tokenizer.kind}{other}; ", *fix)
     if settings.given("vocab_size") and settings.value("vocab_size") not in (asked, tokenizer.size):
-        raise ConfigError(f"{settings.describe('vocab_size')} does not match the checkpoint {checkpoint}, whose "
-                          f"tokenizer has {tokenizer.size} tokens; {fix}")
+        raise ConfigError(settings.mention("vocab_size"), f" does not match the checkpoint {checkpoint}, whose "
+                          f"tokenizer has {tokenizer.size} tokens; ", *fix)
 
 
 def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> list[str]:
@@ -240,8 +251,8 @@ def _train_state(checkpoint: Path, info: dict) -> dict:
     state = info.get("train_state")
     if state is None:
         raise ConfigError(f"{checkpoint} holds weights only (no optimizer state), so it cannot be resumed; "
-                          f"fine-tune it with --init-from {checkpoint} --model NEW, or train a new model in its "
-                          "place without --resume")
+                          "fine-tune it with ", Named("init_from", checkpoint), " ", Named("model", Placeholder("NEW")),
+                          ", or train a new model in its place without ", Named("resume"), key="resume")
     data = state.get("data")
     if not isinstance(state.get("step"), int) or not isinstance(data, dict) or not isinstance(data.get("kind"), str):
         raise CheckpointError(f"{checkpoint}/train_state.json lacks its step or data position; the training state "

@@ -20,12 +20,12 @@ import numpy as np
 from microgpt.core import machine
 from microgpt.core.progress import Progress
 from microgpt.data.batches import RandomBatches, SequentialBatches
+from microgpt.data.corpus import Corpus
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.checkpoint import CheckpointError
 from microgpt.model.family import config_dict, family
 from microgpt.parallel.communicator import SingleProcess
 from microgpt.settings.training import TrainConfig
-from microgpt.training.corpus import Corpus
 from microgpt.training.plot import plot_available, write_loss_plot
 from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import RunPaths, open_own

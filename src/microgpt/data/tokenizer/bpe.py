@@ -98,6 +98,14 @@ def settings_of(tokenizer: LibraryTokenizer) -> dict:
     return data
 
 
+def most_tokens(text: str, vocab_size: int) -> int:
+    """The most tokens a tokenizer learnt from `text` can have of the `vocab_size` asked: a merge joins a pair of
+    neighbours, so a text of N bytes gives at most N merges. Asking the trainer for more only makes it allocate
+    for them (a billion aborts the interpreter); the run notes the shortfall (data/corpus.py short_vocabulary),
+    and plans its memory for this many (training/plan.py)."""
+    return min(vocab_size, MIN_VOCAB - 1 + len(text.encode("utf-8")))
+
+
 class BPETokenizer:
     """A byte-level BPE around a trained `tokenizers.Tokenizer` (`library_tokenizer`).
 
@@ -152,10 +160,7 @@ class BPETokenizer:
         if vocab_size > MAX_VOCAB:
             raise ConfigError(f"--vocab-size must be at most {MAX_VOCAB:,}, what the token ids (int32) hold, got "
                               f"{vocab_size:,}")
-        # A merge joins a pair of neighbours, so a text of N bytes can give at most N merges: asking the trainer
-        # for more only makes it allocate for them (a billion aborts the interpreter). The run notes the
-        # shortfall (training/corpus.py short_vocabulary).
-        vocab_size = min(vocab_size, MIN_VOCAB - 1 + len(text.encode("utf-8")))
+        vocab_size = most_tokens(text, vocab_size)
         tokenizer = untrained()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(),
                                       show_progress=on_progress is not None and sys.stderr.isatty())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.model.ensemble.config import EnsembleConfig, upgrade_saved
 from microgpt.model.ensemble.model import Ensemble, param_specs
 from microgpt.model.specs import parse_spec_list
@@ -53,12 +53,12 @@ def memory_parts(config: EnsembleConfig, batch: int, backend) -> dict[str, int]:
 
 def check_training(config: EnsembleConfig, train_config) -> None:
     if config.prior_off_at is not None and config.prior_off_at > train_config.steps:
-        raise ConfigError(f"--prior-off-at {config.prior_off_at} is past the end of the run (--steps "
-                          f"{train_config.steps}), so the prior would never be switched off; give a step up to "
-                          f"{train_config.steps}, or drop it")
+        raise ConfigError(Named("prior_off_at", config.prior_off_at), " is past the end of the run (",
+                          Named("steps", train_config.steps), "), so the prior would never be switched off; give a "
+                          f"step up to {train_config.steps}, or drop it")
     if config.prior == "none" and config.prior_off_at is not None:
-        raise ConfigError("--prior-off-at switches off the prior's write, and there is no prior (--prior none); add "
-                          "--prior KIND or drop it")
+        raise ConfigError(Named("prior_off_at"), " switches off the prior's write, and there is no prior (",
+                          Named("prior", "none"), "); add ", Named("prior", Placeholder("KIND")), " or drop it")
 
 
 def describe(config: EnsembleConfig) -> str:
