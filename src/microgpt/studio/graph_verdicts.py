@@ -1,5 +1,6 @@
 """The causality verdicts of the node editor's checks: each run on a worker thread (one at a time, the newest
-edit's first: a check not started yet is cancelled when another document comes), kept by document and run
+edit's first: a check not started yet is cancelled when another document comes), in a worker process held to a
+time and a memory budget (graph_worker.py: VERDICT_TIME_S, VERDICT_MEMORY), kept by document and run
 (vocabulary, context, tokenizer), so a check again, an undo or a save finds it done; and the pace of the last
 one, by which a check knows whether to wait for a verdict within its budget.
 """
@@ -14,11 +15,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from threadpoolctl import threadpool_limits
 
+from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError
 from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.compile import GraphError
 from microgpt.model.graph.program import Program
 from microgpt.studio.graph_run import DraftSettings
+from microgpt.studio.graph_worker import OverBudget, Worker
 
 CAUSALITY_CACHE = 64  # verdicts kept (by document and run dims): an undo, or a check again after a move, is free
 # The causality check holds a float64 copy of the model four times over (weights, gradients, two moments):
@@ -28,6 +31,11 @@ CAUSALITY_MAX_PARAMETERS = 10_000_000
 _verdicts: OrderedDict = OrderedDict()  # (document, vocab, T, tokenizer) -> the future of its verdict
 _verdicts_lock = threading.Lock()
 _checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
+_worker = Worker()  # where each runs, within its budget
+# A check's budget: at the primitives' limit (MAX_NODES) one takes seconds and a few hundred MB (at
+# CAUSALITY_MAX_PARAMETERS, 320 MB); past these it is stopped and left to `microgpt train`.
+VERDICT_TIME_S = 60.0
+VERDICT_MEMORY = 2 * 1024**3  # bytes past the worker's libraries
 
 
 _pace: dict = {}  # "per_node": seconds the last causality check took per primitive (on this machine, now)
@@ -39,21 +47,34 @@ def expected_verdict_s(program: Program) -> float:
 
 
 def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
-    """(the `causality` answer, the GraphError where the graph leaks or None)."""
+    """(the `causality` answer, the GraphError where the graph leaks or None), from the worker process within
+    VERDICT_TIME_S and VERDICT_MEMORY (graph_worker.py); past either, the answer says so and nothing is left
+    running."""
     started = time.perf_counter()
     try:
-        return _checked(program, seq_len, tokenizer)
+        answer, leak = _worker.run(_checked, program, seq_len, tokenizer, time_s=VERDICT_TIME_S,
+                                   memory_bytes=VERDICT_MEMORY)
+    except OverBudget as over:
+        cost = (f"took longer than {VERDICT_TIME_S:g} s to check" if over.what == "time" else
+                f"needs more than {format_bytes(VERDICT_MEMORY)} of memory to check")
+        return {"ok": None, "pending": False, "message": f"not checked here: this graph {cost}, the studio's budget; "
+                "microgpt train checks it before its first step"}, None
     finally:
         _pace["per_node"] = (time.perf_counter() - started) / max(1, len(program.nodes))
+    return answer, None if leak is None else GraphError(*leak)
 
 
-def _checked(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphError | None]:
+def _checked(program: Program, seq_len: int, tokenizer) -> tuple[dict, tuple | None]:
+    """The verdict, run in the worker: (the answer, the leak as GraphError's arguments, which travel back whole,
+    or None); a MemoryError is the worker's to say."""
     with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
         try:
             return {"ok": True, "pending": False, "message": check_causality(program, seq_len, tokenizer)}, None
         except ConfigError as exc:  # a leak (a GraphError at the node where the future enters), or a refusal
             leak = exc if isinstance(exc, GraphError) else GraphError(str(exc))
-            return {"ok": False, "pending": False, "message": str(leak)}, leak
+            return {"ok": False, "pending": False, "message": str(leak)}, (str(leak), leak.path, leak.port, leak.edge)
+        except MemoryError:
+            raise
         except Exception as exc:  # noqa: BLE001 - whatever stops the check here is said; training checks again
             return {"ok": None, "pending": False, "message": f"the causality check could not run here "
                     f"({type(exc).__name__}: {str(exc)[:120]}); microgpt train checks it before its first step"}, None
