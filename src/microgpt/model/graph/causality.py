@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.model.graph.compile import GraphError
-from microgpt.model.graph.model import Passes, Run, Shared
+from microgpt.model.graph.model import PassContext, Passes, Shared
 from microgpt.model.graph.program import Program
 from microgpt.model.params import Parameters, ParameterViews
 from microgpt.model.rope import RopeTables
@@ -89,7 +89,7 @@ def _moves(passes: Passes, program: Program, ids: np.ndarray, length: int) -> di
                              "give smaller initial weights", node.path)
         moves[vid] = _moved(value, length)
 
-    run = Run(*ids.shape, ids)
+    run = PassContext(*ids.shape, ids)
     with np.errstate(all="ignore"):  # an overflow is the refusal above, not a warning
         passes.forward(run, program.needed([vid for vid in program.values if vid != program.tokens]), watch=watch)
     return moves

@@ -4,7 +4,7 @@
 A cache is sound when the path to the logits mixes positions only through attention under the causal mask
 (`attention`, or `rope_attention` where the compiler folded RoPE into it) and stand-alone `rope`, and every
 other node on it is position-wise (`Op.cross_position`): then the keys and values an attention node saw for
-a position never change when later tokens arrive, and RoPE needs only each row's position (`Run.start`).
+a position never change when later tokens arrive, and RoPE needs only each row's position (`PassContext.start`).
 Any other op there (a prefix mean, a prior, an anticausal mask) makes `GraphModel.decoder()` an exact
 rerun (model/decode.py's `Rerun`) instead. Nodes off that path (the lookahead heads, the losses) never run.
 

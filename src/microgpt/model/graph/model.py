@@ -26,7 +26,7 @@ from microgpt.model.rope import RopeTables
 
 
 @dataclass
-class Run:
+class PassContext:
     """What a pass's kernels read besides their inputs: the batch's shape and host ids, the targets, the step."""
 
     batch: int
@@ -74,11 +74,11 @@ class Passes:
             raise ValueError(f"sequence length {ids.shape[1]} is outside 1..{seq_len} (the model's seq_len)")
         return ids.shape
 
-    def run_for(self, ids_host: np.ndarray, windows=None) -> Run:
+    def run_for(self, ids_host: np.ndarray, windows=None) -> PassContext:
         batch, seq_len = self.check_ids(ids_host)
-        return Run(batch, seq_len, ids_host, windows, self.shared.step_of())
+        return PassContext(batch, seq_len, ids_host, windows, self.shared.step_of())
 
-    def forward(self, run: Run, order: list[int], keep: Iterable[int] = (), save: bool = False,
+    def forward(self, run: PassContext, order: list[int], keep: Iterable[int] = (), save: bool = False,
                 watch: Callable | None = None) -> tuple[dict, list]:
         """(the values of `keep`, each node's saved when `save`: what backward needs) after running the nodes
         `order` (forward order); `watch(value id, value)` is shown every value as it is made."""
@@ -103,7 +103,7 @@ class Passes:
                     del values[vid]  # its last reader has run: what backward needs, the readers saved
         return {vid: values[vid] for vid in keep}, saved
 
-    def backward(self, run: Run, order: list[int], saved: list) -> None:
+    def backward(self, run: PassContext, order: list[int], saved: list) -> None:
         """Every parameter gradient, from the losses among `order` back."""
         be, nodes = self.be, self.program.nodes
         grads: dict[int, list] = {}  # value id -> [(reader index, its gradient)]
@@ -118,7 +118,7 @@ class Passes:
                 if dx is not None:
                     grads.setdefault(vid, []).append((i, dx))
 
-    def upload(self, windows: np.ndarray) -> Run:
+    def upload(self, windows: np.ndarray) -> PassContext:
         windows = np.asarray(windows)
         run = self.run_for(windows[:, :-1], self.be.ids(windows))  # (B, T), (B, T+1)
         return run
