@@ -24,7 +24,7 @@ from microgpt.core.errors import ConfigError, DataError
 from microgpt.data import shards
 from microgpt.data.dataset import MANIFEST, open_dataset
 from microgpt.data.prepare import PrepareSettings, blocks, prepare
-from microgpt.data.prepare.output import Output
+from microgpt.data.prepare.out_dir import Output
 from microgpt.data.prepare.writer import ShardWriter
 from microgpt.data.tokenizer.bpe import BPETokenizer
 from prepare_inputs import WORDS, documents, tokens, write_jsonl
@@ -444,7 +444,7 @@ def test_a_failed_overwrite_keeps_the_old_dataset(tmp_path, capsys):
 
 
 def test_a_failed_rename_puts_the_old_dataset_back(tmp_path, capsys, monkeypatch):
-    from microgpt.data.prepare import output
+    from microgpt.data.prepare import out_dir
 
     (tmp_path / "a.txt").write_text("first\n")
     (tmp_path / "b.txt").write_text("second\n")
@@ -456,7 +456,7 @@ def test_a_failed_rename_puts_the_old_dataset_back(tmp_path, capsys, monkeypatch
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         real(source, target)
 
-    monkeypatch.setattr(output.os, "rename", rename)
+    monkeypatch.setattr(out_dir.os, "rename", rename)
     assert "cannot write the dataset" in one_error_line(capsys, tmp_path / "b.txt", "--out", tmp_path / "ds",
                                                         "--overwrite")
     assert open_dataset(tmp_path / "ds").tokenizer.decode(tokens(open_dataset(tmp_path / "ds").train)) == "first\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from microgpt.core.errors import ConfigError, DataError
 from microgpt.core.version import install_hint
-from microgpt.data.prepare.output import is_partial
+from microgpt.data.prepare.out_dir import is_partial
 
 COMPRESSIONS = (".gz", ".xz", ".zst")
 RECORD_KINDS = {".jsonl": "jsonl", ".parquet": "parquet"}

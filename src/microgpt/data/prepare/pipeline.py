@@ -1,6 +1,6 @@
 """`prepare`: the inputs to a dataset directory, in two passes over them, with nothing half-written.
 
-The order: claim --out (output.py: its lock, and refusals), find the inputs (inputs.py), scan them (scan.py:
+The order: claim --out (out_dir.py: its lock, and refusals), find the inputs (inputs.py), scan them (scan.py:
 every problem with them shows here, before anything is written), make the tokenizer (char: the characters
 scanned; bpe: trained on the first --tokenizer-sample), check that its tokens keep most of the text (a
 tokenizer.json's normaliser may drop it: refused under MIN_KEPT, on the start of the text and again on all
@@ -23,7 +23,7 @@ from microgpt.core.stops import stopping_on_signals
 from microgpt.data.dataset import MANIFEST_VERSION, VERSION_KEY
 from microgpt.data.prepare.encode import encode
 from microgpt.data.prepare.inputs import InputFile, find_inputs
-from microgpt.data.prepare.output import Output
+from microgpt.data.prepare.out_dir import Output
 from microgpt.data.prepare.pool import available_cores, useful_workers
 from microgpt.data.prepare.progress import MB, note
 from microgpt.data.prepare.scan import RATIO_SAMPLE_CHARS, Scan, scan
