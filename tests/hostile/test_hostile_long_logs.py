@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from microgpt.cli import main
-from microgpt.core.files import bounded_lines, read_tail
+from microgpt.core.files import bounded_lines, read_tail, skip_line
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
@@ -133,3 +133,11 @@ def test_a_runs_last_error_is_read_from_the_end_of_its_log(tmp_path):
                       "print(last_error(Path('run.log')))\ncode = 0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]  # it read the whole log: a MemoryError
     assert done.stdout.strip() == "microgpt train: error: the disk is full" and peak_mb(done) < 300, done.stderr
+
+
+def test_skip_line_reads_past_the_line_and_leaves_the_file_after_it(tmp_path):
+    path = tmp_path / "log"
+    path.write_bytes(b"x" * 10 + b"\nnext\n")
+    with open(path, "rb") as f:
+        assert skip_line(f, block=4) == 11 and f.read() == b"next\n"  # its newline found in the third block
+        assert skip_line(f) == 0  # at the end: nothing to pass

@@ -4,9 +4,10 @@
 regular file (a FIFO, a device such as /dev/zero, which never ends and whose size reads as 0, a socket, or a
 link to one); `read_regular` reads at most `limit` bytes of one, and `read_json` parses them (`parse_json`),
 so that a number of more digits than Python converts or a nesting deeper than its recursion limit is a
-ValueError saying so, not a traceback. `bounded_lines` reads a log a line at a time, leaving out a line longer than
-its bound (read past in pieces, never held whole), and `read_tail` reads the last lines of a log from its end, so
-that neither costs more memory however large the file (a log of zeros with no newline is one endless line).
+ValueError saying so, not a traceback. `bounded_lines` reads a log a line at a time, leaving out a line longer
+than its bound (read past a block at a time by `skip_line`, never held whole), and `read_tail` reads the last
+lines of a log from its end, so that neither costs more memory however large the file (a log of zeros with no
+newline is one endless line).
 Each raises an OSError (a ValueError for what the JSON holds) whose text the caller words into its own one line,
 naming the file.
 """
@@ -62,10 +63,22 @@ def bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes]:
     longer line is read past in pieces of `limit` and left out."""
     while line := f.readline(limit):
         if len(line) == limit and not line.endswith(b"\n"):  # a piece of a longer line: skip to its end
-            while (piece := f.readline(limit)) and not piece.endswith(b"\n"):
-                pass
+            skip_line(f)
             continue
         yield line
+
+
+def skip_line(f: BinaryIO, block: int = 2**20) -> int:
+    """Read the seekable binary file `f` past the end of the line it stands in (its newline, or the file's end), a
+    block at a time, and leave it there; the bytes passed."""
+    passed = 0
+    while chunk := f.read(block):
+        end = chunk.find(b"\n")
+        if end >= 0:
+            f.seek(end + 1 - len(chunk), os.SEEK_CUR)
+            return passed + end + 1
+        passed += len(chunk)
+    return passed
 
 
 def read_tail(path: str | Path, limit: int) -> list[bytes]:

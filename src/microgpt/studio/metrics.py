@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.core.files import open_regular
+from microgpt.core.files import open_regular, skip_line
 from microgpt.training.plot import PART_METRIC, renumbered
 from microgpt.training.run_files import RunPaths
 
@@ -205,18 +205,6 @@ def last_record(log: Path) -> dict | None:
     return records[-1] if records else None
 
 
-def past_line_end(f) -> int:
-    """The bytes from where `f` stands through the end of its line (its newline, or the file's end), read a block
-    at a time."""
-    count = 0
-    while block := f.read(CHUNK):
-        end = block.find(b"\n")
-        if end >= 0:
-            return count + end + 1
-        count += len(block)
-    return count
-
-
 class Tail:
     """The records appended to a log since `offset`; `replaced` once the log is another file or shorter."""
 
@@ -246,7 +234,7 @@ class Tail:
             f.seek(self.offset)
             data = f.read(min(info.st_size - self.offset, CHUNK))  # a block a read at most: the rest comes next
             if b"\n" not in data and len(data) >= MAX_LINE:  # a line past MAX_LINE is no record: read past it
-                self.offset += len(data) + past_line_end(f)
+                self.offset += len(data) + skip_line(f)
                 return []
         whole = data[: data.rfind(b"\n") + 1]
         self.offset += len(whole)
