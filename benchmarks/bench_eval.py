@@ -3,18 +3,22 @@
 Trains a small model (the default shape: d 96, 4 layers, d_ff 384, T 64) on tinyshakespeare's first 90%
 for --steps steps, then on its last 10% times, in tokens per second:
 
-- **forward**: a training step's forward and loss (`model.loss`) over --batch-size consecutive windows of
-  T + 1 tokens, T tokens scored per window: what one step's forward costs per token;
+- **forward**: a training step's forward and loss over --batch-size consecutive windows of T + 1 tokens, split
+  over the backend's threads as the trainer splits it (`ThreadSplit(model).loss`), T tokens scored per
+  window: what one step's forward costs per token;
 - **eval --stride S** for S = T (eval's default: consecutive windows, each token with 1 to T tokens of
   context), T / 2, and 1 (exact: every token with its full T tokens of context, one window per token, which
   was eval's default before), each through `microgpt.use.evaluate.evaluate` in batches of --batch-size
   windows, its NLL beside it.
 
 Every case runs once per round, the order rotating, and the median of --rounds rounds counts; only figures
-of one run compare. The last line names lscpu's model name, the cores and the load average.
+of one run compare. The last line names lscpu's model name, the cores and the load average. `--vocab V`
+scores random token ids with a freshly initialised model of vocabulary V instead (the host's log-softmax
+grows with V, the forward's head too).
 
     python benchmarks/bench_eval.py
     python benchmarks/bench_eval.py --steps 20 --positions 2048 --rounds 1     # a quick look
+    python benchmarks/bench_eval.py --vocab 4096 --positions 8192               # a BPE-sized vocabulary
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ from pathlib import Path
 import numpy as np
 
 import microgpt
+from microgpt.backends import get_backend
 from microgpt.core.threads import available_cores
+from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.thread_split import ThreadSplit
 from microgpt.use.evaluate import evaluate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
@@ -45,28 +52,37 @@ def main() -> None:
     p.add_argument("--positions", type=int, default=20_000, help="held-out positions each eval scores")
     p.add_argument("--exact-positions", type=int, default=2_048, help="positions the exact eval scores")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--vocab", type=int, help="an untrained model of this vocabulary on random ids instead")
     args = p.parse_args()
     corpus = next((c for c in CANDIDATES if c.is_file()), None)
-    if corpus is None:
+    if corpus is None and not args.vocab:
         sys.exit("no tinyshakespeare.txt under shared/data beside or inside the checkout")
-    text = corpus.read_text(encoding="utf-8")
-    cut = len(text) * 9 // 10
     load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        train_file = Path(tmp, "train.txt")
-        train_file.write_text(text[:cut], encoding="utf-8")
-        microgpt.train(train_file, steps=args.steps, backend=args.backend, model=str(Path(tmp, "model")), gen=0,
-                       val_tokens=0)
-        loaded = microgpt.load(Path(tmp, "model"), backend=args.backend)
-    model, seq_len, batch = loaded.model, loaded.seq_len, args.batch_size
-    held_out = loaded.tokenizer.encode(text[cut:])
+    if args.vocab:
+        model, tokenizer = GPT(GPTConfig(args.vocab), get_backend(args.backend), seed=0), None
+        held_out = np.random.default_rng(0).integers(0, args.vocab, size=args.positions + 100_000).astype(np.int32)
+        what = f"untrained, vocabulary {args.vocab:,}, random ids"
+    else:
+        text = corpus.read_text(encoding="utf-8")
+        cut = len(text) * 9 // 10
+        with tempfile.TemporaryDirectory() as tmp:
+            train_file = Path(tmp, "train.txt")
+            train_file.write_text(text[:cut], encoding="utf-8")
+            microgpt.train(train_file, steps=args.steps, backend=args.backend, model=str(Path(tmp, "model")),
+                           gen=0, val_tokens=0)
+            loaded = microgpt.load(Path(tmp, "model"), backend=args.backend)
+        model, tokenizer = loaded.model, loaded.tokenizer
+        held_out = tokenizer.encode(text[cut:])
+        what = f"{args.steps} steps on {corpus.name}'s first 90%"
+    seq_len, batch = model.config.seq_len, args.batch_size
     windows = np.stack([held_out[s : s + seq_len + 1] for s in range(0, batch * seq_len, seq_len)])  # (B, T+1)
-    cases = {"forward": lambda: (model.loss(windows), batch * seq_len)}
+    step = ThreadSplit(model)  # the trainer's split of a batch over the threads
+    cases = {"forward": lambda: (step.loss(windows), batch * seq_len)}
     for stride in (seq_len, seq_len // 2, 1):
         positions = args.exact_positions if stride == 1 else args.positions
-        cases[f"eval --stride {stride}"] = scorer(model, held_out, batch, stride, positions, loaded.tokenizer)
-    print(f"{loaded.family_name} d{model.config.d_model} T{seq_len}, {args.steps} steps on {corpus.name}'s first 90%, {args.backend} backend, batches "
-          f"of {batch} windows; median of {args.rounds} rounds")
+        cases[f"eval --stride {stride}"] = scorer(model, held_out, batch, stride, positions, tokenizer)
+    print(f"gpt d{model.config.d_model} T{seq_len}, {what}, {args.backend} backend, batches of {batch} windows; "
+          f"median of {args.rounds} rounds")
     rates, results = rotate_rounds(cases, args.rounds)
     for name, rate in rates.items():
         nll = "" if name == "forward" else f"   NLL {results[name][0]:.4f}"

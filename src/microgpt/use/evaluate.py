@@ -11,7 +11,8 @@ one window to the next). The NLL is per token, which depends on the tokenizer; b
 the same total by the characters the scored tokens stand for, so models with different tokenizers compare
 on it. Windows are batched (many per forward), each batch cut into a slice per backend thread as training
 cuts its steps, and run through the family's ordinary forward (`logits`); only the scored rows of the
-logits are read back, and the log-softmax and the sum run on the host in float64, in each thread. With
+logits are read back, and the log-softmax runs on the host in each thread (its exponentials in float32,
+every sum in float64). With
 stride 1 a GPT computes only the scored row past its last block's keys and values (`GPT.last_logits`).
 """
 
@@ -116,7 +117,8 @@ def scored_nll(model, windows: np.ndarray, targets: np.ndarray, stride: int) -> 
         return nll_rows(logits, targets.reshape(-1))
 
     def slice_nll(rows: np.ndarray) -> np.ndarray:
-        scored = model.logits(windows[rows]).reshape(len(rows), seq_len, -1)[:, seq_len - stride :].copy()
+        logits = model.logits(windows[rows]).reshape(len(rows), seq_len, -1)  # (b, T, vocab)
+        scored = logits if stride == seq_len else logits[:, seq_len - stride :].copy()  # (b, S, vocab)
         return nll_rows(model.be.to_host(scored).reshape(len(rows) * stride, -1), targets[rows].reshape(-1))
 
     slices = np.array_split(np.arange(batch), slice_count(model.be, batch))  # contiguous rows of windows
@@ -124,8 +126,13 @@ def scored_nll(model, windows: np.ndarray, targets: np.ndarray, stride: int) -> 
 
 
 def nll_rows(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """-log softmax(logits)[target] per row, in float64: logits (rows, vocab), targets (rows,)."""
-    logits = np.asarray(logits, dtype=np.float64)
+    """-log softmax(logits)[target] per row, float64 (rows,), for logits (rows, vocab) and targets (rows,): the
+    logits taken as float32 (what the backends compute them in, so a float64 copy of them gives the same bits)
+    and their exponentials in float32, their sums and the logarithm in float64 (within about 1e-7 nats of a
+    float64 log-softmax, at a quarter of its time for a vocabulary of thousands)."""
+    logits = np.asarray(logits, dtype=np.float32)
     top = logits.max(axis=1, keepdims=True)  # (rows, 1)
-    log_sum = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))  # (rows,)
-    return log_sum - logits[np.arange(len(targets)), targets]
+    shifted = logits - top  # (rows, vocab), at most 0
+    np.exp(shifted, out=shifted)
+    log_sum = top[:, 0].astype(np.float64) + np.log(shifted.sum(axis=1, dtype=np.float64))  # (rows,)
+    return log_sum - logits[np.arange(len(targets)), targets].astype(np.float64)
