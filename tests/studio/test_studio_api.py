@@ -298,6 +298,8 @@ def test_a_runs_best_copy_is_folded_into_its_row_and_an_orphan_one_is_marked(cli
     assert row["best_checkpoint"] == "checkpoints/ens-best" and row["best_of"] is None
     assert 10 <= row["best_step"] <= 30 and row["best_val_loss"] <= row["val_loss"]
     assert row["parameters"] > 0 and row["model"].startswith("ensemble of 2 experts")
+    assert row["tokenizer"] == "char" and row["val_bpc"] is not None  # Compare's columns, as microgpt runs shows
+    assert row["best_val_bpc"] <= row["val_bpc"]
     for copy in (workspace / "checkpoints" / "ens").iterdir():  # a run killed before its first save: its -best
         copy.unlink()
     (workspace / "checkpoints" / "ens").rmdir()

@@ -325,8 +325,9 @@ def test_compare_gives_each_column_one_number_format(browser, served):
         return out;""")
     for column in ("parameters", "step", "steps", "tokens_per_sec"):
         assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", v) for v in cells[column]), (column, cells[column])
-    for column in ("final_loss", "val_loss"):
+    for column in ("val_loss", "val_bpc", "best_val_bpc"):  # bits per character, as microgpt runs shows them
         assert all(re.fullmatch(r"\d+\.\d{4}", v) for v in cells.get(column, [])), (column, cells[column])
+    assert cells.get("val_bpc") and set(cells["tokenizer"]) == {"char"}
     assert all(re.fullmatch(r"\d{1,3}(,\d{3})*\.\d", v) for v in cells["seconds"]), cells["seconds"]
     row = next(r for r in served[2].get("/api/runs").json()["runs"] if r["path"] == "checkpoints/ens")
     shown = js(browser, "return document.querySelector('#runs-table tr[data-run=\"checkpoints/ens\"] td.seconds')"

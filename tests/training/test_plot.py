@@ -169,3 +169,36 @@ def test_the_summary_tables_the_parts_figures():
     assert lines[0].split() == ["write", "norm", "router", "weight"]
     assert lines[1].split() == ["expert", "0", "1.5", "0.25"] and lines[2].split() == ["expert", "1", "2.5", "0.75"]
     assert lines[3] == "prior final cos: 0.125" and metrics_table({}) == []
+
+
+def test_runs_of_different_tokenizers_are_drawn_in_bits_per_character(tmp_path, monkeypatch):
+    """`plot` drew nats per token for a char and a bpe run on one axis (issue 53 item 2): each run's curve is in
+    bits per character of its held-out text (runs' figure), and without that record the axis says the
+    tokenizers differ."""
+    need("matplotlib")
+    from microgpt.training import plot
+    from microgpt.training.run_list import bits_per_char, validation_of
+
+    (tmp_path / "text.txt").write_text("It was the best of times, it was the worst of times.\n" * 30)
+    tiny = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
+            "--backend", "numpy", "--threads", "1", "--gen", "0", "--steps", "4", "--eval-every", "2"]
+    for kind in ("char", "bpe"):
+        assert main(["train", str(tmp_path / "text.txt"), *tiny, "--tokenizer", kind, "--model",
+                     str(tmp_path / kind)]) == 0
+    drawn = []
+    monkeypatch.setattr(plot, "_save", lambda fig, out: drawn.append(
+        (fig.axes[0].get_ylabel(), {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].lines})))
+    runs = [str(tmp_path / kind) for kind in ("char", "bpe")]
+    assert main(["plot", *runs, "--out", str(tmp_path / "p.png")]) == 0
+    label, curves = drawn[-1]
+    assert label == "validation loss (bits per character)"
+    for kind in ("char", "bpe"):
+        val = [r["val_loss"] for r in read_metrics(tmp_path / f"{kind}.metrics.jsonl") if "val_loss" in r]
+        text = validation_of(tmp_path / kind)
+        assert curves[f"{kind} (validation)"] == [bits_per_char(loss, text) for loss in val]
+    state_file = tmp_path / "bpe" / "train_state.json"
+    state = json.loads(state_file.read_text())
+    del state["validation_text"]  # a bpe run trained before runs recorded its characters
+    state_file.write_text(json.dumps(state))
+    assert main(["plot", *runs, "--out", str(tmp_path / "p.png")]) == 0
+    assert drawn[-1][0] == "validation loss (nats per token: the tokenizers differ, so not comparable)"

@@ -4,11 +4,14 @@ failed, unfinished, damaged, a best copy left alone), as a table or JSON lines (
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 
 from microgpt.cli import main
 from microgpt.training.run_dir import WriterLock
+from microgpt.use.loaded import load
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
@@ -115,3 +118,55 @@ def test_a_checkpoint_whose_json_is_corrupt_is_listed_damaged_with_the_reason(wo
     assert rows(capsys, "runs")["runs/good"]["status"] == "finished"
     assert main(["runs", "runs"]) == 0
     assert any(line.startswith("runs/bad") and "damaged" in line for line in capsys.readouterr().out.splitlines())
+
+
+def held_out_bits_per_char(checkpoint: str, val_loss: float) -> float:
+    """The run's validation loss over the characters of the text it held out (the last val_tokens tokens of
+    TEXT, as its tokenizer encodes it), in bits: computed here from the checkpoint, not from what runs reads."""
+    loaded = load(checkpoint)
+    state = json.loads((Path(checkpoint) / "train_state.json").read_text())
+    held = loaded.tokenizer.encode(TEXT)[-state["train_config"]["val_tokens"]:]
+    return val_loss * len(held) / loaded.tokenizer.count_characters(held) / math.log(2)
+
+
+def test_runs_show_the_tokenizer_and_rank_by_held_out_bits_per_character(workdir, capsys):
+    """Nats per token ranked char against bpe runs, which is meaningless (issue 53 item 2): each row shows its
+    tokenizer and its losses in bits per character of the held-out text, and --sort val and best use them."""
+    assert main(["train", "text.txt", *TINY, "--steps", "3", "--model", "checkpoints/char"]) == 0
+    assert main(["train", "text.txt", *TINY, "--steps", "3", "--tokenizer", "bpe", "--vocab-size", "300",
+                 "--model", "checkpoints/bpe"]) == 0
+    found = rows(capsys)
+    for name, kind in (("char", "char"), ("bpe", "bpe")):
+        row = found[f"checkpoints/{name}"]
+        assert row["tokenizer"] == kind
+        assert row["val_bpc"] == pytest.approx(held_out_bits_per_char(row["path"], row["val_loss"]), rel=1e-12)
+        assert row["best_val_bpc"] == pytest.approx(held_out_bits_per_char(row["path"], row["best_val_loss"]))
+    assert found["checkpoints/bpe"]["val_characters"] > found["checkpoints/bpe"]["val_tokens"]  # tokens of chars
+    for key, field in (("val", "val_bpc"), ("best", "best_val_bpc")):
+        capsys.readouterr()
+        assert main(["runs", "--json", "--sort", key]) == 0
+        ranked = [json.loads(line)[field] for line in capsys.readouterr().out.splitlines()]
+        assert ranked == sorted(ranked)
+    assert main(["runs"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split()[3:8] == ["tokenizer", "parameters", "step", "best", "bpc"]
+    assert all(f"{found[line.split()[0]]['val_bpc']:.4f}" in line for line in lines)
+
+
+def test_a_run_from_before_the_record_keeps_a_row_and_sorts_after_by_nats(workdir, capsys):
+    for name, tokenizer in (("char", "char"), ("bpe", "bpe"), ("bpe2", "bpe")):
+        assert main(["train", "text.txt", *TINY, "--steps", str(2 + len(name)), "--tokenizer", tokenizer,
+                     "--model", f"checkpoints/{name}"]) == 0
+    for name in ("char", "bpe", "bpe2"):  # as runs trained before validation_text was recorded
+        state_file = workdir / "checkpoints" / name / "train_state.json"
+        state = json.loads(state_file.read_text())
+        del state["validation_text"]
+        state_file.write_text(json.dumps(state))
+    found = rows(capsys)
+    char = found["checkpoints/char"]
+    assert char["val_bpc"] == pytest.approx(char["val_loss"] / math.log(2))  # a char token is a character
+    assert found["checkpoints/bpe"]["val_bpc"] is None and found["checkpoints/bpe"]["val_loss"] is not None
+    assert main(["runs", "--json", "--sort", "val"]) == 0
+    order = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert order[0]["path"] == "checkpoints/char"
+    assert [row["val_loss"] for row in order[1:]] == sorted(row["val_loss"] for row in order[1:])

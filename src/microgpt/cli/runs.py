@@ -1,9 +1,10 @@
 """`microgpt runs [DIR...]`: every run under the given folders (default: checkpoints/ and .), a line each.
 
-The rows are training/run_list.py's: name, family, shape, parameters, step of its steps, best and last
-validation loss, tokens/s, the machine it ran on, and its status (training now, finished, unfinished,
-damaged). `--sort KEY` orders them, `--where KEY=VALUE` keeps some, and `--json` prints each row as one JSON
-object instead.
+The rows are training/run_list.py's: name, family, shape, tokenizer, parameters, step of its steps, best and
+last validation loss in bits per character (what compares across char, bpe and tokenizer.json runs) and the
+last in nats per token, tokens/s, the machine it ran on, and its status (training now, finished, unfinished,
+damaged). `--sort KEY` orders them (`val` and `best` by bits per character), `--where KEY=VALUE` keeps some,
+and `--json` prints each row as one JSON object instead.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from microgpt.training.run_list import SCAN_DEPTH, find_checkpoints, is_listed, 
 
 SORT_KEYS = {  # --sort KEY: the row's field, and whether the lowest comes first
     "name": ("path", True), "family": ("family", True), "parameters": ("parameters", False),
-    "step": ("step", False), "val": ("val_loss", True), "best": ("best_val_loss", True),
+    "step": ("step", False), "val": ("val_bpc", True), "best": ("best_val_bpc", True),
     "tokens": ("tokens_per_sec", False), "status": ("status", True),
 }
-COLUMNS = ("run", "family", "shape", "parameters", "step", "best val", "val loss", "tokens/s", "status", "machine")
+# a loss sorted in bits per character; a run without its characters (trained before runs recorded them) after
+# those with them, by nats per token
+IN_NATS = {"val_bpc": "val_loss", "best_val_bpc": "best_val_loss"}
+COLUMNS = ("run", "family", "shape", "tokenizer", "parameters", "step", "best bpc", "val bpc", "val nats",
+           "tokens/s", "status", "machine")
 
 
 def add_parser(commands) -> None:
@@ -29,8 +34,9 @@ def add_parser(commands) -> None:
     p.add_argument("folders", nargs="*", metavar="DIR", type=Path,
                    help=f"folders to search, {SCAN_DEPTH} levels down, or checkpoints; without any, {DEFAULT_ROOT}/ and .")
     p.add_argument("--sort", choices=tuple(SORT_KEYS), metavar="KEY",
-                   help=f"order the runs by {', '.join(SORT_KEYS)} (losses lowest first, the others highest "
-                   "first; runs without the figure last)")
+                   help=f"order the runs by {', '.join(SORT_KEYS)} (losses lowest first, in held-out bits per "
+                   "character, which compares across tokenizers; the others highest first; runs without the "
+                   "figure last)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep the runs whose KEY is VALUE (family, status, path, name, ...); given again, all must "
                    "hold, e.g. --where family=ensemble --where status=finished")
@@ -68,9 +74,13 @@ def chosen(rows: list[dict], where: list[str], sort: str | None) -> list[dict]:
         rows = [row for row in rows if str(row.get(key)) == value]
     if sort is not None:
         field, lowest_first = SORT_KEYS[sort]
-        known = [row for row in rows if row.get(field) is not None]
-        known.sort(key=lambda row: row[field], reverse=not lowest_first)
-        rows = known + [row for row in rows if row.get(field) is None]
+        ordered = []
+        for key in (field, *([IN_NATS[field]] if field in IN_NATS else [])):
+            known = sorted((row for row in rows if row.get(key) is not None), key=lambda row: row[key],
+                           reverse=not lowest_first)
+            ordered += known
+            rows = [row for row in rows if row.get(key) is None]
+        rows = ordered + rows
     return rows
 
 
@@ -83,14 +93,15 @@ def cells(row: dict) -> tuple[str, ...]:
     shape = (row.get("model") or "").split(":")[0].removeprefix(f"{row.get('family')} ").removeprefix("of ")
     shape = shape.strip() or "-"
     step = "-" if row.get("step") is None else f"{row['step']}/{row['steps'] if row.get('steps') else '?'}"
-    return (row["path"], row.get("family") or "-", shape, figure(row.get("parameters"), ","), step,
-            figure(row.get("best_val_loss"), ".4f"), figure(row.get("val_loss"), ".4f"),
+    return (row["path"], row.get("family") or "-", shape, row.get("tokenizer") or "-",
+            figure(row.get("parameters"), ","), step, figure(row.get("best_val_bpc"), ".4f"),
+            figure(row.get("val_bpc"), ".4f"), figure(row.get("val_loss"), ".4f"),
             figure(row.get("tokens_per_sec"), ",.0f"), row["status"], row.get("machine") or "-")
 
 
 def print_table(lines: list[tuple[str, ...]]) -> None:
     widths = [max(len(COLUMNS[i]), *(len(line[i]) for line in lines)) for i in range(len(COLUMNS))]
-    right = {"parameters", "step", "best val", "val loss", "tokens/s"}
+    right = {"parameters", "step", "best bpc", "val bpc", "val nats", "tokens/s"}
     for line in [COLUMNS, *lines]:
         print("  ".join(cell.rjust(width) if column in right else cell.ljust(width)
                         for cell, width, column in zip(line, widths, COLUMNS)).rstrip())

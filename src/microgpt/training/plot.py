@@ -8,7 +8,10 @@ moving average and its validation points, and under them the model's own
 per-part figures where its family logs some (an ensemble's experts: one panel
 per figure, one line per part); `write_runs_plot` several runs in one
 figure, each as its validation curve (its smoothed training loss where it has
-none), against step or seconds. The loss axis spans the lowest point to the
+none), against step or seconds, in bits per character where every run's
+checkpoint says how many characters its validation tokens stand for (so char,
+bpe and tokenizer.json runs compare; run_list.bits_per_char), else in nats per
+token (and the axis says when their tokenizers differ). The loss axis spans the lowest point to the
 highest after each curve's first steps, whose loss (about ln(vocabulary))
 would squeeze the range that matters; legends name runs by the shortest part
 of their paths that tells them apart. A log an ensemble wrote with the old numbering (transformer experts
@@ -28,6 +31,7 @@ import numpy as np
 from microgpt.core.files import bounded_lines, open_regular
 from microgpt.core.version import install_hint
 from microgpt.training.run_files import MAX_LOG_LINE, open_own
+from microgpt.training.run_list import bits_per_char, validation_of
 
 PLOT_HINT = f"note: no loss plot; {install_hint('plot')} for loss plots"
 SMOOTH_STEPS = 50  # moving-average window, shortened for short runs
@@ -195,6 +199,11 @@ def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step
     histories = {label: records for label, records in histories.items() if records}
     if not histories:
         return None
+    texts = {label: validation_of(Path(str(runs[label]).removesuffix(".metrics.jsonl"))) for label in histories}
+    per_char = all(text["val_characters"] for text in texts.values())
+    unit = "bits per character" if per_char else "nats per token" + (
+        ": the tokenizers differ, so not comparable" if len({t["tokenizer"] for t in texts.values()}) > 1
+        else "")
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
     try:
         kinds, curves = set(), []
@@ -207,12 +216,14 @@ def write_runs_plot(runs: dict[str, Path], out: Path, title: str, x: str = "step
                 xs, kind = [r[x] for r in records], "training, smoothed"
                 ys = moving_average(losses, max(1, min(SMOOTH_STEPS, len(losses) // 10)))
             kinds.add(kind)
+            if per_char:
+                ys = [bits_per_char(y, texts[label]) for y in ys]
             curves.append(np.asarray(ys, dtype=float))
             ax.plot(xs, ys, "-" if kind != "validation" or len(xs) > 30 else "o-", markersize=3,
                     label=f"{label} ({kind})" if len(histories) > 1 else label)
         ax.set_ylim(*loss_limits(curves))
         ax.set_xlabel("step" if x == "step" else "seconds")
-        ax.set_ylabel(f"{' / '.join(sorted(kinds))} loss (nats per token)")
+        ax.set_ylabel(f"{' / '.join(sorted(kinds))} loss ({unit})")
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")

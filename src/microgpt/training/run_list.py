@@ -1,9 +1,10 @@
 """Every run under a folder, a row each: what `microgpt runs` prints and what the studio's Compare lists.
 
 `find_checkpoints` walks a folder (at most SCAN_DEPTH levels down, never through a link, no hidden
-directories) for checkpoint directories. `run_rows` gives each one a row: its family, description and
-parameter count (from config.json), its step of its steps, best and last validation loss, tokens/s and the
-machine (from the latest line of the results.jsonl beside it), and its status: training (a process holds
+directories) for checkpoint directories. `run_rows` gives each one a row: its family, description, tokenizer
+and parameter count (from config.json), its step of its steps, best and last validation loss, tokens/s and the
+machine (from the latest line of the results.jsonl beside it), the losses in held-out bits per character (what
+compares across tokenizers: `bits_per_char`), and its status: training (a process holds
 its writer lock), finished, failed (it stopped short on an unsound step, training/failure.py), unfinished,
 unknown (its training state records no readable --steps) or damaged (a file that cannot be read, which
 marks its own row and never fails the list; a config.json or train_state.json that is a pipe, a device or
@@ -37,6 +38,7 @@ from microgpt.model.family import family, n_params
 from microgpt.training.failure import failure_of
 from microgpt.training.run_dir import WriterLock
 from microgpt.training.run_files import RESULTS_LOG, RunPaths
+from microgpt.use.evaluate import Evaluation
 
 SCAN_DEPTH = 3  # directories below a folder searched for checkpoints
 MAX_RESULT_LINE = 64 * 1024  # a results.jsonl record is a few hundred bytes
@@ -112,7 +114,45 @@ def run_rows(checkpoints: list[Path], name: Callable[[Path], str] = str,
             rows[path] = damaged(path, name, f"{name(path)} is damaged and cannot be listed ({exc}); remove it "
                                              "or retrain it")
     fold_best_copies(rows, name)
+    for row in rows.values():
+        if not row.get("damaged"):
+            row["val_bpc"] = bits_per_char(row["val_loss"], row)
+            row["best_val_bpc"] = bits_per_char(row["best_val_loss"], row)
     return list(rows.values())
+
+
+def bits_per_char(loss: float | None, row: dict) -> float | None:
+    """A validation loss (nats per token) in bits per character of the validation text, as `microgpt eval`
+    computes it (Evaluation.bits_per_char), from the tokens and characters of the text the run validated on;
+    None where the loss or the characters are not known (a bpe or tokenizer.json run trained before runs
+    recorded them)."""
+    tokens, characters = row.get("val_tokens"), row.get("val_characters")
+    if loss is None or not tokens or not characters:
+        return None
+    return Evaluation(positions=tokens, nll=loss, seconds=0.0, characters=characters).bits_per_char
+
+
+def validation_text(state: dict, tokenizer: str | None) -> tuple[int | None, int | None]:
+    """(tokens, characters) of the text a run validated on: what training recorded (data/corpus.py, Corpus.split),
+    else for a char run its held-out token count twice (a token is a character); (None, None) where unknown."""
+    recorded = state.get("validation_text")
+    if isinstance(recorded, dict) and all(_count(recorded.get(key)) for key in ("tokens", "characters")):
+        return recorded["tokens"], recorded["characters"]
+    train_config = state.get("train_config")
+    held = train_config.get("val_tokens") if isinstance(train_config, dict) else None
+    return (held, held) if tokenizer == "char" and _count(held) else (None, None)
+
+
+def validation_of(path: Path) -> dict:
+    """A checkpoint's tokenizer kind and the tokens and characters of its validation text (for `bits_per_char`),
+    None for what cannot be read."""
+    tokenizer = model_figures(path).get("tokenizer")
+    tokens, characters = validation_text(read_json(path / TRAIN_STATE), tokenizer)
+    return {"tokenizer": tokenizer, "val_tokens": tokens, "val_characters": characters}
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def damaged(path: Path, name: Callable[[Path], str], why: str) -> dict:
@@ -156,6 +196,7 @@ def row_of(path: Path, name: Callable[[Path], str], record: dict) -> dict:
     training = WriterLock(path).holder()
     row = {
         "path": name(path), "name": path.name, "family": None, "model": record.get("model"),
+        "tokenizer": record.get("tokenizer"),
         "parameters": record.get("parameters"), "step": step, "steps": steps, "finished": finished,
         "final_loss": record.get("final_loss"), "val_loss": record.get("val_loss"),
         "best_val_loss": record.get("best_val_loss", state.get("best_val_loss")),
@@ -169,6 +210,7 @@ def row_of(path: Path, name: Callable[[Path], str], record: dict) -> dict:
     if failed is not None:
         row.update(status="failed", error=failed)
     row.update({key: value for key, value in model_figures(path).items() if row.get(key) is None})
+    row["val_tokens"], row["val_characters"] = validation_text(state, row["tokenizer"])
     return row
 
 
@@ -191,12 +233,15 @@ def fold_best_copies(rows: dict, name: Callable[[Path], str]) -> None:
 
 
 def model_figures(path: Path) -> dict:
-    """A checkpoint's family, parameter count and description, from its config.json (none where it does not read)."""
+    """A checkpoint's family, parameter count, description and tokenizer kind, from its config.json (none where it
+    does not read)."""
     try:
         config = read_config(path)
         kind = family(config["family"])
         built = kind.Config(**config["model"])
-        return {"family": config["family"], "parameters": n_params(kind, built), "model": kind.describe(built)}
+        tokenizer = config.get("tokenizer")
+        return {"family": config["family"], "parameters": n_params(kind, built), "model": kind.describe(built),
+                "tokenizer": tokenizer.get("kind") if isinstance(tokenizer, dict) else None}
     except (CheckpointError, ConfigError, TypeError, ValueError, RecursionError):
         return {}
 

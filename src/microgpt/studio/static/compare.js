@@ -1,20 +1,22 @@
 // The Compare view: every run of the workspace in one table (its checkpoints, their results.jsonl lines and
-// the studio's own runs; a run's -best copy is its "best val" and "best at" cells), sortable by any column
+// the studio's own runs; a run's -best copy is its "best bpc" and "best at" cells; the validation losses in
+// held-out bits per character, which compare across tokenizers, as microgpt runs shows them), sortable by any column
 // and filtered by text; the selection overlays in Watch and downloads as CSV of every metrics record (an empty
 // selection, or one without records, is said so, and nothing is downloaded). Each column has one number
 // format (FORMATS), and each run its colour's swatch.
 "use strict";
 
 const COLUMNS = [
-  ["path", "run"], ["family", "family"], ["parameters", "parameters"], ["step", "step"], ["steps", "of"],
-  ["final_loss", "final loss"], ["val_loss", "val loss"], ["best_val_loss", "best val"],
+  ["path", "run"], ["family", "family"], ["tokenizer", "tokenizer"], ["parameters", "parameters"], ["step", "step"],
+  ["steps", "of"], ["best_val_bpc", "best bpc"], ["val_bpc", "val bpc"], ["val_loss", "val nats"],
   ["best_step", "best at"], ["tokens_per_sec", "tokens/s"], ["seconds", "seconds"], ["status", "status"], ["model", "model"],
 ];
 
 const WHOLE = value => Math.round(value).toLocaleString("en-US");
 const FORMATS = {  // one format per column: "13,313" beside "19,350", never "1.935e+4"
   parameters: WHOLE, step: WHOLE, steps: WHOLE, best_step: WHOLE, tokens_per_sec: WHOLE,
-  final_loss: value => value.toFixed(4), val_loss: value => value.toFixed(4), best_val_loss: value => value.toFixed(4),
+  val_loss: value => value.toFixed(4),  // nats per token, which depend on the tokenizer; bits per character do not
+  val_bpc: value => value.toFixed(4), best_val_bpc: value => value.toFixed(4),
   seconds: value => value.toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1}),
 };
 
