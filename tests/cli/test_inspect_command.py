@@ -73,3 +73,24 @@ def test_an_unknown_mode_is_one_line(checkpoint, capsys, tmp_path):
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "did you mean mean?" in err and err.count("\n") == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_a_nodes_activations_and_its_heads_alone(checkpoint, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert main(["inspect", str(checkpoint / "ck"), "--backend", "numpy", "--text", "It was", "--node",
+                 "blocks.1.attn.heads", "--activations", str(tmp_path / "n.png"), "--attention",
+                 str(tmp_path / "a.png")]) == 0
+    assert (tmp_path / "n.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert "blocks.1.attn.heads over 6 tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--activations", "n.png"], "--activations draws one node's output: name it with --node PATH"),
+    (["--node", "blocks.0.atn.heads", "--activations", "n.png"], "did you mean blocks.0.attn.heads"),
+])
+def test_a_node_mistake_is_one_line_and_writes_nothing(checkpoint, capsys, tmp_path, argv, said):
+    argv = [str(tmp_path / a) if a.endswith(".png") else a for a in argv]
+    assert main(["inspect", str(checkpoint / "ck"), "--backend", "numpy", "--text", "It", *argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())

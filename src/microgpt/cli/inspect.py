@@ -1,8 +1,9 @@
 """`microgpt inspect MODEL [FILE]`: inside a checkpoint's model, through its graph (use/inspect, docs/inspect.md).
 
 Without a figure or a CSV to write, it lists the paths of the model's node outputs with their widths, the names
-`microgpt.load(MODEL).trace(text)[path]` takes. --attention and --logit-lens draw the text's (--text, or FILE's
-first seq_len tokens); --ablate-heads scores every head's ablation on FILE (or --text) and ranks them.
+`microgpt.load(MODEL).trace(text)[path]` takes. --attention, --logit-lens and --activations (of --node) draw the
+text's (--text, or FILE's first seq_len tokens); --ablate-heads scores every head's ablation on FILE (or
+--text) and ranks them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from microgpt.core.fields import settings_fields
 from microgpt.data.corpus import read_corpus
 from microgpt.settings.commands import InspectSettings
 from microgpt.use.inspect import score_heads
-from microgpt.use.inspect.figures import attention_figure, lens_figure
-from microgpt.use.inspect.paths import attention_paths, path_widths
+from microgpt.use.inspect.figures import activations_figure, attention_figure, lens_figure
+from microgpt.use.inspect.paths import attention_paths, path_widths, resolve
 from microgpt.use.loaded import load
 
 
@@ -37,6 +38,7 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     chosen = InspectSettings(**{f.field: getattr(args, f.key) for f in settings_fields(InspectSettings)})
     outputs = {flag: value for flag, value in (("--attention", chosen.attention), ("--logit-lens", chosen.logit_lens),
+                                                ("--activations", chosen.activations),
                                                 ("--ablate-heads", chosen.ablate_heads)) if value is not None}
     for flag, value in outputs.items():
         check_output_file(Path(value), flag)
@@ -49,10 +51,18 @@ def run(args) -> int:
     if not outputs:
         return list_paths(loaded)
     held_out = None if args.file is None else read_corpus(args.file, args.max_corpus, "a text file", prepared=False)
-    if chosen.attention or chosen.logit_lens:
+    if chosen.node is not None:
+        resolve(loaded.graph, chosen.node)  # a bad path is refused before anything runs
+    if chosen.attention or chosen.logit_lens or chosen.activations:
         trace = loaded.trace(loaded.graph.ids(chosen.text if chosen.text is not None else held_out)[: loaded.seq_len])
         if chosen.attention:
-            print(f"attention maps of {len(trace.ids)} tokens -> {attention_figure(trace, Path(chosen.attention))}")
+            layers = [attention_paths(loaded.graph.program).index(chosen.node)] if chosen.node in attention_paths(
+                loaded.graph.program) else None
+            print(f"attention maps of {len(trace.ids)} tokens -> "
+                  f"{attention_figure(trace, Path(chosen.attention), layers)}")
+        if chosen.activations:
+            print(f"{chosen.node} over {len(trace.ids)} tokens -> "
+                  f"{activations_figure(trace, chosen.node, Path(chosen.activations))}")
         if chosen.logit_lens:
             print(f"logit lens of {len(trace.ids)} tokens -> {lens_figure(trace.logit_lens(), Path(chosen.logit_lens))}")
     if chosen.ablate_heads:

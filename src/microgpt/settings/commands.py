@@ -142,6 +142,12 @@ class InspectSettings:
                                        "them to this CSV, the most harmful first (rank, path, layer, head, width, "
                                        "loss, delta: what the ablation adds to the loss in nats per token)", PATH,
                                        shown_default="none", metavar="OUT.csv")
+    node: str | None = setting(None, "a node's path (as `microgpt inspect MODEL` lists them): --activations draws "
+                               "its output, and --attention only its heads where it is an attention node", TEXT,
+                               shown_default="none", metavar="PATH")
+    activations: str | None = setting(None, "draw --node's output over the text into this .png, .svg or .pdf: each "
+                                      "position's norm and a histogram of the values", PATH, shown_default="none",
+                                      metavar="OUT.png")
     mode: str = setting("zero", "what --ablate-heads puts in place of a head's output: zero, or its mean over the "
                         "text (mean keeps the output's typical size, so the loss measures what the head says "
                         "about each position rather than that it speaks at all)", Choice(lambda: ("zero", "mean")),
@@ -151,3 +157,6 @@ class InspectSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.activations is not None and self.node is None:
+            raise ConfigError("--activations draws one node's output: name it with --node PATH (`microgpt inspect "
+                              "MODEL` lists the paths)")

@@ -7,11 +7,12 @@ primitives, run settings, check, family graphs and layouts (graph_palette.py, gr
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
 streamed as it is made (server-sent events), `/api/routing` an ensemble's routing of a text (for the colours
-of a sample) and `/api/eval` a score or a prompt file's accuracy; `/api/files` the text files one can train on
-or score; `/api/free-name` the page's default run name, `/api/log` the tail of a run's output. A user's mistake
-is a JSON {"error": one line} with status 400 (403 for a path outside the workspace, 409 for a checkpoint
-another process writes, and for a run name that is taken: {"error", "exists": true, "suggested": a free name},
-unless the request says "overwrite": true).
+of a sample), `/api/eval` a score or a prompt file's accuracy and `/api/inspect` a node's activations,
+attention maps, the logit lens and the heads' ablation scores on a prompt (inspection.py); `/api/files` the
+text files one can train on or score; `/api/free-name` the page's default run name, `/api/log` the tail of a
+run's output. A user's mistake is a JSON {"error": one line} with status 400 (403 for a path outside the
+workspace, 409 for a checkpoint another process writes, and for a run name that is taken: {"error", "exists":
+true, "suggested": a free name}, unless the request says "overwrite": true).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ class Studio:
             Route("/api/runs/{name}/{action}", self.run_action, methods=["POST"]),
             Route("/api/metrics", self.metrics), Route("/api/stream", self.stream), Route("/api/csv", self.csv),
             Route("/api/sample", self.sample), Route("/api/eval", self.eval, methods=["POST"]),
-            Route("/api/routing", self.routing, methods=["POST"]),
+            Route("/api/routing", self.routing, methods=["POST"]), Route("/api/inspect", self.inspect, methods=["POST"]),
             Route("/api/graph/palette", self.graph_palette), Route("/api/graph/settings", self.graph_settings),
             Route("/api/graph/check", self.graph_check, methods=["POST"]),
             Route("/api/graph/from-family", self.graph_from_family, methods=["POST"]),
@@ -529,6 +530,28 @@ class Studio:
             lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
             raise ConfigError(lines[-1] if lines else f"routing exited with status {code}")
         return JSONResponse({"routing": json.loads(out.decode("utf-8").strip().splitlines()[-1])})
+
+    async def inspect(self, request: Request) -> JSONResponse:
+        """A checkpoint's paths, and for a prompt the inspect figures of a node, the logit lens and the head
+        ablations (studio/inspection.py's JSON), from that helper in a subprocess."""
+        body = await self.body(request)
+        checkpoint = self.checkpoint(body.get("checkpoint"))
+        text, node = body.get("text", ""), body.get("node") or None
+        if not isinstance(text, str) or "\0" in text:
+            raise ConfigError("give the prompt to inspect as text, without NUL characters")
+        if node is not None and not isinstance(node, str):
+            raise ConfigError("give the node as its path, e.g. blocks.0.attn.heads")
+        command = [sys.executable, "-m", "microgpt.studio.inspection", str(checkpoint), "--backend",
+                   self.backend_of(body.get("backend"))] + ([f"--node={node}"] if node else [])
+        self.take_model_slot("inspection")
+        try:
+            out, err, code = await self.run_eval(command, stdin=text.encode("utf-8"))
+        finally:
+            self.free_model_slot()
+        if code != 0:
+            lines = [line for line in err.decode("utf-8", errors="replace").splitlines() if line.strip()]
+            raise ConfigError(lines[-1] if lines else f"inspect exited with status {code}")
+        return JSONResponse(json.loads(out.decode("utf-8").strip().splitlines()[-1]))
 
     async def run_eval(self, command: list[str], stdin: bytes | None = None) -> tuple[bytes, bytes, int]:
         """(stdout, stderr, status) of `microgpt eval` (or the routing helper, fed `stdin`), killed past

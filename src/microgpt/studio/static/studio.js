@@ -63,6 +63,7 @@ document.querySelector("nav[role=tablist]").addEventListener("keydown", event =>
     const state = PageState.read();
     Compare.init();
     Sample.init();
+    Inspect.init();
     Watch.init();
     const following = state.runs.length ? Watch.followOnly(state.runs).catch(err => say(err.message, true)) : null;
     // the view opened first loads first: elsewhere, the editor's family graph and its check (the server's

@@ -1,6 +1,7 @@
 """The inspect figures, drawn headless with matplotlib (the `plot` extra): a grid of attention heatmaps, a
-layer per row and a head per column, and the logit lens as a heatmap of the loss at each stream point and
-position, each cell naming the point's top token. The tokens label the axes; a text longer than MAX_SHOWN
+layer per row and a head per column; the logit lens as a heatmap of the loss at each stream point and
+position, each cell naming the point's top token; and one node's activations (each position's norm, and a
+histogram of its values). The tokens label the axes; a text longer than MAX_SHOWN
 tokens is drawn for its first MAX_SHOWN. The CLI (`microgpt inspect`) and the studio draw these same figures.
 """
 
@@ -76,6 +77,27 @@ def attention_figure(trace, out: Path, layers: list[int] | None = None) -> Path:
             ax.set_xlabel("attends to", fontsize=7)
     fig.suptitle("attention weights (row: the query's token, column: the key's)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
+    save(fig, out)
+    plt.close(fig)
+    return Path(out)
+
+
+def activations_figure(trace, path: str, out: Path) -> Path:
+    """Node `path`'s output over the text: the norm of each position's row, and a histogram of every value."""
+    plt = _pyplot()
+    values = trace[path].astype(np.float64)
+    n = min(len(values), MAX_SHOWN)
+    fig, (norms, spread) = plt.subplots(1, 2, figsize=(max(6.0, n * 0.16) + 4.0, 3.4),
+                                        gridspec_kw={"width_ratios": [max(6.0, n * 0.16), 4.0]})
+    norms.bar(range(n), np.linalg.norm(values[:n], axis=1), color="#4c72b0")
+    norms.set_xticks(range(n), [shown(t) for t in trace.tokens[:n]], fontsize=7, rotation=90)
+    norms.set_ylabel("norm of the position's row")
+    norms.set_title(f"{path}: {values.shape[1]} wide", fontsize=10)
+    spread.hist(values.reshape(-1), bins=50, color="#dd8452")
+    spread.set_xlabel("value")
+    spread.set_ylabel("count")
+    spread.set_title(f"mean {values.mean():.3g}, std {values.std():.3g}", fontsize=9)
+    fig.tight_layout()
     save(fig, out)
     plt.close(fig)
     return Path(out)
