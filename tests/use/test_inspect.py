@@ -225,3 +225,17 @@ def test_every_head_is_scored_and_the_most_harmful_ranks_first():
     assert [h.delta for h in heads] == sorted((h.delta for h in heads), reverse=True)
     assert all(h.loss == m.loss(TEXT, ablate=[h.path]) and h.delta == h.loss - clean for h in heads)
     assert {h.width for h in heads} == {4, 8, 12}
+
+
+def test_on_the_cuda_backends_kernels_the_trace_is_the_models_own(emulated):
+    """The cuda backend (its kernels on the CPU emulator): device values copied to the host, the attention
+    weights by its masked softmax, an ablation through its arrays."""
+    backend = emulated[0]
+    config = family("gpt").Config(vocab_size=20, seq_len=SEQ_LEN, **FAMILIES["gpt"][1])
+    m = LoadedModel(family("gpt").build(config, backend, TOKENIZER, 3), "gpt", TOKENIZER, Path("model"), 2**30)
+    t = m.trace(TEXT)
+    np.testing.assert_array_equal(t.logits, own_logits(m, t.ids))
+    weights = t.attention(1, 2)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-5)
+    assert (weights[np.triu_indices(len(TEXT), 1)] == 0).all()
+    assert m.loss(TEXT, ablate=["blocks.0.attn.heads[1]"]) != m.loss(TEXT)
