@@ -27,6 +27,9 @@ from microgpt.use.inspect.runs import Graph, Span
 
 @dataclass
 class Trace:
+    """One pass over a text (`LoadedModel.trace`): `t[path]` each node's output, (positions, width); `t.ids` and
+    `t.tokens` the text's tokens; `t.logits`; `t.attention(layer, head)`; `t.logit_lens()`."""
+
     graph: Graph
     ids: np.ndarray  # (N,) the token ids
     values: dict[int, np.ndarray]  # value id -> (N, width)
