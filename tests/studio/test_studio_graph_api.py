@@ -23,12 +23,14 @@ need("httpx")
 from starlette.testclient import TestClient
 
 from microgpt.backends import backend_class
+from microgpt.model.attention import MASKS
 from microgpt.model.family import family, n_params
 from microgpt.model.graph.compile import MAX_NODES, _Compiler, compile_graph
 from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.library import library_groups, with_library
 from microgpt.model.graph.memory import program_parts
 from microgpt.model.graph.ops import OPS
+from microgpt.model.graph.ops.basic import INITS
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
 from microgpt.studio import graph_api, graph_palette
@@ -79,7 +81,12 @@ def test_the_palette_lists_every_primitive_and_library_group_with_its_ports(clie
     assert add["inputs"] == [{"name": "in", "type": "float", "kinds": ["stream", "logits"], "many": True}]
     linear = next(op for op in palette["ops"] if op["name"] == "linear")
     assert {"name": "out", "default": None, "required": True} in linear["params"]
-    assert {"name": "bias", "default": True, "required": False} in linear["params"]
+    assert {"name": "bias", "default": True, "required": False, "choices": [True, False]} in linear["params"]
+    # a word-valued param lists the words its op accepts: the editor draws it as a menu of them
+    assert {"name": "init", "default": "he", "required": False, "choices": list(INITS)} in linear["params"]
+    attention = next(op for op in palette["ops"] if op["name"] == "attention")
+    assert next(p for p in attention["params"] if p["name"] == "mask")["choices"] == list(MASKS)
+    assert "choices" not in next(p for p in attention["params"] if p["name"] == "heads")
     assert next(op for op in palette["ops"] if op["name"] == "cross_entropy")["outputs"] == []
     block = next(group for group in palette["groups"] if group["name"] == "transformer_block")
     assert block["inputs"] == [{"name": "x", "type": "stream[d]", "kinds": ["stream"]}] and block["nodes"]

@@ -1,6 +1,7 @@
 """The node editor's palette (GET /api/graph/palette): every primitive a graph document may name, with its ports
 (each with the kinds of value it takes: a port of kind "float" takes stream or logits, and an output of kind
-"float" has its input's kind), its params with their defaults ("required" where it has none), and every
+"float" has its input's kind), its params with their defaults ("required" where it has none) and, for a word or a switch, the values it
+takes (the editor's menus), and every
 library group with its params, ports and body (nodes and edges, so the editor can open one); and the kinds.
 """
 
@@ -29,11 +30,19 @@ def _op_entry(op: Op) -> dict:
              "inputs": [_port(name, port.kind, port.many) for name, port in op.inputs.items()],
              "outputs": [_port(name, OUTPUT_KINDS[op.name]) for name in op.outputs],
              "params": [{"name": name, "default": None if default is REQUIRED else default,
-                         "required": default is REQUIRED} for name, default in op.params.items()]}
+                         "required": default is REQUIRED, **_choices(op, name, default)}
+                        for name, default in op.params.items()]}
     if type(op).output_ports is not Op.output_ports:  # split: out0, out1, ... one per entry of its widths
         entry["outputs"] = [_port("out0", "stream"), _port("out1", "stream")]
         entry["outputs_from"] = "widths"
     return entry
+
+
+def _choices(op: Op, name: str, default: object) -> dict:
+    """{"choices": [...]} for a param that takes one of a list of words (or a switch), else {}."""
+    if name in op.choices:
+        return {"choices": list(op.choices[name])}
+    return {"choices": [True, False]} if isinstance(default, bool) else {}
 
 
 def _port_kind(text: str) -> str:

@@ -118,6 +118,7 @@ class AttentionOp(Op):
     inputs: ClassVar[dict] = {"q": Port("stream"), "k": Port("stream"), "v": Port("stream")}
     params: ClassVar[dict] = {"heads": "heads", "mask": "causal", "gap": 1}
     words = frozenset({"mask"})
+    choices: ClassVar[dict] = {"mask": MASKS}
     cross_position = True
     rotates = False
 

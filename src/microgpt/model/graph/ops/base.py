@@ -88,6 +88,7 @@ class Op:
     outputs: tuple[str, ...] = ("out",)
     params: ClassVar[dict[str, object]] = {}
     words: frozenset[str] = frozenset()  # params that take a word (a mask's kind), not a size
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {}  # the words a word param may take (the editor's menus)
     cross_position = False  # True: a row of the output depends on other positions (attention, RoPE, priors)
 
     def infer(self, node: Node) -> dict[str, ValueType]:

@@ -76,6 +76,7 @@ class LinearOp(Op):
     inputs: ClassVar[dict] = {"x": Port("stream")}
     params: ClassVar[dict] = {"out": REQUIRED, "bias": True, "init": "he", "decay": True}
     words = frozenset({"init"})
+    choices: ClassVar[dict] = {"init": INITS}  # or a standard deviation (a number)
     out_kind = "stream"
 
     def out_width(self, node) -> int:

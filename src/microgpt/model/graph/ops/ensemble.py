@@ -142,6 +142,7 @@ class PriorOp(Op):
     inputs: ClassVar[dict] = {"ids": Port("token_ids")}
     params: ClassVar[dict] = {"kind": REQUIRED, "until_step": None, "width": None}
     words = frozenset({"kind", "until_step"})
+    choices: ClassVar[dict] = {"kind": PRIOR_KINDS}
     cross_position = True  # the trigram reads the token before, the calculator the line so far, the counter t
 
     def infer(self, node):
@@ -210,6 +211,7 @@ class RouterOp(Op):
     outputs = ("weights",)
     params: ClassVar[dict] = {"kind": "global", "experts": REQUIRED, "epsilon": 0.2}
     words = frozenset({"kind"})
+    choices: ClassVar[dict] = {"kind": ROUTER_KINDS}
     cross_position = True
 
     def infer(self, node):
@@ -261,6 +263,7 @@ class MixOp(Op):
     inputs: ClassVar[dict] = {"weights": Port("weights"), "logits": Port("logits", many=True)}
     params: ClassVar[dict] = {"grad": "equal"}
     words = frozenset({"grad"})
+    choices: ClassVar[dict] = {"grad": MIX_GRADS}
 
     def infer(self, node):
         weights, logits = node.in_types["weights"][0], node.in_types["logits"]
