@@ -13,13 +13,10 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from threadpoolctl import threadpool_limits
-
 from microgpt.core.checks import format_bytes
-from microgpt.core.errors import ConfigError
-from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.compile import GraphError
 from microgpt.model.graph.program import Program
+from microgpt.studio.graph_causality import checked
 from microgpt.studio.graph_run import DraftSettings
 from microgpt.studio.graph_worker import OverBudget, Worker
 
@@ -52,7 +49,7 @@ def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphErro
     running."""
     started = time.perf_counter()
     try:
-        answer, leak = _worker.run(_checked, program, seq_len, tokenizer, time_s=VERDICT_TIME_S,
+        answer, leak = _worker.run(checked, program, seq_len, tokenizer, time_s=VERDICT_TIME_S,
                                    memory_bytes=VERDICT_MEMORY)
     except OverBudget as over:
         cost = (f"took longer than {VERDICT_TIME_S:g} s to check" if over.what == "time" else
@@ -62,22 +59,6 @@ def _verdict(program: Program, seq_len: int, tokenizer) -> tuple[dict, GraphErro
     finally:
         _pace["per_node"] = (time.perf_counter() - started) / max(1, len(program.nodes))
     return answer, None if leak is None else GraphError(*leak)
-
-
-def _checked(program: Program, seq_len: int, tokenizer) -> tuple[dict, tuple | None]:
-    """The verdict, run in the worker: (the answer, the leak as GraphError's arguments, which travel back whole,
-    or None); a MemoryError is the worker's to say."""
-    with threadpool_limits(1):  # small matrices: one thread is faster, and the runs training keep the cores
-        try:
-            return {"ok": True, "pending": False, "message": check_causality(program, seq_len, tokenizer)}, None
-        except ConfigError as exc:  # a leak (a GraphError at the node where the future enters), or a refusal
-            leak = exc if isinstance(exc, GraphError) else GraphError(str(exc))
-            return {"ok": False, "pending": False, "message": str(leak)}, (str(leak), leak.path, leak.port, leak.edge)
-        except MemoryError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - whatever stops the check here is said; training checks again
-            return {"ok": None, "pending": False, "message": f"the causality check could not run here "
-                    f"({type(exc).__name__}: {str(exc)[:120]}); microgpt train checks it before its first step"}, None
 
 
 def causality_of(program: Program, document: dict, run: DraftSettings) -> Future:

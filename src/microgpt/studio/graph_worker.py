@@ -1,4 +1,4 @@
-"""A worker process for the node editor's heaviest work (graph_verdicts.py: the causality check, which runs the
+"""A worker process for the node editor's heaviest work (graph_causality.py: the causality check, which runs the
 graph's forward on real arrays), held to a time and a memory budget that a thread cannot be: past its time the
 process is killed, and past its memory an allocation fails in it and it is stopped, while the studio answers
 every other request as before.
@@ -36,7 +36,7 @@ def address_space() -> int:
 def serve(connection, memory_bytes: int) -> None:
     """The worker's loop: each (function, args) sent is answered ("done", its value), or ("memory", None) where
     it ran out of its memory budget."""
-    import microgpt.studio.graph_verdicts  # noqa: F401  the libraries a call needs, counted in its base
+    import microgpt.studio.graph_causality  # noqa: F401  the libraries a call needs, counted in its base
 
     limit = address_space() + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
