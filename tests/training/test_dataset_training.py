@@ -48,7 +48,8 @@ def test_a_dataset_trains_exactly_as_its_text(tmp_path, dataset, random_batches)
 @pytest.mark.parametrize("random_batches", [True, False])
 def test_a_resumed_dataset_run_continues_bit_for_bit(tmp_path, dataset, random_batches):
     """The data position (a random generator's state, or a place in the shards) is restored exactly (on the
-    cpu backend under the reference preset, as tests/training/test_training.py holds a text's resume)."""
+    cpu backend under the reference preset, as tests/training/test_training_learns_and_repeats.py holds a
+    text's resume)."""
     common = {**{k: v for k, v in TINY.items() if k != "eval_every"}, "random_batches": random_batches,
               "preset": "reference", "lr": 3e-3, "val_tokens": 200, "backend": "cpu"}
     microgpt.train(str(dataset), model=str(tmp_path / "whole"), steps=30, **common)
