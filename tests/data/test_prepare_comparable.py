@@ -97,8 +97,8 @@ def test_training_a_bpe_tokenizer_says_what_it_does_with_counts(tmp_path, capsys
     source = write_jsonl(tmp_path / "d.jsonl", documents(4000))  # several of the library's pieces
     assert main(["prepare", str(source), "--out", str(tmp_path / "ds"), "--tokenizer", "bpe"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"training the bpe tokenizer: counted the words of [\d,]+ of [\d,]+ characters\n", err), err
-    assert re.search(r"counted the words of all [\d,]+ characters; learning up to 256 merges", err), err
+    assert re.search(r"training the bpe tokenizer: read [\d,]+ of [\d,]+ characters\n", err), err
+    assert re.search(r"read all [\d,]+ characters; counting their words and learning up to 256 merges", err), err
     assert re.search(r"training the bpe tokenizer: done in [\d.]+ s, [\d,]+ tokens", err), err
     assert "\n\n" not in err  # the library's bars draw only on a terminal
 
@@ -109,4 +109,4 @@ def test_reporting_progress_trains_the_same_tokenizer(vocab_size):
     heard: list[str] = []
     assert BPETokenizer.train(text, vocab_size, on_progress=heard.append).to_json() == \
         BPETokenizer.train(text, vocab_size).to_json()
-    assert heard[-1].startswith("counted the words of all")
+    assert heard[-1].startswith("read all")

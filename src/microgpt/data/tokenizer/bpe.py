@@ -68,17 +68,18 @@ def pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
 
 
 def _reporting(cut: list[str], vocab_size: int, on_progress: Callable[[str], None]) -> Iterator[str]:
-    """The pieces, one by one, saying how much of the text the library has read (it counts words as it reads)."""
+    """The pieces, one by one, saying how much of the text the library has read (it reads ahead of its counting,
+    so the last line says what is left: counting and merging)."""
     total, done, step = sum(map(len, cut)), 0, max(1, round(sum(map(len, cut)) * PROGRESS_SHARE))
     next_line = step
     for piece in cut:
         yield piece
         done += len(piece)
         if next_line <= done < total:
-            on_progress(f"counted the words of {done:,} of {total:,} characters")
+            on_progress(f"read {done:,} of {total:,} characters")
             next_line = done + step
-    on_progress(f"counted the words of all {total:,} characters; learning up to {vocab_size - MIN_VOCAB + 1:,} "
-                "merges")
+    on_progress(f"read all {total:,} characters; counting their words and learning up to "
+                f"{vocab_size - MIN_VOCAB + 1:,} merges")
 
 
 def untrained() -> LibraryTokenizer:
@@ -142,9 +143,10 @@ class BPETokenizer:
 
     @classmethod
     def train(cls, text: str, vocab_size: int, on_progress: Callable[[str], None] | None = None) -> BPETokenizer:
-        """A tokenizer of up to vocab_size tokens learnt from text; `on_progress`, when given, hears a line as
-        the library counts the text's words (at each PROGRESS_SHARE of it) and as it starts the merges, and the
-        library draws its own bars where stderr is a terminal (elsewhere they are blank lines).
+        """A tokenizer of up to vocab_size tokens learnt from text, with progress when `on_progress` is given:
+        where stderr is a terminal, the library's own bars (its words counted, its merges learnt); elsewhere,
+        where they would be blank lines, `on_progress` hears a line as the library reads each PROGRESS_SHARE of
+        the text and one as it has read all of it.
 
         Deterministic: the same text and vocab_size give the same tokenizer, in any process and with any
         number of threads (checked in separate processes, so with different hash seeds, under
@@ -162,10 +164,10 @@ class BPETokenizer:
                               f"{vocab_size:,}")
         vocab_size = most_tokens(text, vocab_size)
         tokenizer = untrained()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(),
-                                      show_progress=on_progress is not None and sys.stderr.isatty())
+        bars = on_progress is not None and sys.stderr.isatty()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=byte_alphabet(), show_progress=bars)
         cut = pieces(text)
-        read = cut if on_progress is None else _reporting(cut, vocab_size, on_progress)
+        read = cut if on_progress is None or bars else _reporting(cut, vocab_size, on_progress)
         tokenizer.train_from_iterator(read, trainer=trainer, length=len(cut))
         return cls(tokenizer)
 
