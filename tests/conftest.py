@@ -13,6 +13,12 @@ ones: a tiny workspace (studio_workspace.py) in tmp_path/W (tmp_path keeps room 
 `Studio` on it (its runs stopped after the test) and a Starlette TestClient sending its token, through which an
 exception in the server fails the test (tests/hostile/conftest.py's client answers it with a 500 instead).
 
+`all_cores_after`, for a module that changes the thread count (`pytest.mark.usefixtures`): the next test
+starts from every core again.
+
+`workdir` is tmp_path made the current directory, holding text.txt (tiny_corpus.TEXT), where a command-line
+test runs `microgpt train text.txt`; a file that needs more there (or another text) defines its own.
+
 A suite started with Ctrl-C ignored (a shell's background job: `(cmd &)`, nohup) would hand that ignore to every
 subprocess it starts, and the tests that stop a child with SIGINT, as a terminal's Ctrl-C does, would find it
 deaf to it. So the ignore is lifted here, once: children then start with SIGINT at its default, as from a
@@ -34,8 +40,10 @@ from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import FakeCublas, fake_cupy
 from microgpt.backends import get_backend
 from microgpt.backends.cuda import CuBLASBackend, loader
+from microgpt.core.threads import set_threads
 from studio_server import PORT, TOKEN
 from studio_workspace import make_workspace
+from tiny_corpus import TEXT
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -78,6 +86,19 @@ def emulated(monkeypatch):
     backend.finalize()
     loader.MODULES.clear()
     loader.MODULES.update(saved)
+
+
+@pytest.fixture
+def all_cores_after():
+    yield
+    set_threads()
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text(TEXT, encoding="utf-8")
+    return tmp_path
 
 
 @pytest.fixture

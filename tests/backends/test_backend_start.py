@@ -8,23 +8,14 @@ kernels and its slices of a batch; the cuda backend computes on the GPU and leav
 from __future__ import annotations
 
 import pytest
-from threadpoolctl import threadpool_info
 
+from blas_threads import blas_threads
 from microgpt.backends import REGISTRY, Backend, backend_class
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.core.errors import ConfigError
-from microgpt.core.threads import available_cores, default_threads, set_threads
+from microgpt.core.threads import available_cores, default_threads
 
-
-def blas_threads() -> set[int]:
-    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
-
-
-@pytest.fixture(autouse=True)
-def all_cores_after():
-    """Each test may change the thread count; the next starts from every core again."""
-    yield
-    set_threads()
+pytestmark = pytest.mark.usefixtures("all_cores_after")  # tests/conftest.py: each starts from every core
 
 
 def test_only_the_cuda_backend_is_on_a_gpu():

@@ -30,6 +30,8 @@ from microgpt.training.data_parallel import train_step
 from microgpt.training.optim import Optimizer
 from microgpt.use.sample import generate
 
+pytestmark = pytest.mark.usefixtures("all_cores_after")  # tests/conftest.py: each starts from every core
+
 VOCAB = "\n abcdefghijklmnopqrstuvwxyz.,;"
 # heads of 16 (the reference width), an odd one and a width-1 one; T not a multiple of the kernels' 16-key blocks
 CONFIG = GPTConfig(vocab_size=len(VOCAB), d_model=40, n_layers=2, head_dims=(16, 16, 7, 1), d_ff=72, seq_len=37)
@@ -45,13 +47,6 @@ def losses(backend, steps: int = 6) -> list[float]:
     model = GPT(CONFIG, backend, seed=1)
     split, adam = ThreadSplit(model), Optimizer.reference(model.params, 1e-2)
     return [train_step(split, windows, adam, SingleProcess()).loss for windows in batches(steps)]
-
-
-@pytest.fixture(autouse=True)
-def all_cores_after():
-    """Each test may change the thread count; the next starts from every core again."""
-    yield
-    set_threads()
 
 
 def test_same_seed_and_threads_give_bit_identical_losses():

@@ -22,11 +22,13 @@ import pytest
 
 from attention_reference import attention_reference
 from backend_kinds import CUDA_SKIP
+from float32_inputs import f32
 from microgpt.backends.cuda import CuBLASBackend
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.rope import rope_tables
+from tiny_gpt import windows_for
 
 pytestmark = [
     pytest.mark.gpu,
@@ -46,11 +48,6 @@ def cuda():
 
 
 @pytest.fixture
-def ref():
-    return NumpyBackend(np.float64)
-
-
-@pytest.fixture
 def rng():
     return np.random.default_rng(1234)
 
@@ -64,75 +61,70 @@ def run(cuda, op: str, *host_args, **kwargs):
     return (cuda.to_host(result) if hasattr(result, "shape") else result), args
 
 
-def f32(a: np.ndarray) -> np.ndarray:
-    """a rounded to float32 and back, so the reference sees exactly the GPU's inputs."""
-    return np.asarray(a, dtype=np.float32).astype(np.float64)
-
-
 # ---- ops on awkward inputs -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("rows", [1, 7])
 @pytest.mark.parametrize("cols", WIDTHS)
-def test_softmax_and_backward(cuda, ref, rng, rows, cols):
+def test_softmax_and_backward(cuda, reference, rng, rows, cols):
     x, ds = f32(rng.normal(0, 3, (rows, cols))), f32(rng.normal(size=(rows, cols)))
     s, _ = run(cuda, "softmax_rows", x)
-    np.testing.assert_allclose(s, ref.softmax_rows(x), atol=F32_ATOL)
+    np.testing.assert_allclose(s, reference.softmax_rows(x), atol=F32_ATOL)
     got, _ = run(cuda, "softmax_backward", f32(s), ds)
-    np.testing.assert_allclose(got, ref.softmax_backward(f32(s), ds), atol=F32_ATOL)
+    np.testing.assert_allclose(got, reference.softmax_backward(f32(s), ds), atol=F32_ATOL)
 
 
-def test_softmax_of_huge_logits_does_not_overflow(cuda, ref):
+def test_softmax_of_huge_logits_does_not_overflow(cuda, reference):
     x = np.array([[1e4, -1e4, 0.0, 1e4 - 1], [-1e4, -1e4, -1e4, -1e4]])  # (2, 4)
     s, _ = run(cuda, "softmax_rows", x)
     assert np.isfinite(s).all()
-    np.testing.assert_allclose(s, ref.softmax_rows(x), atol=F32_ATOL)
+    np.testing.assert_allclose(s, reference.softmax_rows(x), atol=F32_ATOL)
 
 
 @pytest.mark.parametrize("seq_len", [1, 33, 2048])
-def test_fused_attention_softmax_and_backward(cuda, ref, rng, seq_len):
+def test_fused_attention_softmax_and_backward(cuda, reference, rng, seq_len):
     blocks = 2  # two stacked (T, T) blocks: row i is position i % T
     scores = f32(rng.normal(0, 4, (blocks * seq_len, seq_len)))
     scale = 1 / math.sqrt(16)
     probs, _ = run(cuda, "fused_attn_softmax", scores, scale)
-    want = ref.fused_attn_softmax(scores, scale)
+    want = reference.fused_attn_softmax(scores, scale)
     np.testing.assert_allclose(probs, want, atol=F32_ATOL)
     future = np.triu(np.ones((seq_len, seq_len), bool), 1)[np.arange(blocks * seq_len) % seq_len]  # (rows, T)
     assert not probs[future].any()  # masked entries are exactly 0
     ds = f32(rng.normal(size=scores.shape))
     got, _ = run(cuda, "fused_attn_softmax_backward", f32(probs), ds, scale)
     # each entry sums T products for its row dot product: allow float32 rounding of a 2048-term sum
-    np.testing.assert_allclose(got, ref.fused_attn_softmax_backward(f32(probs), ds, scale), atol=1e-5)
+    np.testing.assert_allclose(got, reference.fused_attn_softmax_backward(f32(probs), ds, scale), atol=1e-5)
 
 
-def test_causal_masks_are_exact(cuda, ref, rng):
+def test_causal_masks_are_exact(cuda, reference, rng):
     scores = f32(rng.normal(size=(99, 33)))
     dev = cuda.from_host(scores)
     cuda.causal_mask_batched(dev, 33)
     want = scores.copy()
-    ref.causal_mask_batched(want, 33)
+    reference.causal_mask_batched(want, 33)
     np.testing.assert_array_equal(cuda.to_host(dev), want)  # assignments only: exact
     square = cuda.from_host(scores[:33])
     cuda.causal_mask(square)
     want = scores[:33].copy()
-    ref.causal_mask(want)
+    reference.causal_mask(want)
     np.testing.assert_array_equal(cuda.to_host(square), want)
 
 
 @pytest.mark.parametrize("rows", [1, 33, 1000])  # 1000 rows: the column sums take two passes
 @pytest.mark.parametrize("cols", (1, 33, 65, 384))
-def test_layer_norm(cuda, ref, rng, rows, cols):
+def test_layer_norm(cuda, reference, rng, rows, cols):
     x = f32(rng.normal(2, 3, (rows, cols)))
     gamma, beta = f32(rng.normal(1, 0.1, (1, cols))), f32(rng.normal(0, 0.1, (1, cols)))
     (out, norm, std_inv), _ = run(cuda, "layer_norm_forward", x, gamma, beta)
-    want_out, want_norm, want_std_inv = ref.layer_norm_forward(x, gamma, beta)
+    want_out, want_norm, want_std_inv = reference.layer_norm_forward(x, gamma, beta)
     # normalised values are O(1); float32 mean/variance of up to 384 terms: a few ulps
     np.testing.assert_allclose(norm, want_norm, atol=1e-5)
     np.testing.assert_allclose(out, want_out, atol=1e-5)
     np.testing.assert_allclose(std_inv, want_std_inv, rtol=1e-5)
     grad = f32(rng.normal(size=(rows, cols)))
     (dx, dgamma, dbeta), _ = run(cuda, "layer_norm_backward", grad, f32(norm), f32(std_inv), gamma)
-    want_dx, want_dgamma, want_dbeta = ref.layer_norm_backward(grad, f32(norm), f32(std_inv), gamma)
+    want_dx, want_dgamma, want_dbeta = reference.layer_norm_backward(grad, f32(norm), f32(std_inv), gamma)
     # dx is std_inv times O(1) terms that cancel: a rounding of one of them (nvcc fuses a product and a
     # subtraction into an fma) grows by std_inv, 1/sqrt(eps) ~ 316 where a row is constant (cols = 1)
     np.testing.assert_allclose(dx, want_dx, atol=1e-5 + 1e-6 * float(want_std_inv.max()))
@@ -149,21 +141,21 @@ def test_sum_rows_past_the_grid_y_limit(cuda):
 
 @pytest.mark.parametrize("rows", [1, 127, 20000])  # 20000: partial sums, then a second pass
 @pytest.mark.parametrize("cols", WIDTHS)
-def test_sum_rows(cuda, ref, rng, rows, cols):
+def test_sum_rows(cuda, reference, rng, rows, cols):
     x = f32(rng.normal(size=(rows, cols)))
     got, _ = run(cuda, "sum_rows", x)
     assert got.shape == (1, cols)
     # a float32 sum of `rows` O(1) terms: the worst-case rounding grows with the count
-    np.testing.assert_allclose(got, ref.sum_rows(x), atol=1e-6 * rows + 1e-6)
+    np.testing.assert_allclose(got, reference.sum_rows(x), atol=1e-6 * rows + 1e-6)
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 33, 65), (127, 1, 33), (65, 127, 33)])
 @pytest.mark.parametrize("transpose_a", [False, True])
 @pytest.mark.parametrize("transpose_b", [False, True])
-def test_matmul_family_through_cublas(cuda, ref, rng, m, k, n, transpose_a, transpose_b):
+def test_matmul_family_through_cublas(cuda, reference, rng, m, k, n, transpose_a, transpose_b):
     a = f32(rng.normal(size=(k, m) if transpose_a else (m, k)))
     b = f32(rng.normal(size=(n, k) if transpose_b else (k, n)))
-    want = ref.matmul(a, b, transpose_a, transpose_b)
+    want = reference.matmul(a, b, transpose_a, transpose_b)
     # a k-term float32 dot product of O(1) values errs by about sqrt(k) * 6e-8 * |terms|: 1e-4 is ample
     got, _ = run(cuda, "matmul", a, b, transpose_a, transpose_b)
     np.testing.assert_allclose(got, want, atol=1e-4)
@@ -173,7 +165,7 @@ def test_matmul_family_through_cublas(cuda, ref, rng, m, k, n, transpose_a, tran
     np.testing.assert_allclose(cuda.to_host(dst), start + want, atol=1e-4)
     batch_a, batch_b = np.stack([a, 2 * a, -a]), np.stack([b, b, 3 * b])  # (3, ., .)
     got, _ = run(cuda, "bmm", batch_a, batch_b, transpose_a, transpose_b)
-    np.testing.assert_allclose(got, ref.bmm(batch_a, batch_b, transpose_a, transpose_b), atol=1e-3)
+    np.testing.assert_allclose(got, reference.bmm(batch_a, batch_b, transpose_a, transpose_b), atol=1e-3)
 
 
 def test_matmul_into_a_parameter_view_touches_only_the_view(cuda, rng):
@@ -188,7 +180,7 @@ def test_matmul_into_a_parameter_view_touches_only_the_view(cuda, rng):
     assert not host.any()
 
 
-def test_batched_matmul_list_and_transpose(cuda, ref, rng):
+def test_batched_matmul_list_and_transpose(cuda, reference, rng):
     a_list = [f32(rng.normal(size=(33, 7))) for _ in range(3)]
     b_list = [f32(rng.normal(size=(65, 7))) for _ in range(3)]
     a_dev, b_dev = [cuda.from_host(a) for a in a_list], [cuda.from_host(b) for b in b_list]
@@ -239,7 +231,7 @@ def test_adam_step_matches_numpy_float32(cuda, rng):
 
 
 @pytest.mark.parametrize("dim", [1, 33, 64])
-def test_rope_and_inverse(cuda, ref, rng, dim):
+def test_rope_and_inverse(cuda, reference, rng, dim):
     seq_len, blocks = 33, 3
     cos, sin = (f32(t) for t in rope_tables(dim, 50))
     x = f32(rng.normal(size=(blocks * seq_len, dim)))
@@ -247,7 +239,7 @@ def test_rope_and_inverse(cuda, ref, rng, dim):
     cos_dev, sin_dev = cuda.from_host(cos), cuda.from_host(sin)
     cuda.rope_apply(dev, cos_dev[:seq_len], sin_dev[:seq_len])  # row r takes cache row r % 33
     want = x.copy()
-    ref.rope_apply(want, cos[:seq_len], sin[:seq_len])
+    reference.rope_apply(want, cos[:seq_len], sin[:seq_len])
     np.testing.assert_allclose(cuda.to_host(dev), want, atol=1e-5)  # two float32 products and a sum per value
     if dim % 2:
         np.testing.assert_array_equal(cuda.to_host(dev)[:, -1], x[:, -1])  # the odd last column is untouched
@@ -256,26 +248,26 @@ def test_rope_and_inverse(cuda, ref, rng, dim):
     one = cuda.from_host(x[:1])  # one new token at position 7
     cuda.rope_apply(one, cos_dev[7:8], sin_dev[7:8])
     want = x[:1].copy()
-    ref.rope_apply(want, cos[7:8], sin[7:8])
+    reference.rope_apply(want, cos[7:8], sin[7:8])
     np.testing.assert_allclose(cuda.to_host(one), want, atol=1e-5)
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 65), (64, 65), (33, 1), (5000, 33)])  # 5000: thousands of blocks finish
-def test_softmax_cross_entropy(cuda, ref, rng, rows, cols):
+def test_softmax_cross_entropy(cuda, reference, rng, rows, cols):
     logits = f32(rng.normal(0, 2, (rows, cols)))
     targets = rng.integers(0, cols, rows)
     (loss, dlogits), _ = run(cuda, "fused_softmax_ce_grad", logits, cuda.ids(targets))
-    want_loss, want_dlogits = ref.fused_softmax_ce_grad(logits, targets)
+    want_loss, want_dlogits = reference.fused_softmax_ce_grad(logits, targets)
     assert isinstance(loss, float)
     assert loss == pytest.approx(want_loss, rel=1e-5, abs=1e-6)  # float32 logs and a mean over rows
     np.testing.assert_allclose(dlogits, want_dlogits, atol=F32_ATOL / rows)  # softmax values divided by rows
 
 
-def test_cross_entropy_of_huge_logits_is_finite(cuda, ref):
+def test_cross_entropy_of_huge_logits_is_finite(cuda, reference):
     logits = np.array([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4], [0.0, 0.0, -1e4]])  # (3, 3)
     targets = np.array([0, 2, 2])
     (loss, dlogits), _ = run(cuda, "fused_softmax_ce_grad", logits, targets)
-    want_loss, want_dlogits = ref.fused_softmax_ce_grad(logits, targets)
+    want_loss, want_dlogits = reference.fused_softmax_ce_grad(logits, targets)
     assert np.isfinite(loss) and np.isfinite(dlogits).all()
     # loss terms reach 1e4: float32 keeps about 7 digits of them
     assert loss == pytest.approx(want_loss, rel=1e-6)
@@ -298,7 +290,7 @@ def test_embedding_gather_and_scatter_add_with_repeated_ids(cuda, rng):
 
 
 @pytest.mark.slow
-def test_row_kernels_past_two_to_the_31_elements(cuda, ref, rng):
+def test_row_kernels_past_two_to_the_31_elements(cuda, reference, rng):
     """Stacked (4096, 4096) blocks of more than 2**31 scores in all: 32-bit offsets would wrap in the last rows."""
     cp, t = cuda._cp, 4096
     rows = 2**31 // t + 64  # rows 524288.. start past element 2**31; they are positions 0..63 of a block
@@ -307,28 +299,28 @@ def test_row_kernels_past_two_to_the_31_elements(cuda, ref, rng):
     scores[-64:] = cp.asarray(tail, dtype=np.float32)
     probs = cuda.fused_attn_softmax(scores, 0.5)
     want = tail * 0.5
-    ref.causal_mask_batched(want, t)  # the tail's rows are positions 0..63
-    np.testing.assert_allclose(cuda.to_host(probs[-64:]), ref.softmax_rows(want), atol=F32_ATOL)
+    reference.causal_mask_batched(want, t)  # the tail's rows are positions 0..63
+    np.testing.assert_allclose(cuda.to_host(probs[-64:]), reference.softmax_rows(want), atol=F32_ATOL)
     ds = f32(rng.normal(size=(64, t)))
     dprobs = cp.zeros_like(scores)
     dprobs[-64:] = cp.asarray(ds, dtype=np.float32)
     grad = cuda.fused_attn_softmax_backward(probs, dprobs, 0.5)
-    want = ref.fused_attn_softmax_backward(f32(cuda.to_host(probs[-64:])), ds, 0.5)
+    want = reference.fused_attn_softmax_backward(f32(cuda.to_host(probs[-64:])), ds, 0.5)
     np.testing.assert_allclose(cuda.to_host(grad[-64:]), want, atol=1e-5)
     for array in (probs, dprobs, grad):
         cuda.release(array)
     targets = rng.integers(0, t, rows)
     loss, dlogits = cuda.fused_softmax_ce_grad(scores, cuda.ids(targets))
-    want_tail = ref.fused_softmax_ce_grad(tail, targets[-64:])[1] * 64 / rows  # the mean is over all rows
+    want_tail = reference.fused_softmax_ce_grad(tail, targets[-64:])[1] * 64 / rows  # the mean is over all rows
     np.testing.assert_allclose(cuda.to_host(dlogits[-64:]), want_tail, atol=F32_ATOL / rows)
     # every other row is all zeros: loss log(4096) each
-    want_loss = ((rows - 64) * math.log(t) + 64 * ref.fused_softmax_ce_grad(tail, targets[-64:])[0]) / rows
+    want_loss = ((rows - 64) * math.log(t) + 64 * reference.fused_softmax_ce_grad(tail, targets[-64:])[0]) / rows
     assert loss == pytest.approx(want_loss, rel=1e-4)  # a float32 sum of half a million row losses
     cuda.release(dlogits)
     cuda.causal_mask_batched(scores, t)
     masked = cuda.to_host(scores[-64:])
     want = tail.copy()
-    ref.causal_mask_batched(want, t)
+    reference.causal_mask_batched(want, t)
     np.testing.assert_array_equal(masked, want)
 
 
@@ -432,11 +424,6 @@ def test_flash_attention_at_t_4096_agrees_with_the_materialised_path(cuda, rng):
 # ---- end to end ----------------------------------------------------------------------------
 
 E2E_CONFIG = GPTConfig(vocab_size=65, d_model=40, n_layers=2, head_dims=(8, 8, 24), d_ff=72, seq_len=33)
-
-
-def windows_for(config: GPTConfig, batch: int, seed: int) -> np.ndarray:
-    """(batch, seq_len + 1) random token windows."""
-    return np.random.default_rng(seed).integers(0, config.vocab_size, (batch, config.seq_len + 1))
 
 
 def test_gradients_at_step_zero_match_float64(cuda):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from attention_reference import attention_reference
+from float32_inputs import f32
 from microgpt.backends import get_backend
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.cuda import launch
@@ -34,58 +35,48 @@ def be(emulated):
     return emulated[0]
 
 
-@pytest.fixture
-def ref():
-    return NumpyBackend(np.float64)
-
-
-def f32(a) -> np.ndarray:
-    """a rounded to float32 and back, so the reference sees exactly the emulated kernel's inputs."""
-    return np.asarray(a, dtype=np.float32).astype(np.float64)
-
-
 def normal(shape, scale=1.0, seed=0) -> np.ndarray:
     return f32(np.random.default_rng(seed).normal(0, scale, shape))
 
 
 @pytest.mark.parametrize("rows", ROWS)
 @pytest.mark.parametrize("cols", COLS)
-def test_softmax_and_backward(be, ref, rows, cols):
+def test_softmax_and_backward(be, reference, rows, cols):
     x, ds = normal((rows, cols), 3), normal((rows, cols), seed=1)
     s = be.to_host(be.softmax_rows(be.from_host(x)))
-    np.testing.assert_allclose(s, ref.softmax_rows(x), atol=F32_ATOL)
+    np.testing.assert_allclose(s, reference.softmax_rows(x), atol=F32_ATOL)
     got = be.to_host(be.softmax_backward(be.from_host(f32(s)), be.from_host(ds)))
-    np.testing.assert_allclose(got, ref.softmax_backward(f32(s), ds), atol=F32_ATOL)
+    np.testing.assert_allclose(got, reference.softmax_backward(f32(s), ds), atol=F32_ATOL)
 
 
-def test_softmax_of_huge_logits(be, ref):
+def test_softmax_of_huge_logits(be, reference):
     x = f32(np.array([[1e4, -1e4, 0.0, 1e4 - 1]]))
     np.testing.assert_allclose(
-        be.to_host(be.softmax_rows(be.from_host(x))), ref.softmax_rows(x), atol=F32_ATOL
+        be.to_host(be.softmax_rows(be.from_host(x))), reference.softmax_rows(x), atol=F32_ATOL
     )
 
 
 @pytest.mark.parametrize("seq_len", [1, 33])
-def test_fused_attention_softmax_and_backward(be, ref, seq_len):
+def test_fused_attention_softmax_and_backward(be, reference, seq_len):
     scores = normal((2 * seq_len, seq_len), 2)  # two stacked (T, T) blocks
     s = be.to_host(be.fused_attn_softmax(be.from_host(scores), 0.3))
-    np.testing.assert_allclose(s, ref.fused_attn_softmax(scores, 0.3), atol=F32_ATOL)
+    np.testing.assert_allclose(s, reference.fused_attn_softmax(scores, 0.3), atol=F32_ATOL)
     ds = normal(scores.shape, seed=2)
     got = be.to_host(be.fused_attn_softmax_backward(be.from_host(f32(s)), be.from_host(ds), 0.3))
-    np.testing.assert_allclose(got, ref.fused_attn_softmax_backward(f32(s), ds, 0.3), atol=F32_ATOL)
+    np.testing.assert_allclose(got, reference.fused_attn_softmax_backward(f32(s), ds, 0.3), atol=F32_ATOL)
 
 
-def test_causal_masks_are_exact(be, ref):
+def test_causal_masks_are_exact(be, reference):
     single, stacked = normal((5, 5)), normal((15, 5))
     for op, x, extra in (("causal_mask", single, ()), ("causal_mask_batched", stacked, (5,))):
         device, want = be.from_host(x), x.copy()
         getattr(be, op)(device, *extra)
-        getattr(ref, op)(want, *extra)
+        getattr(reference, op)(want, *extra)
         np.testing.assert_array_equal(be.to_host(device), want.astype(np.float32))
 
 
 @pytest.mark.parametrize("cols", COLS)
-def test_bias_and_relu_are_exact(be, ref, cols, monkeypatch):
+def test_bias_and_relu_are_exact(be, reference, cols, monkeypatch):
     """Element-wise: float32 in, one float32 operation each, so exactly NumPy's float32 results.
     Two blocks of 256 threads cover the elements: the grid-stride loops go round more than once."""
     monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 2)
@@ -113,7 +104,7 @@ def test_bias_and_relu_are_exact(be, ref, cols, monkeypatch):
 
 @pytest.mark.parametrize("rows", [1, 33])
 @pytest.mark.parametrize("cols", COLS)
-def test_layer_norm(be, ref, rows, cols):
+def test_layer_norm(be, reference, rows, cols):
     x, gamma, beta, grad = (
         normal((rows, cols), 2),
         normal((1, cols), seed=1),
@@ -121,7 +112,7 @@ def test_layer_norm(be, ref, rows, cols):
         normal((rows, cols), seed=3),
     )
     got = be.layer_norm_forward(*(be.from_host(a) for a in (x, gamma, beta)))
-    want = ref.layer_norm_forward(x, gamma, beta)
+    want = reference.layer_norm_forward(x, gamma, beta)
     for name, g, w in zip(("out", "norm", "std_inv"), got, want):
         # normalised values are O(1); 1/std is O(1/2); the cancellation in x - mean costs a few ulps
         np.testing.assert_allclose(be.to_host(g), w, atol=1e-5, err_msg=name)
@@ -130,7 +121,7 @@ def test_layer_norm(be, ref, rows, cols):
         be.from_host(grad), be.from_host(norm), be.from_host(std_inv), be.from_host(gamma)
     )
     for name, g, w in zip(
-        ("dx", "dgamma", "dbeta"), grads, ref.layer_norm_backward(grad, norm, std_inv, gamma)
+        ("dx", "dgamma", "dbeta"), grads, reference.layer_norm_backward(grad, norm, std_inv, gamma)
     ):
         # dgamma/dbeta sum 33 O(1) products; dx subtracts two means of ~300 terms: a few float32 ulps of ~10
         np.testing.assert_allclose(be.to_host(g), w, atol=1e-5, err_msg=name)
@@ -138,10 +129,10 @@ def test_layer_norm(be, ref, rows, cols):
 
 @pytest.mark.parametrize("rows", [1, 129, 300])  # 129 and 300: more than one chunk of 128 rows, a second pass
 @pytest.mark.parametrize("cols", [1, 33])
-def test_sum_rows(be, ref, rows, cols):
+def test_sum_rows(be, reference, rows, cols):
     x = normal((rows, cols))
     # up to 300 O(1) terms summed in float32: ~300 * 6e-8 * |partial sums| ~ 1e-4 at worst; 2e-5 is typical
-    np.testing.assert_allclose(be.to_host(be.sum_rows(be.from_host(x))), ref.sum_rows(x), atol=1e-4)
+    np.testing.assert_allclose(be.to_host(be.sum_rows(be.from_host(x))), reference.sum_rows(x), atol=1e-4)
 
 
 def test_adam_step(be, monkeypatch):
@@ -180,47 +171,47 @@ def test_adamw_step(be, monkeypatch, grad_scale):
 
 
 @pytest.mark.parametrize("dim", [1, 33, 64])
-def test_rope_and_inverse(be, ref, dim):
+def test_rope_and_inverse(be, reference, dim):
     rows, cache_rows = 10, 4  # rows not a multiple of the cache's rows
     x = normal((rows, dim))
     angles = np.arange(cache_rows)[:, None] * np.linspace(0.1, 1, dim)[None, :]
     cos, sin = f32(np.cos(angles)), f32(np.sin(angles))
     device, want = be.from_host(x), x.copy()
     be.rope_apply(device, be.from_host(cos), be.from_host(sin))
-    ref.rope_apply(want, cos, sin)
+    reference.rope_apply(want, cos, sin)
     np.testing.assert_allclose(be.to_host(device), want, atol=F32_ATOL)
     be.rope_apply_inverse(device, be.from_host(cos), be.from_host(sin))
     np.testing.assert_allclose(be.to_host(device), x, atol=F32_ATOL)
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 65), (40, 65), (3, 1), (5, 300)])
-def test_softmax_cross_entropy(be, ref, rows, cols):
+def test_softmax_cross_entropy(be, reference, rows, cols):
     logits = normal((rows, cols), 3)
     targets = np.random.default_rng(4).integers(0, cols, rows)
     loss, dlogits = be.fused_softmax_ce_grad(be.from_host(logits), targets)
-    want_loss, want = ref.fused_softmax_ce_grad(logits, targets)
+    want_loss, want = reference.fused_softmax_ce_grad(logits, targets)
     assert loss == pytest.approx(want_loss, rel=1e-5)  # a mean of O(1) float32 row losses
     np.testing.assert_allclose(be.to_host(dlogits), want, atol=F32_ATOL)
 
 
-def test_cross_entropy_of_huge_logits_is_finite(be, ref):
+def test_cross_entropy_of_huge_logits_is_finite(be, reference):
     logits = f32([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]])
     loss, dlogits = be.fused_softmax_ce_grad(be.from_host(logits), np.array([1, 2]))
-    want_loss, want = ref.fused_softmax_ce_grad(logits, np.array([1, 2]))
+    want_loss, want = reference.fused_softmax_ce_grad(logits, np.array([1, 2]))
     assert loss == pytest.approx(want_loss, rel=1e-6)  # the loss is ~1e4: a float32 ulp of it is 1e-3
     np.testing.assert_allclose(be.to_host(dlogits), want, atol=F32_ATOL)
 
 
 @pytest.mark.parametrize("d_model", [1, 33])
-def test_embedding_gather_and_scatter_add_with_repeated_ids(be, ref, d_model, monkeypatch):
+def test_embedding_gather_and_scatter_add_with_repeated_ids(be, reference, d_model, monkeypatch):
     monkeypatch.setattr(launch, "MAX_ELEMENT_BLOCKS", 1)
     ids = np.array([3, 0, 3, 3, 9, 0, 1], dtype=np.int32)
     table, grad = normal((10, d_model + 2)), normal((len(ids), d_model + 1), seed=1)
     got = be.to_host(be.embedding_gather(be.from_host(table), ids, len(ids), d_model))
-    np.testing.assert_array_equal(got, ref.embedding_gather(table, ids, len(ids), d_model).astype(np.float32))
+    np.testing.assert_array_equal(got, reference.embedding_gather(table, ids, len(ids), d_model).astype(np.float32))
     device, want = be.from_host(table), table.copy()
     be.embedding_scatter_add(be.from_host(grad), ids, device, len(ids), d_model)
-    ref.embedding_scatter_add(grad, ids, want, len(ids), d_model)
+    reference.embedding_scatter_add(grad, ids, want, len(ids), d_model)
     np.testing.assert_allclose(be.to_host(device), want, atol=F32_ATOL)  # sums of up to 4 O(1) terms
 
 

@@ -15,13 +15,10 @@ import pytest
 import microgpt
 from export_cases import SEQ_LEN, checkpoint, probe
 from extras import need
+from folder_files import listing
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint, save_checkpoint
-
-
-def listing(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def refused(capsys, args: list[str], folder: Path, *words: str) -> str:

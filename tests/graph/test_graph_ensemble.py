@@ -22,6 +22,7 @@ from microgpt.model.graph.document import FORMAT_VERSION, VERSION_KEY
 from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.from_family.gpt import edge
 from microgpt.model.graph.ops.ensemble import MixKernel
+from training_steps import cut_windows, train_steps
 
 TOKENIZER = CharTokenizer("0123456789+= \n")  # the calculator's characters, nothing else
 V = TOKENIZER.size
@@ -73,20 +74,12 @@ def family_name(name: str) -> str:
 
 def token_windows(seq_len: int = SEQ_LEN) -> list[np.ndarray]:
     """STEPS batches (BATCH, seq_len + 1) cut at seeded random places from the sums (the calculator's text)."""
-    rng = np.random.default_rng(11)
-    starts = rng.integers(0, len(TOKENS) - seq_len - 1, size=(STEPS, BATCH))  # (steps, B)
-    return [np.stack([TOKENS[s : s + seq_len + 1] for s in row]) for row in starts]
+    return cut_windows(TOKENS, seq_len, STEPS, BATCH, np.random.default_rng(11))
 
 
 def train(model, windows: list[np.ndarray]) -> np.ndarray:
-    """The loss of each step: zero the gradients, one pass, one Adam step (GPT.train_step's)."""
-    losses = []
-    for batch in windows:
-        model.params.zero_grad()
-        loss, _ = model.loss_and_backward(batch)
-        losses.append(float(loss))
-        model.params.adam_step(LR)
-    return np.array(losses)
+    """The loss of each step."""
+    return np.array([loss for loss, _ in train_steps(model, windows, LR)])
 
 
 @pytest.mark.parametrize("settings", CONFIGURATIONS, ids=label)

@@ -23,6 +23,7 @@ from microgpt.model.graph.from_family import document_for
 from microgpt.model.graph.library import with_library
 from microgpt.model.graph.model import GraphModel
 from microgpt.model.heads import HeadLogits
+from training_steps import cut_windows, train_steps
 
 VOCAB = 11
 SHAPE = {"d_model": 8, "n_layers": 2, "head_dims": (2, 6), "d_ff": 12, "seq_len": 8, "lookahead": 2,
@@ -52,23 +53,10 @@ def models(mode: str, head_layers: int, dtype=np.float32, seed: int = SEED):
             graph.build(graph_config, get_backend("numpy", dtype=dtype), tokenizer, seed))
 
 
-def train(model, windows: list[np.ndarray]) -> list[tuple[float, dict]]:
-    """(main loss, the heads' losses) of each step: zero the gradients, one pass, one Adam step (GPT.train_step)."""
-    history = []
-    for batch in windows:
-        model.params.zero_grad()
-        main, metrics = model.loss_and_backward(batch)
-        model.params.adam_step(LR)
-        history.append((float(main), {key: float(value) for key, value in metrics.items()}))
-    return history
-
-
 def token_windows(seq_len: int) -> list[np.ndarray]:
     """STEPS batches (BATCH, seq_len + 1) cut at random places from one seeded random token stream."""
     rng = np.random.default_rng(11)
-    stream = rng.integers(0, VOCAB, size=2000)  # (N,)
-    starts = rng.integers(0, len(stream) - seq_len - 1, size=(STEPS, BATCH))  # (steps, B)
-    return [np.stack([stream[s : s + seq_len + 1] for s in row]) for row in starts]
+    return cut_windows(rng.integers(0, VOCAB, size=2000), seq_len, STEPS, BATCH, rng)
 
 
 @pytest.mark.parametrize(("mode", "head_layers"), CONFIGURATIONS)
@@ -96,7 +84,7 @@ def _family_name(name: str) -> str:
 def test_the_graph_trains_like_the_family(mode, head_layers):
     family_model, graph_model = models(mode, head_layers)
     windows = token_windows(SHAPE["seq_len"])
-    theirs, ours = train(family_model, windows), train(graph_model, windows)
+    theirs, ours = train_steps(family_model, windows, LR), train_steps(graph_model, windows, LR)
     if mode == "mtp":
         assert ours == theirs  # the same sums in the same order: bit for bit
     for (family_main, family_heads), (graph_main, graph_heads) in zip(theirs, ours):

@@ -13,14 +13,7 @@ from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from microgpt.model.gpt import GPT, GPTConfig
-
-VOCAB = "\n abcdefgh"
-
-
-def tiny_model(seed=3, **shape):
-    config = GPTConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
-                                                    "seq_len": 6, **shape})
-    return GPT(config, get_backend("numpy"), seed=seed)
+from tiny_gpt import VOCAB, tiny_model
 
 
 def trained(model, steps=3):

@@ -35,6 +35,8 @@ from microgpt.model.layers import (
 )
 from microgpt.model.rope import RopeTables, rope_tables
 
+# ---- ops ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (3, 7), (2, 33)])
 def test_softmax_backward(be, rows, cols):

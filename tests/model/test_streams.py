@@ -16,13 +16,16 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from blas_threads import blas_threads
 from microgpt.backends import get_backend
 from microgpt.backends.cpu_backend import CHUNKED_SIZE
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
-from microgpt.core.threads import available_cores, set_threads
+from microgpt.core.threads import available_cores
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.model.thread_split import ThreadSplit
+
+pytestmark = pytest.mark.usefixtures("all_cores_after")  # tests/conftest.py: each starts from every core
 
 # unequal heads, T not a multiple of 16; B=5 splits unevenly into 2+2+1 or 3+2
 CONFIG = GPTConfig(vocab_size=29, d_model=24, n_layers=2, head_dims=(8, 8, 5, 3), d_ff=40, seq_len=19)
@@ -37,12 +40,6 @@ class ThreeStreams(NumpyBackend):
 
 def windows(batch: int = 5, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, CONFIG.vocab_size, size=(batch, CONFIG.seq_len + 1))  # (B, T+1)
-
-
-@pytest.fixture(autouse=True)
-def all_cores_after():
-    yield
-    set_threads()
 
 
 def loss_and_grad(backend, batch: np.ndarray, preload: float = 0.0) -> tuple[float, np.ndarray]:
@@ -132,12 +129,6 @@ def test_the_cpu_backend_still_runs_streams_after_finalize():
     backend.finalize()  # stops the pool's threads
     backend.run_streams([together.wait, together.wait])  # a new pool: the barrier passes only if both run at once
     backend.finalize()
-
-
-def blas_threads() -> set[int]:
-    from threadpoolctl import threadpool_info
-
-    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
 
 
 @two_cores

@@ -31,6 +31,7 @@ from microgpt.backends import get_backend
 from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.settings.training import TrainConfig
 from microgpt.training.optim import Optimizer, learning_rate
+from tiny_gpt import windows_for
 
 torch = need("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -68,16 +69,11 @@ def make_pair(config: GPTConfig, backend: str) -> tuple[GPT, TorchGPT]:
     return ours, theirs
 
 
-def windows_for(config: GPTConfig, batch: int) -> np.ndarray:
-    rng = np.random.default_rng(7)
-    return rng.integers(0, config.vocab_size, size=(batch, config.seq_len + 1))  # (B, T+1)
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("config", CONFIGS, ids=["default-like", "unequal-odd", "one-head"])
 def test_logits_agree(config, backend):
     ours, theirs = make_pair(config, backend)
-    ids = windows_for(config, batch=3)[:, :-1]  # (B, T)
+    ids = windows_for(config, 3, 7)[:, :-1]  # (B, T)
     expected = theirs(torch.from_numpy(ids)).detach().numpy()  # (B, T, V)
     got = np.asarray(ours.logits(ids)).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
@@ -92,7 +88,7 @@ def test_the_fused_qkv_baseline_is_the_same_model(backend):
     fused = TorchGPT(config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff,
                      config.seq_len, fused_qkv=True).double()
     load_from_microgpt(fused, ours.params.to_host())
-    windows = windows_for(config, batch=3)
+    windows = windows_for(config, 3, 7)
     expected = fused(torch.from_numpy(windows[:, :-1])).detach().numpy()  # (B, T, V)
     np.testing.assert_allclose(np.asarray(ours.logits(windows[:, :-1])).reshape(expected.shape), expected,
                                rtol=RTOL, atol=ATOL)
@@ -109,7 +105,7 @@ def test_the_fused_qkv_baseline_is_the_same_model(backend):
 @pytest.mark.parametrize("config", CONFIGS, ids=["default-like", "unequal-odd", "one-head"])
 def test_loss_and_gradients_agree(config, backend):
     ours, theirs = make_pair(config, backend)
-    windows = windows_for(config, batch=3)
+    windows = windows_for(config, 3, 7)
     ours.params.zero_grad()
     loss, _ = ours.loss_and_backward(windows)
 

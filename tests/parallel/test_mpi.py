@@ -70,15 +70,6 @@ def weights(checkpoint: Path) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("corpus") / "text.txt"
-    words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "seven", "wizards", "hex"]
-    rng = np.random.default_rng(0)
-    path.write_text(" ".join(rng.choice(words, 1500)))
-    return path
-
-
-@pytest.fixture(scope="module")
 def reference(corpus, tmp_path_factory) -> Path:
     """One process, global batch 8, 20 steps: what every layout of ranks must reproduce."""
     checkpoint = tmp_path_factory.mktemp("reference") / "one"

@@ -64,14 +64,6 @@ def cluster(tmp_path_factory):
     started.stop()
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("corpus") / "text.txt"
-    words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "seven", "wizards", "hex"]
-    path.write_text(" ".join(np.random.default_rng(0).choice(words, 1500)))
-    return path
-
-
 class Job:
     """One batch job: its id, its checkpoint and its output file (both goes of a requeued job append to it)."""
 

@@ -8,21 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.core.errors import DataError
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.checkpoint import save_checkpoint
-from microgpt.model.gpt import GPT, GPTConfig
 from microgpt.use.evaluate import evaluate
+from tiny_gpt import VOCAB, tiny_model
 
-VOCAB = "\n abcdefgh"
 TEXT = "abc def\nhag bad cafe\nbeef ghee\n" * 2  # 62 characters
-
-
-def tiny_model(backend_name="numpy"):
-    config = GPTConfig(vocab_size=len(VOCAB), d_model=8, head_dims=(3, 5), n_layers=2, d_ff=12, seq_len=6)
-    return GPT(config, get_backend(backend_name), seed=5)
 
 
 def slow_nll(model, tokens, positions):
@@ -38,7 +31,7 @@ def slow_nll(model, tokens, positions):
 
 @pytest.mark.parametrize("batch_size", [1, 4, 7, 500])
 def test_batched_evaluation_matches_one_window_at_a_time(backend_name, batch_size):
-    model = tiny_model(backend_name)
+    model = tiny_model(backend_name, seed=5)
     tokens = CharTokenizer(VOCAB).encode(TEXT)
     result = evaluate(model, tokens, batch_size=batch_size, stride=1)
     assert result.positions == len(TEXT) - 6
@@ -65,7 +58,7 @@ def slow_strided_nll(model, tokens, stride):
 
 @pytest.mark.parametrize("stride", [2, 4, 6])
 def test_strided_evaluation_matches_its_definition(stride):
-    model = tiny_model()
+    model = tiny_model(seed=5)
     tokens = CharTokenizer(VOCAB).encode(TEXT)  # 56 positions: strides 4 and 6 leave a short last window
     result = evaluate(model, tokens, batch_size=3, stride=stride)
     assert result.positions == len(TEXT) - 6
@@ -91,7 +84,7 @@ def token_by_token_nll(model, tokens, stride, positions=None):
 
 @pytest.mark.parametrize("batch_size", [1, 4, 500])
 def test_the_default_scores_consecutive_windows_as_a_token_by_token_reference_does(backend_name, batch_size):
-    model = tiny_model(backend_name)
+    model = tiny_model(backend_name, seed=5)
     tokens = CharTokenizer(VOCAB).encode(TEXT)  # 56 positions: windows of 6 leave a short last one
     result = evaluate(model, tokens, batch_size=batch_size)
     assert result.positions == len(TEXT) - 6
@@ -117,7 +110,7 @@ class Streams:
 
 
 def test_a_batch_of_windows_is_split_over_the_backends_streams():
-    model = tiny_model()
+    model = tiny_model(seed=5)
     tokens = CharTokenizer(VOCAB).encode(TEXT)
     whole = evaluate(model, tokens, batch_size=7, stride=3)
     model.be = Streams(model.be, 3)
@@ -141,11 +134,11 @@ def test_eval_help_says_what_the_stride_trades(capsys):
 
 def test_a_stride_beyond_seq_len_is_refused():
     with pytest.raises(DataError, match="--stride must be between 1 and the model's seq_len 6"):
-        evaluate(tiny_model(), CharTokenizer(VOCAB).encode(TEXT), stride=7)
+        evaluate(tiny_model(seed=5), CharTokenizer(VOCAB).encode(TEXT), stride=7)
 
 
 def test_max_positions_scores_only_the_first_positions():
-    model = tiny_model()
+    model = tiny_model(seed=5)
     tokens = CharTokenizer(VOCAB).encode(TEXT)
     capped = evaluate(model, tokens, batch_size=4, max_positions=9, stride=1)
     assert capped.positions == 9
@@ -155,7 +148,7 @@ def test_max_positions_scores_only_the_first_positions():
 
 
 def test_a_text_without_one_full_window_is_refused():
-    model = tiny_model()
+    model = tiny_model(seed=5)
     assert evaluate(model, CharTokenizer(VOCAB).encode("abcdefg")).positions == 1  # exactly seq_len + 1
     with pytest.raises(DataError, match="6 tokens, fewer than seq_len \\+ 1 = 7"):
         evaluate(model, CharTokenizer(VOCAB).encode("abcdef"))
@@ -163,7 +156,7 @@ def test_a_text_without_one_full_window_is_refused():
 
 @pytest.fixture
 def checkpoint(tmp_path):
-    model = tiny_model()
+    model = tiny_model(seed=5)
     save_checkpoint(tmp_path / "ck", model, CharTokenizer(VOCAB), family_name="gpt")
     (tmp_path / "held_out.txt").write_text(TEXT, encoding="utf-8")
     return model, str(tmp_path / "ck"), str(tmp_path / "held_out.txt")

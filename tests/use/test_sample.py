@@ -11,21 +11,14 @@ from microgpt.core.errors import ConfigError, DataError
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.checkpoint import save_checkpoint
 from microgpt.model.decode import Rerun
-from microgpt.model.gpt import GPT, GPTConfig
+from microgpt.model.gpt import GPT
 from microgpt.model.gpt.decode import Decoder
 from microgpt.use.choose import choose_token, token_probs
 from microgpt.use.sample import generate, next_logits
+from tiny_gpt import VOCAB, tiny_model
 
-VOCAB = "\n abcdefgh"
 TOKENIZER = CharTokenizer(VOCAB)
 LOGITS_ATOL = 1e-4  # float32: cached and full-forward logits differ only by summation order (seen: ~2e-6)
-
-
-def tiny_model(backend_name="numpy", seed=3, **shape):
-    """2 layers, two head groups of unequal widths (3 and 5), seq_len 6."""
-    config = GPTConfig(vocab_size=len(VOCAB), **{"d_model": 8, "head_dims": (3, 5), "n_layers": 2, "d_ff": 12,
-                                                    "seq_len": 6, **shape})
-    return GPT(config, get_backend(backend_name), seed=seed)
 
 
 def test_greedy_ignores_the_seed_and_is_the_argmax_of_the_full_forward():

@@ -1,0 +1,10 @@
+"""`blas_threads()`: the thread counts of the BLAS pools loaded in this process (threadpoolctl), which
+--threads sets with numba's (the tests of a backend's start and of a batch split over threads)."""
+
+from __future__ import annotations
+
+from threadpoolctl import threadpool_info
+
+
+def blas_threads() -> set[int]:
+    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
