@@ -165,21 +165,14 @@ class Trainer:
                     last_metrics = result.metrics
                     step, now = params.step, time.perf_counter()
                     record = self._record(result, step, round(self._time_offset + now - start, 4))
-                    due_by_steps = validate_every and step % validate_every == 0
-                    due_by_time = not validate_every and now - last_val >= cfg.val_interval
-                    if self.val_tokens is not None and (due_by_steps or due_by_time or step == cfg.steps):
+                    if self._validation_due(step, validate_every, now - last_val):
                         val_loss, last_val = self._validate(), time.perf_counter()
                         record["val_loss"], aside = val_loss, aside + last_val - now
                     if metrics:
                         self._write_metric(metrics, record)
                     if board:  # --log tensorboard: the same figures, and the speed the progress shows
                         board.write(record, tokens_per_step * len(losses) / (time.perf_counter() - start))
-                    if step < cfg.steps and (save_now or (cfg.save_every and step % cfg.save_every == 0)):
-                        saving = time.perf_counter()
-                        self.save(self.paths.checkpoint)
-                        aside += time.perf_counter() - saving
-                    if save_now:
-                        self._save_signal = None
+                    aside += self._save_when_due(step, save_now)
                     elapsed = time.perf_counter() - start
                     parts = {key.removesuffix("_loss"): value for key, value in result.metrics.items()
                              if key.endswith("_loss")}  # a lookahead model's heads
@@ -204,6 +197,27 @@ class Trainer:
             checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses, metrics=last_metrics,
             training_tokens_per_sec=training_rate(tokens_per_step * len(losses), seconds - aside),
         )
+
+    def _validation_due(self, step: int, validate_every: int | None, since_last: float) -> bool:
+        """Whether to validate after `step`: every `validate_every` steps, or where that is unset every
+        --val-interval seconds (`since_last`: seconds since the last pass), and after the last step."""
+        if self.val_tokens is None:
+            return False
+        due = step % validate_every == 0 if validate_every else since_last >= self.config.val_interval
+        return due or step == self.config.steps
+
+    def _save_when_due(self, step: int, save_now: bool) -> float:
+        """Save the checkpoint after `step` where --save-every or a save signal (`save_now`) asks for it, except
+        after the last step, which run() saves once it ends; the seconds the save took, which the
+        training-alone rate leaves out."""
+        seconds = 0.0
+        if step < self.config.steps and (save_now or (self.config.save_every and step % self.config.save_every == 0)):
+            saving = time.perf_counter()
+            self.save(self.paths.checkpoint)
+            seconds = time.perf_counter() - saving
+        if save_now:
+            self._save_signal = None
+        return seconds
 
     def _step(self):
         """One optimiser step over the next batch (data_parallel.train_step), its failures said in one line. A
