@@ -114,3 +114,13 @@ def test_a_dry_run_with_compare_is_refused_in_one_line(workdir, capsys):
     assert main(["train", "text.txt", *FLAGS, "--compare", "d12n1", "--dry-run"]) == 2
     assert capsys.readouterr().err.strip() == ("microgpt train: error: --dry-run plans one run, and --compare "
                                                "several; drop one of them")
+
+
+def test_a_dry_run_of_a_resume_says_so_and_leaves_the_checkpoint_as_it_was(workdir, capsys):
+    assert main(["train", "text.txt", *FLAGS, "--steps", "2", "--model", "ck"]) == 0
+    before = {path: path.read_bytes() for path in workdir.rglob("*") if path.is_file()}
+    capsys.readouterr()
+    assert main(["train", "text.txt", *FLAGS, "--steps", "4", "--resume", "ck", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "start: resuming ck" and "saves: ck" in out
+    assert {path: path.read_bytes() for path in workdir.rglob("*") if path.is_file()} == before

@@ -60,8 +60,9 @@ class Plan:
     def describe(self) -> list[str]:
         """What would be trained, a line each, as `microgpt train --dry-run` prints it."""
         plan, tc = self.settings, self.train
-        starts = {Start.NEW: "a new run", Start.RESUME: f"resuming {plan.source and plan.source.path}",
-                  Start.FINE_TUNE: f"fine-tuning {plan.source and plan.source.path} (its weights, step 0)"}
+        source = plan.source.path if plan.source is not None else None
+        starts = {Start.NEW: "a new run", Start.RESUME: f"resuming {source}",
+                  Start.FINE_TUNE: f"fine-tuning {source} (its weights, step 0)"}
         tokenizer = (self.tokenizer.describe() if self.tokenizer is not None else
                      f"{plan.tokenizer}, learnt from the text when training starts (up to {self.vocab_size} tokens)")
         lines = [f"start: {starts[plan.start]}", f"corpus: {self.corpus.description}; tokenizer {tokenizer}"]
