@@ -18,6 +18,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from waiting import WAIT_S
@@ -64,6 +65,20 @@ def shot(driver, name: str) -> None:
     path = Path(SHOTS) / f"studio-{name}.png"
     driver.save_screenshot(str(path))
     Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
+def type_into(driver, selector: str, text: str) -> None:
+    """The field at `selector` emptied, then `text` typed into it."""
+    field = driver.find_element(By.CSS_SELECTOR, selector)
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.DELETE)
+    if text:
+        field.send_keys(text)
+
+
+def text_of(driver, element_id: str) -> str:
+    """An element's text, read in one go (the estimates and the problems are redrawn by every check)."""
+    return driver.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.innerText : ''")
 
 
 def tab(driver, view: str) -> None:

@@ -13,28 +13,14 @@ import time
 import numpy as np
 import pytest
 
+from error_lines import one_error_line
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint
 from microgpt.model.gpt import GPT
+from tiny_corpus import TEXT
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "text.txt").write_text(TEXT)
-    return tmp_path
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_train_then_sample(workdir, capsys):

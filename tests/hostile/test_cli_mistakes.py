@@ -16,17 +16,9 @@ from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.model.checkpoint import CheckpointError
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
         "--backend", "numpy", "--threads", "1", "--gen", "0"]
 PROCESS_TIMEOUT = 120  # seconds for one subprocess: each takes a few
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "text.txt").write_text(TEXT)
-    return tmp_path
 
 
 def only_line(text: str) -> str:

@@ -20,41 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from child_processes import started
+from error_lines import one_error_line
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint
 from peak_memory import PeakMemory
+from tiny_corpus import TEXT
 from waiting import wait_for
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
 PROCESS_TIMEOUT = 180  # seconds for any one subprocess: each finishes in a few, a generous bound under load
-STARTED: list[subprocess.Popen] = []
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "text.txt").write_text(TEXT)
-    return tmp_path
-
-
-@pytest.fixture(autouse=True)
-def no_process_outlives_its_test():
-    yield
-    while STARTED:
-        proc = STARTED.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=PROCESS_TIMEOUT)
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("backend: ")]  # auto's note
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def train(*args: str) -> int:
@@ -65,8 +41,7 @@ def cli(workdir: Path, args: list[str], **popen) -> subprocess.Popen:
     """`microgpt ARGS` as its own process in workdir."""
     proc = subprocess.Popen([sys.executable, "-m", "microgpt", *args], cwd=workdir, text=True,
                             **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen})
-    STARTED.append(proc)
-    return proc
+    return started(proc)
 
 
 def logged_steps(log: Path) -> int:

@@ -25,47 +25,22 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+from child_processes import started
+from error_lines import one_error_line
 from microgpt.backends import get_backend
 from microgpt.cli import main
 from microgpt.model.checkpoint import load_checkpoint
 from peak_memory import PeakMemory
+from tiny_corpus import TEXT
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet"]
 PROCESS_TIMEOUT = 180  # seconds for any one subprocess: each finishes in a few, a generous bound under load
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "text.txt").write_text(TEXT)
-    return tmp_path
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("backend: ")]  # auto's note
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def train(*args: str) -> int:
     return main(["train", "text.txt", *TINY, "--gen", "0", *args])
 
 
-STARTED: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def no_process_outlives_its_test():
-    """A failing test must not leave a million-step run behind: every process started here is killed."""
-    yield
-    while STARTED:
-        proc = STARTED.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=PROCESS_TIMEOUT)
 
 
 def start(workdir: Path, args: list[str], prelude: str = "") -> subprocess.Popen:
@@ -73,8 +48,7 @@ def start(workdir: Path, args: list[str], prelude: str = "") -> subprocess.Popen
     code = textwrap.dedent(prelude) + f"\nfrom microgpt.cli import main\nraise SystemExit(main({args!r}))\n"
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=workdir, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    STARTED.append(proc)
-    return proc
+    return started(proc)
 
 
 def wait_for_steps(metrics: Path, steps: int) -> None:

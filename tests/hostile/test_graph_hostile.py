@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from error_lines import one_error_line
+from folder_files import fake_checkpoint
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.model.family import family
@@ -200,14 +202,6 @@ def write_case(where: Path, name: str, contents) -> Path:
     return path
 
 
-def one_error_line(capsys) -> str:
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert len(lines) == 1, captured.err
-    return lines[0]
-
-
 @pytest.mark.parametrize(("name", "contents", "words"), CASES, ids=[case[0] for case in CASES])
 def test_a_bad_document_is_one_line_and_exit_2_everywhere(name, contents, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -297,13 +291,6 @@ def test_an_unknown_flag_of_a_graph_action_is_one_line(capsys):
         main(["graph", "--bogus", "check", "g.json"])
     assert stop.value.code == 2
     assert "microgpt graph: error: unrecognized arguments: --bogus" in one_error_line(capsys)
-
-
-def fake_checkpoint(directory: Path) -> Path:
-    directory.mkdir()
-    (directory / "config.json").write_text(J({"format_version": 1}))
-    (directory / "model.safetensors").write_bytes(b"")
-    return directory
 
 
 @pytest.mark.parametrize(("out", "words"), [

@@ -19,16 +19,13 @@ import numpy as np
 import pytest
 
 from export_cases import checkpoint
+from folder_files import fake_checkpoint, listing
 from microgpt.cli import main
 from microgpt.data.dataset import open_dataset
 from microgpt.model.checkpoint import is_checkpoint
 from waiting import alive
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "naïve", "café", "東京", "😀"]
-
-
-def listing(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def prepare(capsys, *args) -> tuple[int, str]:
@@ -105,13 +102,6 @@ def test_a_directory_named_like_a_partial_but_not_one_is_read(tmp_path, capsys):
 
 
 # -- F: no dataset inside a checkpoint ----------------------------------------------------------------------------
-
-
-def fake_checkpoint(directory: Path) -> Path:
-    directory.mkdir()
-    (directory / "config.json").write_text('{"format_version": 1}')
-    (directory / "model.safetensors").write_bytes(b"")
-    return directory
 
 
 def test_prepare_refuses_an_out_inside_a_checkpoint(tmp_path, capsys):

@@ -19,19 +19,12 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from microgpt.cli import main
 from microgpt.data.dataset import MANIFEST
+from tiny_corpus import TEXT
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
         "--backend", "numpy", "--threads", "1", "--gen", "0"]
 HANG_S = 120  # far past what any of these takes; the old code hung until killed
 MEMORY = 3 * 1024**3  # the address space a subprocess may take: the old code took gigabytes, or aborted
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "text.txt").write_text(TEXT, encoding="utf-8")
-    return tmp_path
 
 
 @pytest.fixture

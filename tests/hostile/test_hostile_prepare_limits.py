@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from error_lines import one_line
 from extras import needs
 from microgpt.cli import main
 from microgpt.core.errors import DataError
@@ -37,13 +38,6 @@ def measured(args: list[str], cwd: Path, timeout: float = 240) -> tuple[int, str
     *err, last = done.stdout.rstrip("\n").split("\n")
     code, peak = map(int, last.split())
     return code, "\n".join(err), peak
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def zst_of(path: Path, chunk: bytes, repeat: int) -> Path:

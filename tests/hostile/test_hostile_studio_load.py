@@ -18,6 +18,7 @@ from extras import need
 need("starlette")
 need("httpx")
 
+from folder_files import fake_checkpoint
 from microgpt.model.family import family
 from microgpt.model.graph.from_family import document_for
 from studio_server import one_line_error
@@ -136,13 +137,6 @@ def test_a_checkpoint_of_half_a_billion_heads_is_listed_without_making_them(work
     assert answer["status"] == 200
     [row] = answer["body"]["runs"]
     assert row["name"] == "huge" and row["parameters"] is None  # its figures do not read; the list does
-
-
-def fake_checkpoint(directory: Path, config: dict) -> Path:
-    directory.mkdir(parents=True)
-    (directory / "config.json").write_text(json.dumps(config))
-    (directory / "model.safetensors").write_bytes(b"")
-    return directory
 
 
 # ---- a FIFO planted as a checkpoint's file -------------------------------------------------------------

@@ -25,25 +25,13 @@ from selenium.webdriver.support.ui import Select
 import microgpt
 from microgpt.model.checkpoint import is_checkpoint
 from microgpt.settings.named_runs import load_run
-from studio_browser import MARKS, message, shot, tab, wait
+from studio_browser import MARKS, message, shot, tab, text_of, type_into, wait
 
 pytestmark = MARKS
 
 def setting(driver, key: str):
     """The inspector's field of a run setting (the data's, the training's, the family's shape)."""
     return driver.find_element(By.CSS_SELECTOR, f'#inspector [data-setting="{key}"]')
-
-
-def type_into(driver, key: str, text: str) -> None:
-    field = setting(driver, key)
-    field.send_keys(Keys.CONTROL, "a")
-    field.send_keys(Keys.DELETE)
-    field.send_keys(text)
-
-
-def text_of(driver, element_id: str) -> str:
-    """An element's text, read in one go (the estimates and the problems are redrawn by every check)."""
-    return driver.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.innerText : ''")
 
 
 def choose(driver, key: str, value: str) -> None:
@@ -76,16 +64,16 @@ def click(driver, selector: str) -> None:
 def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser):
     Select(browser.find_element(By.ID, "family")).select_by_value("ensemble")
     wait(browser, lambda d: setting(d, "cooperative").get_attribute("value") == "d4x16n2,d4x16n2")
-    type_into(browser, "file", "tiny.txt")
-    type_into(browser, "seq_len", "16")
-    type_into(browser, "cooperative", "d2x8n1,d4x16n2")
-    type_into(browser, "stream_dim", "16")
+    type_into(browser, '#inspector [data-setting="file"]', "tiny.txt")
+    type_into(browser, '#inspector [data-setting="seq_len"]', "16")
+    type_into(browser, '#inspector [data-setting="cooperative"]', "d2x8n1,d4x16n2")
+    type_into(browser, '#inspector [data-setting="stream_dim"]', "16")
     for key, value in (("steps", "100000"), ("batch_size", "4"), ("eval_every", "10"), ("val_tokens", "200"),
                        ("gen", "0")):
-        type_into(browser, key, value)
+        type_into(browser, f'#inspector [data-setting="{key}"]', value)
     choose(browser, "backend", "numpy")
     wait(browser, lambda d: "parameters" in text_of(d, "estimates"))
-    type_into(browser, "cooperative", "d2x8n1,d2x8")
+    type_into(browser, '#inspector [data-setting="cooperative"]', "d2x8n1,d2x8")
     wait(browser, lambda d: "model spec 'd2x8' is not valid" in text_of(d, "graph-errors"))
     assert "parameters" not in text_of(browser, "estimates")
     shot(browser, "compose-family")
@@ -204,7 +192,7 @@ def test_overlay_two_runs_and_download_them(browser, served):
     run_name = browser.find_element(By.ID, "run-name")
     run_name.send_keys(Keys.CONTROL, "a")
     run_name.send_keys("ens2")
-    type_into(browser, "steps", "40")
+    type_into(browser, '#inspector [data-setting="steps"]', "40")
     time.sleep(0.5)  # let the check of the edit land before the save
     browser.find_element(By.ID, "start").click()
     tab(browser, "watch")

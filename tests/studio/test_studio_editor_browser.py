@@ -27,7 +27,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from microgpt.settings.named_runs import load_run
-from studio_browser import MARKS, ready, shot, wait
+from studio_browser import MARKS, ready, shot, text_of, type_into, wait
 
 pytestmark = MARKS
 
@@ -73,14 +73,6 @@ def drag_wire(driver, source: str, target: str) -> None:
         .release().perform()
 
 
-def type_into(driver, selector: str, text: str) -> None:
-    field = driver.find_element(By.CSS_SELECTOR, selector)
-    field.send_keys(Keys.CONTROL, "a")
-    field.send_keys(Keys.DELETE)
-    if text:
-        field.send_keys(text)
-
-
 def press(driver, *keys: str) -> None:
     """Keys pressed together (modifiers first) on whatever has the focus."""
     chain = ActionChains(driver)
@@ -104,11 +96,6 @@ def checked(driver) -> str:
 def settled(driver, before: str) -> None:
     """Wait for a check answered after `before` (a serial from checked())."""
     wait(driver, lambda d: checked(d) != before)
-
-
-def text_of(driver, element_id: str) -> str:
-    """An element's text, read in one go (the estimates and the problems are redrawn by every check)."""
-    return driver.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.innerText : ''")
 
 
 def problems(driver) -> str:

@@ -25,18 +25,16 @@ from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.core.progress import Progress
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 SHAPE = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16"]
 TINY = ["text.txt", *SHAPE, "--backend", "numpy", "--threads", "1", "--gen", "0", "--quiet"]
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def workdir(workdir, monkeypatch):
+    """tests/conftest.py's, outside any Slurm job."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
-    (tmp_path / "text.txt").write_text(TEXT)
-    return tmp_path
+    return workdir
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from extras import need
 from microgpt.cli import main
 from microgpt.core.threads import available_cores
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "8", "--heads", "2", "--n-layers", "1", "--d-ff", "16", "--seq-len", "16", "--steps", "5",
         "--gen", "0", "--quiet"]
 RUNS = """\
@@ -24,11 +23,10 @@ runs:
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "text.txt").write_text(TEXT)
-    (tmp_path / "runs.yaml").write_text(RUNS)
-    return tmp_path
+def workdir(workdir):
+    """tests/conftest.py's, with runs.yaml."""
+    (workdir / "runs.yaml").write_text(RUNS)
+    return workdir
 
 
 def results(path: Path) -> list[dict]:
