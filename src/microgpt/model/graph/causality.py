@@ -10,12 +10,19 @@ whose path is that node's).
 
 In float64 a sound graph's outputs do not move at all (a masked key's probability is exactly 0, and rows
 are computed independently), so the tolerance only absorbs rounding no sound path produces.
+
+The float64 copy is bounded before it is made, from the document's own numbers: a graph whose copy would not
+fit in this machine's memory is refused in one line naming its size, never allocated.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from microgpt.core.checks import format_bytes
+from microgpt.core.errors import ConfigError
 from microgpt.model.graph.compile import GraphError
 from microgpt.model.graph.model import PassContext, Passes, Shared
 from microgpt.model.graph.program import Program
@@ -26,6 +33,9 @@ CHECK_POSITIONS = 12  # window length checked: every position of it, each offset
 CHECK_SEQUENCES = 2
 TOLERANCE = 1e-10  # float64: a sound output does not move; any path from the future moves it by far more
 WEIGHT_NOISE = 0.3  # added to every weight of the copy checked
+# Bytes of the copy per parameter: the float64 store's four rows (model/params.py: weights, gradients, Adam's
+# two moments) and the noise drawn for the weights.
+COPY_BYTES_PER_PARAMETER = 5 * 8
 
 
 def check_causality(program: Program, seq_len: int, tokenizer, seed: int = 0) -> str:
@@ -39,6 +49,7 @@ def check_causality(program: Program, seq_len: int, tokenizer, seed: int = 0) ->
 def _check(program: Program, seq_len: int, tokenizer, seed: int) -> str:
     from microgpt.backends import get_backend
 
+    check_copy_fits(program)
     be = get_backend("numpy", dtype=np.float64)
     vocab, length = program.dims["vocab"], min(seq_len, CHECK_POSITIONS)
     params = Parameters(be, program.specs)
@@ -73,6 +84,27 @@ def _check(program: Program, seq_len: int, tokenizer, seed: int) -> str:
     also = f", and {others} other loss head{'s' if others != 1 else ''} never read{'s' if others == 1 else ''} " \
            f"its target" if others else ""
     return f"sound: the logits at t read nothing after t{also} (checked at {length} positions)"
+
+
+def check_copy_fits(program: Program) -> None:
+    """A ConfigError naming the graph's parameters and its largest where the check's float64 copy of them
+    would be more than this machine's memory (counted from the specs: nothing is allocated)."""
+    total, memory = sum(spec.size for spec in program.specs), machine_memory()
+    if memory is None or total * COPY_BYTES_PER_PARAMETER <= memory:
+        return
+    largest = max(program.specs, key=lambda spec: spec.size)
+    raise ConfigError(
+        f"the causality check holds a float64 copy of the graph's {total:,} parameters ({largest.name} is "
+        f"{' x '.join(f'{n:,}' for n in largest.shape)}), {COPY_BYTES_PER_PARAMETER} bytes each, more than this "
+        f"machine's {format_bytes(memory)} of memory; use smaller dims")
+
+
+def machine_memory() -> int | None:
+    """Bytes of this machine's physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _moves(passes: Passes, program: Program, ids: np.ndarray, length: int) -> dict:
