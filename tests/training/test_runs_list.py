@@ -11,6 +11,8 @@ import pytest
 
 from microgpt.cli import main
 from microgpt.training.run_dir import WriterLock
+from microgpt.training.run_files import MAX_LOG_LINE
+from microgpt.training.run_list import latest_results
 from microgpt.use.loaded import load
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
@@ -170,3 +172,14 @@ def test_a_run_from_before_the_record_keeps_a_row_and_sorts_after_by_nats(workdi
     order = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert order[0]["path"] == "checkpoints/char"
     assert [row["val_loss"] for row in order[1:]] == sorted(row["val_loss"] for row in order[1:])
+
+
+def test_a_record_at_the_end_of_an_overlong_results_line_is_not_the_run_s(tmp_path):
+    """A results.jsonl line past MAX_LOG_LINE is damage and left out whole, as plot and a resume leave out a
+    metrics log's: the list read it in pieces, and took the last piece, a record, for the run's latest."""
+    (tmp_path / "ck").mkdir()
+    record = {"checkpoint": "ck", "tokens_per_sec": 1.0}
+    damaged = b" " * MAX_LOG_LINE + json.dumps({**record, "tokens_per_sec": 999.0}).encode() + b"\n"
+    (tmp_path / "results.jsonl").write_bytes(json.dumps(record).encode() + b"\n" + damaged)
+    latest = latest_results([tmp_path / "ck"])
+    assert latest[str((tmp_path / "ck").resolve())]["tokens_per_sec"] == 1.0

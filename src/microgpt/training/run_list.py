@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
-from microgpt.core.files import open_regular
+from microgpt.core.files import bounded_lines, open_regular
 from microgpt.model.checkpoint import (
     CONFIG,
     FILES,
@@ -37,11 +37,10 @@ from microgpt.model.checkpoint import (
 from microgpt.model.family import family, n_params
 from microgpt.training.failure import failure_of
 from microgpt.training.run_dir import WriterLock
-from microgpt.training.run_files import RESULTS_LOG, RunPaths
+from microgpt.training.run_files import MAX_LOG_LINE, RESULTS_LOG, RunPaths
 from microgpt.use.evaluate import Evaluation
 
 SCAN_DEPTH = 3  # directories below a folder searched for checkpoints
-MAX_RESULT_LINE = 64 * 1024  # a results.jsonl record is a few hundred bytes
 DAMAGE = (TypeError, ValueError, AttributeError, KeyError, RecursionError, OSError)  # what a hand-edited file raises
 
 
@@ -168,13 +167,13 @@ def results_files(checkpoints: list[Path]) -> list[Path]:
 
 def latest_results(checkpoints: list[Path]) -> dict[str, dict]:
     """Each checkpoint's latest line of the results.jsonl beside it, by the checkpoint's resolved path: read a line
-    at a time (a line past MAX_RESULT_LINE in pieces, none of them a record), and none from a results.jsonl
+    at a time (a line past MAX_LOG_LINE is damage, left out whole), and none from a results.jsonl
     that cannot be read (its rows show without its figures)."""
     latest: dict[str, dict] = {}
     for results in results_files(checkpoints):
         try:
             with open_regular(results) as f:
-                while line := f.readline(MAX_RESULT_LINE):
+                for line in bounded_lines(f, MAX_LOG_LINE):
                     try:
                         record = json.loads(line.decode("utf-8", errors="replace"))
                         latest[str((results.parent / Path(record["checkpoint"]).name).resolve())] = record
