@@ -3,7 +3,9 @@
 Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and styles; `/api/graph/palette`,
 `/api/graph/settings`, `/api/graph/check`, `/api/graph/from-family` and `/api/graph/layout` the node editor's
 primitives, run settings, check, family graphs and layouts (graph_palette.py, graph_run.py, graph_api.py);
-`/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml (graph_save.py); `/api/runs` every run of
+`/api/graph/text`, `/api/graph/examples` and `/api/graph/example` its text view and the example documents
+(graph_text.py); `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml (graph_save.py),
+and the drafts a graph with problems is saved as (graph_drafts.py); `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
 streamed as it is made (server-sent events), `/api/routing` an ensemble's routing of a text (for the colours
@@ -48,9 +50,11 @@ from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
 from microgpt.studio.graph_api import check_request, from_family_request, layout_request
+from microgpt.studio.graph_drafts import drafts, drop_draft, load_draft, save_draft
 from microgpt.studio.graph_palette import palette
 from microgpt.studio.graph_run import settings_form
 from microgpt.studio.graph_save import run_for_editor, save_run
+from microgpt.studio.graph_text import example, examples, text_request
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
 from microgpt.studio.metrics import Tail, charts_of, each_record, last_record, log_of, read_history
@@ -145,6 +149,8 @@ class Studio:
             Route("/api/graph/check", self.graph_check, methods=["POST"]),
             Route("/api/graph/from-family", self.graph_from_family, methods=["POST"]),
             Route("/api/graph/layout", self.graph_layout, methods=["POST"]),
+            Route("/api/graph/text", self.graph_text, methods=["POST"]),
+            Route("/api/graph/examples", self.graph_examples), Route("/api/graph/example", self.graph_example),
             Route("/api/files", self.files), Route("/api/free-name", self.free_name), Route("/api/log", self.log),
         ]
         handlers = {**{kind: self.error for kind in USER_ERRORS}, HTTPException: self.no_route, OSError: file_error,
@@ -247,13 +253,24 @@ class Studio:
         body = await self.body(request)
         return JSONResponse(await anyio.to_thread.run_sync(layout_request, body, limiter=self.graph_checkers))
 
+    async def graph_text(self, request: Request) -> JSONResponse:
+        body = await self.body(request)
+        return JSONResponse(await anyio.to_thread.run_sync(text_request, body, limiter=self.graph_checkers))
+
+    async def graph_examples(self, request: Request) -> JSONResponse:
+        return JSONResponse(examples())
+
+    async def graph_example(self, request: Request) -> JSONResponse:
+        return JSONResponse(example(request.query_params.get("name")))
+
     async def configs(self, request: Request) -> JSONResponse:
-        if not self.workspace.config.exists():
-            return JSONResponse({"runs": []})
-        return JSONResponse({"runs": [named.id for named in load_all_runs(self.workspace.config)]})
+        runs = [named.id for named in load_all_runs(self.workspace.config)] if self.workspace.config.exists() else []
+        return JSONResponse({"runs": runs, "drafts": drafts(self.workspace)})
 
     async def config(self, request: Request) -> JSONResponse:
         name = check_run_name(request.query_params.get("name"))
+        if request.query_params.get("draft"):
+            return JSONResponse(load_draft(self.workspace, name))
         return JSONResponse(run_for_editor(load_run(self.workspace.config, name), self.workspace))
 
     async def free_name(self, request: Request) -> JSONResponse:
@@ -271,9 +288,9 @@ class Studio:
         """(the answer, its status) of a save, off the event loop: it waits for the graph's causality verdict."""
         name = check_run_name(body.get("name"))
         saved = save_run(self.workspace, name, body)
-        if "errors" in saved:
-            return {"error": f"the draft has {len(saved['errors'])} problem(s); fix them first",
-                    "errors": saved["errors"]}, 400
+        if "errors" in saved:  # kept as a draft, never a run until its problems are fixed
+            return save_draft(self.workspace, name, body, saved["errors"]), 200
+        drop_draft(self.workspace, name)
         return saved, 200
 
     # ---- runs -------------------------------------------------------------------------------

@@ -177,12 +177,14 @@ def check_request(body: dict, workspace, budget_s: float | None = CHECK_BUDGET_S
     if document is None:
         return checked
     checked.document = document
-    trace = Trace()
+    trace = Trace(keep_going=True)  # every node's problem, not the first only
     program = None
     try:
         program = compile_graph(with_library(document), run.vocab, run.seq_len, trace)
     except GraphError as exc:
-        checked.add(str(exc), exc.path, exc.port, trace, **({"edge": exc.edge} if exc.edge else {}))
+        for problem in trace.problems or [exc]:
+            checked.add(str(problem), problem.path, problem.port, trace,
+                        **({"edge": problem.edge} if problem.edge else {}))
     except ConfigError as exc:
         checked.add(str(exc))
     for (body_name, source, target), kinds in trace.wires.items():

@@ -48,13 +48,30 @@ class GraphError(ConfigError):
 class Trace:
     """What the compiler bound, kept as it binds (so also what it bound before a problem stopped it):
     `wires`: (body, edge's from, edge's to) -> the type of the value on that edge in each instance of the body
-    (body "" is the top level, else the group's name); `nodes`: each node path flattened -> "BODY/NODE"."""
+    (body "" is the top level, else the group's name); `nodes`: each node path flattened -> "BODY/NODE".
+    With `keep_going` (the studio's check), a node's or an edge's problem goes into `problems` and the compiler
+    goes on with the nodes that do not read from it, so that every problem is said at once; compile_graph
+    still raises the first."""
 
     wires: dict[tuple[str, str, str], list[ValueType]] = field(default_factory=dict)
     nodes: dict[tuple, str] = field(default_factory=dict)
+    keep_going: bool = False
+    problems: list[GraphError] = field(default_factory=list)
+
+    def said(self, problem: ConfigError, path: tuple) -> None:
+        """`problem` as a GraphError on `path`, kept where the compiler goes on (else raised)."""
+        error = problem if isinstance(problem, GraphError) else GraphError(str(problem), path)
+        if not self.keep_going:
+            raise error from None
+        if not isinstance(error, _Said):
+            self.problems.append(error)
 
     def bind(self, body: str, source: str, target: str, kind: ValueType) -> None:
         self.wires.setdefault((body, source, target), []).append(kind)
+
+
+class _Said(GraphError):
+    """A body stopped by problems already in Trace.problems (keep_going): what reads its outputs is skipped."""
 
 
 class _Compiler:
@@ -94,36 +111,37 @@ class _Compiler:
         where = "/".join(path) if path else "graph"
         # target node id ("" for the body's outputs) -> (port, source, the source's node id or None)
         incoming: dict[str, list[tuple[str, str, str | None]]] = {}
+        failed: set[str | None] = set()  # nodes whose problem is said (keep_going): what reads them is skipped
         for edge in body.get("edges", []):
             target_node, target_port = _end(edge["to"])
             source_node, source_port = _end(edge["from"])
             if (target_node not in nodes if target_node is not None else target_port not in outputs) or (
                     source_node not in nodes if source_node is not None else source_port not in inputs):
-                self.refuse_edge(edge, nodes, inputs, outputs, where, path, body_name, group)
+                try:
+                    self.refuse_edge(edge, nodes, inputs, outputs, where, path, body_name, group)
+                except GraphError as exc:
+                    self.trace.said(exc, path)
+                    failed.add(target_node)
+                    continue
             incoming.setdefault(target_node or "", []).append((target_port, edge["from"], source_node))
         produced: dict[str, int] = dict(inputs)
         for position, node_id in self.order(nodes, incoming, where, path):
             spec = nodes[node_id]
             node_path = (*path, node_id)
             self.trace.nodes[node_path] = f"{group}/{node_id}"
-            given: dict[str, list[int]] = {}
-            for port, source, _ in incoming.get(node_id, []):
-                if source not in produced:
-                    raise GraphError(f"{'/'.join(node_path)}.{port}: its edge comes from {source!r}, which that node "
-                                     "does not have as an output", node_path, port,
-                                     {"body": group, "from": source, "to": f"{node_id}.{port}"})
-                self.trace.bind(group, source, f"{node_id}.{port}", self.values[produced[source]])
-                given.setdefault(port, []).append(produced[source])
+            if node_id in failed or any(source in failed for _, _, source in incoming.get(node_id, [])):
+                failed.add(node_id)
+                continue
             try:
-                if "op" in spec:
-                    made = self.primitive(spec, scope, node_path, given, (*key, position))
-                else:
-                    made = self.instance(spec, scope, node_path, given, (*key, position), depth)
-            except GraphError:
-                raise
+                made = self.node(spec, scope, node_path, incoming.get(node_id, []), produced, (*key, position),
+                                 depth, group)
             except ConfigError as exc:  # a size or a param that does not evaluate: the node it belongs to
-                raise GraphError(str(exc), node_path) from None
+                self.trace.said(exc, node_path)
+                failed.add(node_id)
+                continue
             produced.update({f"{node_id}.{port}": vid for port, vid in made.items()})
+        if failed:
+            raise _Said("", path)
         result = {}
         for port, source, _ in incoming.get("", []):
             if port in result:
@@ -139,6 +157,22 @@ class _Compiler:
             raise GraphError(f"{where}: nothing is wired to the output {missing[0]!r} of {body_name}; add an edge "
                              f"to {missing[0]!r}", path, missing[0])
         return result
+
+    def node(self, spec: dict, scope: dict, node_path: tuple, incoming: list, produced: dict, key: tuple,
+             depth: int, group: str) -> dict[str, int]:
+        """One node of a body expanded, its edges' values bound; returns its output ports' values."""
+        node_id = node_path[-1]
+        given: dict[str, list[int]] = {}
+        for port, source, _ in incoming:
+            if source not in produced:
+                raise GraphError(f"{'/'.join(node_path)}.{port}: its edge comes from {source!r}, which that node "
+                                 "does not have as an output", node_path, port,
+                                 {"body": group, "from": source, "to": f"{node_id}.{port}"})
+            self.trace.bind(group, source, f"{node_id}.{port}", self.values[produced[source]])
+            given.setdefault(port, []).append(produced[source])
+        if "op" in spec:
+            return self.primitive(spec, scope, node_path, given, key)
+        return self.instance(spec, scope, node_path, given, key, depth)
 
     def refuse_edge(self, edge: dict, nodes: dict, inputs: dict, outputs: dict, where: str, path: tuple,
                     body_name: str, group: str) -> None:
@@ -399,7 +433,8 @@ def _port_type(text, where: str) -> tuple[str, str | None]:
 
 def compile_graph(document: dict, vocab: int, seq_len: int, trace: Trace | None = None) -> Program:
     """The program of a document for a run's vocabulary and context length; a GraphError naming the first
-    problem (its node path and port, where it has one). `trace` keeps what was bound (see Trace)."""
+    problem (its node path and port, where it has one). `trace` keeps what was bound, and with keep_going every
+    problem (see Trace)."""
     check_document(document)
     compiler = _Compiler(document, vocab, seq_len, trace)
     scope = compiler.dims()
@@ -411,7 +446,10 @@ def compile_graph(document: dict, vocab: int, seq_len: int, trace: Trace | None 
         raise GraphError(f"{biggest}: the graph flattens to more than {MAX_NODES:,} primitives or group copies, the "
                          f"most of them in {biggest}; make it smaller", (biggest,))
     tokens = compiler.new_value(ValueType("token_ids"))
-    outputs = compiler.expand(document, scope, (), {"tokens": tokens}, GRAPH_OUTPUTS, (), 0, "the graph")
+    try:
+        outputs = compiler.expand(document, scope, (), {"tokens": tokens}, GRAPH_OUTPUTS, (), 0, "the graph")
+    except _Said:
+        raise compiler.trace.problems[0] from None
     logits = outputs["logits"]
     if compiler.values[logits].kind != "logits":
         raise GraphError(f"the graph's output logits must come from a logits node, got {compiler.values[logits]}")
