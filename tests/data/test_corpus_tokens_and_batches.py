@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -53,6 +57,32 @@ def test_missing_file_and_directory_are_clear_errors(tmp_path):
         read_corpus(tmp_path / "nope.txt", CAP)
     with pytest.raises(DataError, match="is a directory"):
         read_corpus(tmp_path, CAP)
+
+
+def test_a_fifo_swapped_in_after_the_name_was_looked_at_is_refused_not_waited_on(tmp_path, monkeypatch):
+    """The path's stat said a regular file, then a FIFO took its place: the reader checked the stat and opened
+    the FIFO, and waited for a writer forever. The descriptor opened is what is checked now."""
+    regular, fifo = tmp_path / "corpus.txt", tmp_path / "swapped.txt"
+    regular.write_text("hello")
+    os.mkfifo(fifo)
+    stat_of = Path.stat
+    monkeypatch.setattr(Path, "stat", lambda path, **kw: stat_of(regular if path == fifo else path, **kw))
+    said: list = []
+
+    def read() -> None:
+        try:
+            read_corpus(fifo, CAP)
+        except DataError as exc:
+            said.append(str(exc))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)  # only a limit for a hang
+    if reader.is_alive():  # it waits in open() for a writer: be one, so the thread ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(60)
+        raise AssertionError("read_corpus waited on a FIFO for a writer")
+    assert said and "it is a pipe, not a regular file" in said[0], said
 
 
 def test_validation_split_holds_out_the_last_tokens():

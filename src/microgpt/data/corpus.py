@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import DataError, Named
+from microgpt.core.files import TooLarge, read_regular
 from microgpt.data.dataset import Dataset, is_dataset, open_dataset
 from microgpt.data.prepare.inputs import kind_of
 from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
@@ -41,7 +42,10 @@ def read_corpus(path: str | Path, max_bytes: int, wanted: str = "a text file wit
     one's says to give `wanted`). With `prepared` (train and eval, which take a prepared dataset as well), what
     only `microgpt prepare` reads is refused naming the command that prepares it (`prepare_first`).
 
-    Only a regular file is read: a FIFO would block forever, and /dev/zero or /dev/urandom never end.
+    Only a regular file is read: a FIFO would block forever, and /dev/zero or /dev/urandom never end. The
+    file's type and size are those of the descriptor opened (core/files.py's read_regular, whose open never
+    waits), so a FIFO put in its place after the name was looked at is refused too; the path's stat only
+    chooses the message for a directory, for what `microgpt prepare` reads, and the size an oversized one says.
     """
     path = Path(path)
     try:
@@ -54,20 +58,16 @@ def read_corpus(path: str | Path, max_bytes: int, wanted: str = "a text file wit
         raise DataError(why)
     if stat.S_ISDIR(info.st_mode):
         raise DataError(f"{path} is a directory; give the path of a UTF-8 text file")
-    if not stat.S_ISREG(info.st_mode):
-        raise DataError(f"{path} is not a regular file (a pipe, a device or a socket); give the path of a "
-                        "UTF-8 text file")
-    if info.st_size > max_bytes:
-        raise DataError(f"{path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte corpus cap; raise ",
-                        Named("max_corpus"), " if you mean it, or give a smaller file", key="file")
     try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)  # the file may have grown since stat
-    except OSError as exc:
-        raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > max_bytes:
-        raise DataError(f"{path} is over the {max_bytes:,}-byte corpus cap; raise ", Named("max_corpus"),
-                        " if you mean it", key="file")
+        raw = read_regular(path, max_bytes)
+    except TooLarge:
+        size = f"{info.st_size:,} bytes, " if info.st_size > max_bytes else ""  # else it grew since
+        raise DataError(f"{path} is {size}over the {max_bytes:,}-byte corpus cap; raise ", Named("max_corpus"),
+                        " if you mean it, or give a smaller file", key="file") from None
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; give the path of a UTF-8 text file") from None
+    except OSError as exc:  # a pipe, a device or a socket (read_regular's words), or the system's reason
+        raise DataError(f"{path} cannot be read ({exc.strerror or exc}); give the path of a UTF-8 text file") from None
     if not raw:
         raise DataError(f"{path} is empty; give {wanted}")
     if b"\x00" in raw:
