@@ -12,7 +12,8 @@ numba's threading layer is chosen here, before numba's pool first starts (which
 `numba.set_num_threads` does): numba's own `workqueue` unless
 NUMBA_THREADING_LAYER says otherwise. OpenMP's workers spin while they wait,
 and on a small machine they then fight BLAS's own spinning threads for the
-cores (measured on 2 cores: a training step over 20x slower with OpenMP's layer).
+cores (what that cost a training step on 2 cores: docs/benchmarks.md, the cpu
+backend's kernels).
 """
 
 from __future__ import annotations

@@ -21,16 +21,17 @@ from microgpt.studio.graph_run import DraftSettings
 from microgpt.studio.graph_worker import OverBudget, Worker
 
 CAUSALITY_CACHE = 64  # verdicts kept (by document and run dims): an undo, or a check again after a move, is free
-# The causality check holds a float64 copy of the model four times over (weights, gradients, two moments):
-# 10 million parameters is 320 MB and a few seconds; a larger graph is left to `microgpt train` to check.
+# The causality check's float64 copy of the model takes causality.COPY_BYTES_PER_PARAMETER bytes a parameter,
+# and its time grows with them: past this count a graph is left to `microgpt train` to check, so that an edit's
+# verdict stays within the editor's pace and far inside VERDICT_MEMORY.
 CAUSALITY_MAX_PARAMETERS = 10_000_000
 
 _verdicts: OrderedDict = OrderedDict()  # (document, vocab, T, tokenizer) -> the future of its verdict
 _verdicts_lock = threading.Lock()
 _checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causality")  # one check at a time, in order
 _worker = Worker()  # where each runs, within its budget
-# A check's budget: at the primitives' limit (MAX_NODES) one takes seconds and a few hundred MB (at
-# CAUSALITY_MAX_PARAMETERS, 320 MB); past these it is stopped and left to `microgpt train`.
+# A check's budget: above what a check takes at the primitives' limit (MAX_NODES; docs/benchmarks.md, Graphs)
+# and what the copy of CAUSALITY_MAX_PARAMETERS takes; past these it is stopped and left to `microgpt train`.
 VERDICT_TIME_S = 60.0
 VERDICT_MEMORY = 2 * 1024**3  # bytes past the worker's libraries
 

@@ -70,8 +70,8 @@ def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, open_browse
     lock = StudioLock(workspace).acquire(url)
     studio = Studio(workspace, token, host, port)
     server = StudioServer(studio)
-    gc.freeze()  # what is loaded by now lives as long as the server: no full collection walks it again (an edit's
-    # check was held up 30-130 ms by one)
+    gc.freeze()  # what is loaded by now lives as long as the server: no full collection walks it again, which
+    # held up the check of the edit in hand (docs/benchmarks.md, the studio)
     signal.signal(signal.SIGTERM, stop_serving)  # uvicorn hands a SIGTERM on to this once it has shut down
     signal.signal(signal.SIGHUP, lambda signum, frame: server.handle_exit(signal.SIGTERM, frame))  # as SIGTERM
     try:  # from here a Ctrl-C, even one before uvicorn has started, stops as below

@@ -17,10 +17,9 @@ it does not make results depend on thread scheduling. error_model="numpy" makes 
 division by zero give inf or NaN, as in NumPy, rather than raise (a NaN score row
 sums to 0 and must come out as NaN probabilities, not an exception).
 Every kernel runs in one thread (nogil, so several can run at once, one per
-slice of a batch: cpu_streams.py): a parallel launch inside a kernel costs about
-40 us here, more than a whole LayerNorm or bias gradient at these sizes
-(measured on 2 cores, column sums of 2048 x 64: 8 us in one thread, 140 us with
-prange).
+slice of a batch: cpu_streams.py): a parallel launch inside a kernel costs
+more than a whole LayerNorm or bias gradient at these sizes (what it cost on 2
+cores: docs/benchmarks.md, the cpu backend's kernels).
 
 numba comes through `microgpt.core.threads.import_numba`, which picks the threading layer.
 """

@@ -108,8 +108,9 @@ def machine_memory() -> int | None:
 
 
 def _moves(passes: Passes, program: Program, ids: np.ndarray, length: int) -> dict:
-    """Each value's moves, taken as the forward makes it, which then frees it as usual: the values themselves
-    would be every node's at once (10,000 LayerNorms: 618 MiB)."""
+    """Each value's moves, taken as the forward makes it, which then frees it as usual: kept, the values
+    themselves would be every node's at once, memory growing with the graph rather than held to one node's
+    (what a check costs at the primitive limit: docs/benchmarks.md, Graphs)."""
     moves = {}
 
     def watch(vid: int, value) -> None:
