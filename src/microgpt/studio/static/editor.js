@@ -24,6 +24,7 @@ const Canvas = {
     Palette.init();
     AddMenu.init();
     Groups.init();
+    TextView.init();
     const select = document.getElementById("family");
     for (const [name, family] of Object.entries(spec.families)) select.append(element("option", {value: name}, family.label));
     select.append(element("option", {value: "graph"}, "graph (a free graph)"));
@@ -49,6 +50,10 @@ const Canvas = {
       document.getElementById("run-name").value = kept.runName || "";
       EditorView.path = (kept.path || []).filter(name => Ports.group(kept.draft.document, name));
       EditorModel.reset(kept.draft);
+      EditorModel.undoStack = kept.undo || []; // the history kept across the reload (editor_io.js)
+      EditorModel.redoStack = kept.redo || [];
+      document.getElementById("undo").disabled = !EditorModel.undoStack.length;
+      document.getElementById("redo").disabled = !EditorModel.redoStack.length;
     } else {
       Family.fitNext = true;
       const fresh = Family.fresh(select.value);
@@ -57,7 +62,8 @@ const Canvas = {
       freeRunName().then(name => { if (!this.runNameTyped()) document.getElementById("run-name").value = name; })
         .catch(err => say(err.message, true));
     }
-    if (kept && kept.draft.layout.viewport) { EditorView.transform = {...kept.draft.layout.viewport}; EditorView.apply(); }
+    const view = kept && (kept.view || kept.draft.layout.viewport);
+    if (view) { EditorView.transform = {...view}; EditorView.apply(); }
     else EditorView.fit(true);
     RunIO.refreshRunList();
   },
@@ -68,6 +74,7 @@ const Canvas = {
 
   // A new draft from a family (or the minimal graph), as one undoable step.
   startFrom(family) {
+    if (!confirmDrop()) { document.getElementById("family").value = EditorModel.draft.family; return; }
     const fresh = Family.fresh(family, EditorModel.draft.settings);
     EditorView.path = [];
     EditorView.selection = new Set();

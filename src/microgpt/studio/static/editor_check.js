@@ -19,6 +19,7 @@ const EditorCheck = {
   wires: new Map(),   // "body|from|to" -> {type, shape}
   wireShown: new WeakMap(), // a wire's element -> the "type|shape" it shows
   marked: [],         // the elements decorate marked with an error
+  lastGood: null,     // the last answer without problems: its figures stay up, marked stale, while there are some
 
   // The first edit after a quiet spell is sent at once; edits that follow within 50 ms of a request wait for
   // the last of them (typing sends one check per pause, not one per key).
@@ -152,18 +153,20 @@ const EditorCheck = {
     const causality = this.graph.causality;
     const verdict = causality ? element("span", {id: "causality", class: verdictClass(causality)}, verdictLine(causality)) : "";
     const ok = checked && checked.parameters !== null && checked.parameters !== undefined && !this.errors().length;
-    if (!ok) {
-      estimates.replaceChildren(verdict);
-      estimates.className = "stale";
-      return;
-    }
-    const speed = checked.tokens_per_second ? Math.round(checked.tokens_per_second).toLocaleString() : "?";
-    estimates.replaceChildren(
-      element("span", {id: "parameters"}, `${checked.parameters.toLocaleString()} parameters`),
-      element("span", {id: "memory"}, `memory ≈ ${checked.memory} per training step`),
-      element("span", {id: "speed", title: `estimated from ${checked.speed_basis}`}, `≈ ${speed} tokens/s here`),
-      verdict, element("span", {class: "description"}, checked.description || ""));
-    estimates.className = "";
+    if (ok) this.lastGood = checked;
+    const good = this.lastGood;  // while the draft has problems: the last good figures, marked stale
+    const count = this.errors().length;
+    const figures = good ? [
+      element("span", {id: "parameters"}, `${good.parameters.toLocaleString()} parameters`),
+      element("span", {id: "memory"}, `memory ≈ ${good.memory} per training step`),
+      element("span", {id: "speed", title: `estimated from ${good.speed_basis}`},
+        `≈ ${good.tokens_per_second ? Math.round(good.tokens_per_second).toLocaleString() : "?"} tokens/s here`)] : [];
+    const note = ok ? [] : [element("span", {class: "stale-note", id: "stale-note"},
+      good ? `stale: the last good figures (${count} problem${count === 1 ? "" : "s"} below)`
+        : `no figures yet: ${count} problem${count === 1 ? "" : "s"} below`)];
+    estimates.replaceChildren(...note, ...figures, verdict,
+      element("span", {class: "description"}, ok ? checked.description || "" : ""));
+    estimates.className = ok ? "" : "stale";
   },
 };
 

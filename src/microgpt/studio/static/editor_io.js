@@ -6,6 +6,7 @@
 "use strict";
 
 const DRAFT_KEY = "microgpt-studio-draft";
+const KEPT_STEPS = 50; // undo and redo steps kept across a reload (each is the draft as it was)
 
 const DraftStore = {
   timer: null,
@@ -19,7 +20,8 @@ const DraftStore = {
   storeNow() {
     try {
       localStorage.setItem(DRAFT_KEY, JSON.stringify({version: 1, draft: EditorModel.draft,
-        runName: document.getElementById("run-name").value, path: EditorView.path}));
+        runName: document.getElementById("run-name").value, path: EditorView.path, view: EditorView.transform,
+        undo: EditorModel.undoStack.slice(-KEPT_STEPS), redo: EditorModel.redoStack.slice(-KEPT_STEPS)}));
     } catch (err) { // storage full or turned off: the draft lives as long as the page
     }
   },
@@ -60,13 +62,19 @@ const RunIO = {
     await Family.settled(); // the graph of the settings saved, not one still being regenerated
     const chosen = await saveOrAsk(this.runName(), async (name, overwrite) => {
       const saved = await api("/api/save", {body: this.body(name, overwrite)});
-      return andStart ? {saved, run: await api(`/api/runs/${encodeURIComponent(name)}/start`, {body: {overwrite}})}
-        : {saved};
+      return andStart && !saved.draft  // a draft is never a run: nothing to start
+        ? {saved, run: await api(`/api/runs/${encodeURIComponent(name)}/start`, {body: {overwrite}})} : {saved};
     });
     if (chosen === null) { say("not saved: the name is taken (nothing replaced)", false, "canvas"); return null; }
     document.getElementById("run-name").value = chosen.name;
     DraftStore.store();
     const {saved, run} = chosen.result;
+    if (saved.draft) {
+      document.getElementById("saved-yaml").textContent = saved.message;
+      say(saved.message, true, "canvas");
+      await this.refreshRunList();
+      return null;
+    }
     document.getElementById("saved-yaml").textContent =
       `saved to ${saved.file}; the same run from a shell:\n  ${saved.command}\n\n${saved.yaml}`;
     say(`saved run ${saved.saved} to ${saved.file}`, false, "canvas");
@@ -84,8 +92,10 @@ const RunIO = {
 
   // A run of studio.yaml as the draft: a graph run's document and layout, or a family run's settings (its graph
   // regenerated from them).
-  async load(name) {
-    const run = await api(`/api/config?name=${encodeURIComponent(name)}`);
+  async load(choice) {
+    const isDraft = choice.startsWith("draft:");
+    const name = isDraft ? choice.slice("draft:".length) : choice;
+    const run = await api(`/api/config?name=${encodeURIComponent(name)}${isDraft ? "&draft=1" : ""}`);
     let draft;
     if (run.document) {
       draft = {mode: "graph", family: "graph", edited: false, settings: run.settings || {}, document: run.document,
@@ -99,15 +109,17 @@ const RunIO = {
     EditorModel.edit(`load ${name}`, d => Object.assign(d, draft), {structural: false});
     if (draft.mode === "family") Family.regenerate();
     if (draft.layout.viewport) { EditorView.transform = {...draft.layout.viewport}; EditorView.apply(); } else EditorView.fit();
-    say(`loaded run ${name} from studio.yaml`, false, "canvas");
+    say(isDraft ? `loaded the draft ${name} (${(run.problems || []).length} problem(s) to fix before it trains)`
+      : `loaded run ${name} from studio.yaml`, false, "canvas");
   },
 
   async refreshRunList() {
     const select = document.getElementById("load-run");
     try {
-      const {runs} = await api("/api/configs");
+      const {runs, drafts} = await api("/api/configs");
       select.replaceChildren(element("option", {value: ""}, "(a run of studio.yaml)"),
-        ...runs.map(name => element("option", {value: name}, name)));
+        ...runs.map(name => element("option", {value: name}, name)),
+        ...(drafts || []).map(name => element("option", {value: `draft:${name}`}, `${name} (draft, not runnable)`)));
     } catch (err) {
       say(err.message, true);
     }
