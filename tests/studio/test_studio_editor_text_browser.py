@@ -126,3 +126,22 @@ def test_the_undo_history_and_the_view_survive_a_reload(browser):
     assert browser.find_element(By.ID, "undo").is_enabled()
     browser.find_element(By.ID, "undo").click()
     assert browser.execute_script("return JSON.stringify(EditorModel.draft.document)") != document
+
+
+def test_the_palette_puts_the_exact_name_first(browser):
+    search = browser.find_element(By.ID, "palette-search")
+    search.clear()
+    search.send_keys("add")
+    first = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#palette-list .palette-item"))[0]
+    assert first.get_attribute("data-name") == "add"  # not stream_write, whose description says "adds"
+    search.clear()
+
+
+def test_perplexity_is_shown_with_four_significant_digits(browser):
+    shown = browser.execute_script("""
+        const real = window.api, select = document.getElementById('eval-file');
+        select.append(new Option('tiny.txt', 'tiny.txt')); select.value = 'tiny.txt';
+        window.api = async () => ({positions: 10, nll: 2.0, perplexity: 7.38905609893065, bits_per_char: 2.885});
+        return Sample.evaluate().then(() => { window.api = real; return document.getElementById('eval-result').textContent; });
+    """)
+    assert "perplexity 7.389\n" in shown

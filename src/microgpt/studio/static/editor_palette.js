@@ -14,7 +14,11 @@ const Palette = {
 
   matching(query) {
     const words = query.toLowerCase().split(/\s+/).filter(Boolean);
-    return this.items().filter(item => words.every(w => `${item.name} ${item.kind} ${item.doc || ""}`.toLowerCase().includes(w)));
+    const found = this.items().filter(item => words.every(w => `${item.name} ${item.kind} ${item.doc || ""}`.toLowerCase().includes(w)));
+    const whole = words.join(" ");  // the name itself first, then names that start with it, then the rest
+    const rank = item => item.name.toLowerCase() === whole ? 0 : item.name.toLowerCase().startsWith(whole) ? 1
+      : item.name.toLowerCase().includes(whole) ? 2 : 3;
+    return whole ? found.map((item, i) => [rank(item), i, item]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map(r => r[2]) : found;
   },
 
   init() {

@@ -119,7 +119,7 @@ const Sample = {
         ? `${result.correct} of ${result.total} correct (accuracy ${result.accuracy.toFixed(3)})\n` +
           result.results.map(r => `${r.correct ? "right" : "wrong"}  ${JSON.stringify(r.prompt)} -> ${JSON.stringify(r.completion)}`).join("\n")
         : `${result.positions.toLocaleString()} tokens scored\nNLL ${result.nll.toFixed(4)} nats per token\n` +
-          `perplexity ${result.perplexity}\nbits per character ${result.bits_per_char === null ? "-" : result.bits_per_char.toFixed(4)}`);
+          `perplexity ${result.perplexity.toPrecision(4)}\nbits per character ${result.bits_per_char === null ? "-" : result.bits_per_char.toFixed(4)}`);
       out.className = "done";
       say("evaluated", false, "eval");
     } catch (err) {
