@@ -24,12 +24,17 @@ subprocess it starts, and the tests that stop a child with SIGINT, as a terminal
 deaf to it. So the ignore is lifted here, once: children then start with SIGINT at its default, as from a
 terminal.
 
+The suite multiplies with OpenBLAS (`MICROGPT_BLAS=openblas`, set here for this process and every child it
+starts): the bit-identity fixture was recorded with it, and no test waits for the BLAS measurement or writes the
+user's cache. tests/backends/test_blas_choice.py sets the variable itself where it tests the choice.
+
 Helpers a test imports live in modules beside this file (`extras`, `peak_memory`, `backend_kinds`, ...), never
 here: each folder has a conftest.py of its own, and `import conftest` would find whichever was loaded last.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 
 import numpy as np
@@ -44,6 +49,8 @@ from microgpt.core.threads import set_threads
 from studio_server import PORT, TOKEN
 from studio_workspace import make_workspace
 from tiny_corpus import TEXT
+
+os.environ["MICROGPT_BLAS"] = "openblas"
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)

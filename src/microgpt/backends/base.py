@@ -71,6 +71,12 @@ class Backend(abc.ABC):
     on_gpu: bool = False  # computes on a GPU: with several processes, each first takes its own
 
     precision: str = "fp32"  # of the matrix products' inputs (backends/bf16.py); set by `use_precision`
+    blas: str | None = None  # the library of the float32 products where a backend chooses one (backends/blas.py)
+
+    def keep_blas(self, name: str | None) -> str | None:
+        """On a resume: multiply with `name`, the BLAS the checkpoint trained with (None: it recorded none),
+        where this backend can; a note saying why not where it cannot, else None. This default has no choice."""
+        return None
 
     def use_precision(self, precision: str) -> None:
         """Round the inputs of every matrix product (matmul, matmul_into, bmm and the attention products) to

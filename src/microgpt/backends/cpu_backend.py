@@ -1,9 +1,10 @@
 """The cpu backend: the NumPy backend with its hot ops replaced by fused kernels compiled by numba.
 
 Dense products (the d x d projections, the feed-forward, the head, and
-attention's batched Q K^T and P V) stay on BLAS through NumPy, as in the parent
-class; at --precision bf16 they are MKL's bf16 products (`_product`,
-backends/mkl_bf16.py), on the inputs rounded as the parent rounds them. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
+attention's batched Q K^T and P V) stay on BLAS: in float32 the BLAS chosen
+for this machine (`blas`: OpenBLAS through NumPy, as in the parent class, or
+MKL's cblas_sgemm; backends/blas.py); at --precision bf16 MKL's bf16 products
+(`_product`, backends/mkl_bf16.py), on the inputs rounded as the parent rounds them. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
 gradients, Adam and AdamW, and decoding's attention over a KV cache's ring run
 as numba kernels (`cpu_kernels/`), each in one thread, every reduction in a
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from microgpt.backends import mkl_bf16
+from microgpt.backends import blas, mkl_bf16
 from microgpt.backends.base import BackendUnavailable, check_token_ids
 from microgpt.backends.bf16 import bf16_bits, check_precision
 from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
@@ -40,6 +41,7 @@ from microgpt.backends.cpu_kernels import load
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.core.threads import set_threads
+from microgpt.core.version import install_hint
 
 # Element-wise work on arrays at least this large runs in column chunks, one per stream (Adam, AdamW and
 # add_weighted_ from CHUNKED_SIZE, zero_ from ZERO_CHUNKED_SIZE): handing chunks to the pool costs ~35 us,
@@ -83,6 +85,7 @@ class CpuBackend(NumpyBackend):
         self.threads = set_threads(threads)
         self.streams = self.threads  # the trainer splits a batch into this many slices, run at once
         self._pool = StreamPool(self.threads)
+        self.blas = blas.choose()  # float32's BLAS: MICROGPT_BLAS's, else measured once per machine
 
     @classmethod
     def start(cls, threads=None):
@@ -97,17 +100,37 @@ class CpuBackend(NumpyBackend):
                 raise BackendUnavailable(reason)
         super().use_precision(precision)
 
+    def keep_blas(self, name):
+        """On a resume: the checkpoint's BLAS where MICROGPT_BLAS leaves the choice open and it is installed; a
+        note where it is not taken."""
+        if name not in blas.BLASES or name == self.blas:
+            return None
+        differ = "from here its losses differ from an unbroken run's in the last bits"
+        if blas.requested() != "auto":
+            return f"{blas.ENV} says {blas.NAMES[self.blas]}, and the checkpoint trained with {blas.NAMES[name]}: {differ}"
+        if name == "mkl" and mkl_bf16.mkl_library_path() is None:
+            return f"the checkpoint trained with MKL, which is not installed here, so OpenBLAS multiplies: {differ} " \
+                   f"({install_hint('mkl')} to continue exactly)"
+        self.blas = name
+        return None
+
     def _product(self, a, b, out=None, accumulate=False):
-        """The parent's product at fp32 (BLAS through NumPy); at bf16, MKL's bf16 product of the same rounded
-        inputs (backends/mkl_bf16.py), accumulated in float32, into out or a new array."""
-        if self.precision != "bf16":
+        """The parent's product (BLAS through NumPy) at fp32 where the BLAS is OpenBLAS; MKL's float32 product
+        where it is MKL; at bf16, MKL's bf16 product of the same rounded inputs (backends/mkl_bf16.py),
+        accumulated in float32; into out or a new array."""
+        if self.precision == "bf16":
+            def product(x, y, into, add):
+                mkl_bf16.gemm_bits(bf16_bits(x), bf16_bits(y), into, add)
+        elif self.blas == "mkl" and a.dtype == b.dtype == np.float32 and (out is None or out.dtype == np.float32):
+            product = mkl_bf16.sgemm
+        else:
             return super()._product(a, b, out, accumulate)
         if out is not None and out.shape[-1] > 1 and out.strides[-1] != out.itemsize:  # MKL writes whole rows
             np.add(out, self._product(a, b), out=out) if accumulate else np.copyto(out, self._product(a, b))
             return out
         if out is None:
             out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
-        mkl_bf16.gemm_bits(bf16_bits(a), bf16_bits(b), out, accumulate)
+        product(a, b, out, accumulate)
         return out
 
     def run_streams(self, tasks):

@@ -1,4 +1,5 @@
-"""bf16 matrix products on the CPU through MKL's C interface (`cblas_gemm_bf16bf16f32`), called with ctypes.
+"""MKL's matrix products on the CPU through its C interface, called with ctypes: bf16 (`cblas_gemm_bf16bf16f32`)
+and, where the machine's choice is MKL (backends/blas.py), float32 (`cblas_sgemm`).
 
 MKL comes from the `mkl` wheel (the optional extra `mkl`: `pip install -e
 ".[mkl]"`), found through the installed distribution's file list; nothing of
@@ -10,7 +11,10 @@ them (AMX-BF16, AVX512-BF16). Its inputs are rounded here by the specification,
 
 `unavailable()` says in one line why bf16 products cannot run here (no MKL, or
 a processor with neither feature), or None. MKL runs sequentially (one thread
-per call): the cpu backend runs one stream per core, each calling it.
+per call): the cpu backend runs one stream per core, each calling it. MKL is
+held to its conditional numerical reproducibility (`MKL_CBWR_Set`, AUTO and
+STRICT): a product gives the same bits run after run on one machine, whatever
+the alignment of its arrays.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from microgpt.core.version import install_hint
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo's names of the processor features MKL's bf16 kernels use
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS_LAYOUT, CBLAS_TRANSPOSE
 THREADING_SEQUENTIAL = 1  # MKL_THREADING_LAYER: MKL runs in the calling thread
+CBWR_AUTO_STRICT = 2 | 0x10000  # MKL_CBWR_AUTO | MKL_CBWR_STRICT: the same bits whatever the arrays' alignment
 
 
 def mkl_library_path() -> Path | None:
@@ -72,15 +77,23 @@ def unavailable(flags: set[str] | None = None, library: Path | None | bool = Tru
 
 
 @functools.cache
-def _gemm():
-    """MKL's cblas_gemm_bf16bf16f32, its arguments declared, MKL set to run in the calling thread."""
+def _library():
+    """libmkl_rt, set to run in the calling thread and to reproduce its results; loaded once."""
     path = mkl_library_path()
     if path is None:
         raise RuntimeError(unavailable(library=None))
     lib = ctypes.CDLL(str(path))
+    lib.MKL_CBWR_Set.argtypes = [ctypes.c_int]
+    lib.MKL_CBWR_Set(CBWR_AUTO_STRICT)  # before any other call, as MKL requires
     lib.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
     lib.MKL_Set_Threading_Layer(THREADING_SEQUENTIAL)
-    gemm = lib.cblas_gemm_bf16bf16f32
+    return lib
+
+
+@functools.cache
+def _routine(name: str):
+    """MKL's cblas_gemm_bf16bf16f32 or cblas_sgemm, its arguments declared (the two take the same)."""
+    gemm = getattr(_library(), name)
     whole, pointer, real = ctypes.c_int, ctypes.c_void_p, ctypes.c_float  # MKL_INT is 32 bits (LP64)
     gemm.argtypes = [whole, whole, whole, whole, whole, whole, real, pointer, whole, pointer, whole, real, pointer,
                      whole]
@@ -103,9 +116,18 @@ def gemm_bits(a_bits: np.ndarray, b_bits: np.ndarray, out: np.ndarray, accumulat
     """out (m, n) or (batch, m, n) = a @ b (or += with accumulate) for bf16 bits a (..., m, k) and b (..., k, n)
     in any layout where each 2-D slice has a unit-stride axis (others are copied first); out float32 with
     unit-stride rows. Products accumulate in float32."""
-    gemm = _gemm()
+    _call(_routine("cblas_gemm_bf16bf16f32"), a_bits, b_bits, out, accumulate)
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> None:
+    """gemm_bits for float32 a and b: MKL's float32 product (cblas_sgemm), in the same layouts."""
+    _call(_routine("cblas_sgemm"), a, b, out, accumulate)
+
+
+def _call(gemm, a_in: np.ndarray, b_in: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+    """gemm (one of _routine's) on a (..., m, k) and b (..., k, n) into out, slice by slice."""
     operands = []
-    for bits in (a_bits, b_bits):
+    for bits in (a_in, b_in):
         layout = _layout(bits)
         if layout is None:
             bits = np.ascontiguousarray(bits)
@@ -114,7 +136,7 @@ def gemm_bits(a_bits: np.ndarray, b_bits: np.ndarray, out: np.ndarray, accumulat
     (a, trans_a, lda), (b, trans_b, ldb) = operands
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if out.dtype != np.float32 or out.shape[-2:] != (m, n) or (n > 1 and out.strides[-1] != 4):
-        raise ValueError(f"bf16 product: out must be float32 ({m}, {n}) with unit-stride rows, got {out.dtype} "
+        raise ValueError(f"MKL product: out must be float32 ({m}, {n}) with unit-stride rows, got {out.dtype} "
                          f"{out.shape}")
     if m == 0 or n == 0:
         return

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from microgpt.backends.blas import NAMES as BLAS_NAMES
 from microgpt.core import machine
 from microgpt.settings.named_runs import load_all_runs
 from microgpt.settings.sources import Settings
@@ -115,8 +116,10 @@ def print_summary(summary: RunSummary) -> None:
     rate = f"{summary.tokens_per_sec:,.0f} tokens/s" + (
         "" if alone is None or f"{alone:,.0f}" == f"{summary.tokens_per_sec:,.0f}" else
         f" ({alone:,.0f} training alone, validation and checkpoints left out)")
+    products = " ".join(name for name in (BLAS_NAMES.get(summary.blas), summary.precision) if name)
     lines = [(f"{'stopped at' if summary.interrupted else 'finished'} step {summary.steps} "
-              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {rate} on {machine.describe()}")]
+              f"({summary.steps_run} this run) in {summary.seconds:.1f}s, {rate} on {machine.describe()}; "
+              f"products {products}")]
     lines.append(f"final loss {summary.final_loss:.4f}")
     if summary.val_loss is not None:
         lines[-1] += f", validation loss {summary.val_loss:.4f} (best {summary.best_val_loss:.4f})"

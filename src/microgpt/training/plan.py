@@ -180,7 +180,7 @@ def build(planned: Plan, backend: Backend, comm) -> Run:
     lock = None if plan.target is None or done else claim(plan.target, model.n_params)  # last: a refused run
     # leaves nothing
     return Run(model, plan.family_name, tokenizer, corpus, batches, val_tokens if comm.is_writer else None,
-               train_config, paths, run_info(plan, corpus, train_config, backend.name), plan.label,
+               train_config, paths, run_info(plan, corpus, train_config, backend), plan.label,
                resumed=plan.start is Start.RESUME, comm=comm, lock=lock,
                notes=[note for note in (*plan.notes, *notes) if note], done=done, held_out_by=plan.held_out_by)
 
@@ -201,7 +201,7 @@ def resumed_model(planned: Plan, tokenizer: Tokenizer, backend: Backend) -> tupl
     moved = (f"resuming on the {backend.name} backend, and {plan.source.path} trained on {trained_on}: from here "
              f"its losses differ from an unbroken run's in the last bits (--backend {trained_on} continues exactly)"
              if trained_on not in (None, backend.name) else None)
-    return plan.source.model, [moved]
+    return plan.source.model, [moved or backend.keep_blas(plan.source.train_state.get("blas"))]
 
 
 def fine_tuned_model(planned: Plan, tokenizer: Tokenizer, backend: Backend) -> tuple[object, list[str]]:
@@ -234,11 +234,13 @@ def check_validation_possible(plan: RunSettings, config: TrainConfig, corpus: Co
                           *why, ")")
 
 
-def run_info(plan: RunSettings, corpus: Corpus, config: TrainConfig, backend_name: str) -> dict:
-    """What train_state.json keeps besides the step and data position: the corpus, the settings, the backend,
+def run_info(plan: RunSettings, corpus: Corpus, config: TrainConfig, backend: Backend) -> dict:
+    """What train_state.json keeps besides the step and data position: the corpus, the settings, the backend and its BLAS,
     --log, the best validation loss so far, the checkpoint fine-tuned from and what --vocab-size asked for."""
     state = plan.source.train_state if plan.source else {}
-    info = {**corpus.run_info(config, state.get("best_val_loss")), "backend": backend_name, "log": plan.run.log}
+    info = {**corpus.run_info(config, state.get("best_val_loss")), "backend": backend.name, "log": plan.run.log}
+    if backend.blas is not None:
+        info["blas"] = backend.blas  # what a resume multiplies with where it can (backends/blas.py)
     if plan.start is Start.FINE_TUNE:
         info["init_from"] = str(plan.source.path.resolve())
     elif state.get("init_from"):

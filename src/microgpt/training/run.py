@@ -117,7 +117,8 @@ class Run:
             "seconds": round(summary.seconds, 3), "tokens_per_sec": round(summary.tokens_per_sec, 1),
             "training_tokens_per_sec": (None if summary.training_tokens_per_sec is None
                                         else round(summary.training_tokens_per_sec, 1)),
-            "backend": self.model.be.name, "machine": machine.describe(), "checkpoint": str(summary.checkpoint),
+            "backend": self.model.be.name, "blas": summary.blas, "precision": summary.precision,
+            "machine": machine.describe(), "checkpoint": str(summary.checkpoint),
             "interrupted": summary.interrupted,
         }
         with open_own(self.paths.results, "a") as log:

@@ -78,6 +78,8 @@ class RunSummary:
     training_tokens_per_sec: float | None = None  # training alone: validation and checkpoint writing left out
     losses: list[float] = field(default_factory=list, repr=False)  # each step's: left out of the one-line repr
     metrics: dict[str, float] = field(default_factory=dict)  # the model's own figures at the last step
+    blas: str | None = None  # the float32 products' library, where the backend chooses one (backends/blas.py)
+    precision: str = "fp32"  # of the products' inputs
 
     @property
     def interrupted(self) -> bool:
@@ -196,6 +198,7 @@ class Trainer:
             tokens_per_sec=tokens_per_step * len(losses) / seconds if seconds > 0 else 0.0,
             checkpoint=self.paths.checkpoint, stop_signal=self._stop_signal, losses=losses, metrics=last_metrics,
             training_tokens_per_sec=training_rate(tokens_per_step * len(losses), seconds - aside),
+            blas=self.model.be.blas, precision=self.model.be.precision,
         )
 
     def _validation_due(self, step: int, validate_every: int | None, since_last: float) -> bool:
