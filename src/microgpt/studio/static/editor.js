@@ -25,7 +25,6 @@ const Canvas = {
     AddMenu.init();
     Groups.init();
     TextView.init();
-    TextView.init();
     const select = document.getElementById("family");
     for (const [name, family] of Object.entries(spec.families)) select.append(element("option", {value: name}, family.label));
     select.append(element("option", {value: "graph"}, "graph (a free graph)"));
@@ -51,10 +50,6 @@ const Canvas = {
       document.getElementById("run-name").value = kept.runName || "";
       EditorView.path = (kept.path || []).filter(name => Ports.group(kept.draft.document, name));
       EditorModel.reset(kept.draft);
-      EditorModel.undoStack = kept.undo || []; // the history kept across the reload (editor_io.js)
-      EditorModel.redoStack = kept.redo || [];
-      document.getElementById("undo").disabled = !EditorModel.undoStack.length;
-      document.getElementById("redo").disabled = !EditorModel.redoStack.length;
       EditorModel.undoStack = kept.undo || []; // the history kept across the reload (editor_io.js)
       EditorModel.redoStack = kept.redo || [];
       document.getElementById("undo").disabled = !EditorModel.undoStack.length;
