@@ -36,6 +36,7 @@ def _import_kernels() -> SimpleNamespace:
             column_sums,
             cross_entropy,
             embedding,
+            hydra_draft,
             jit,
             layer_norm,
             relu,
@@ -50,8 +51,8 @@ def _import_kernels() -> SimpleNamespace:
         ) from exc
     return SimpleNamespace(
         adam=adam, attention=attention, column_sums=column_sums, cross_entropy=cross_entropy,
-        embedding=embedding, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope, weighted_sum=weighted_sum,
-        window_attention=window_attention,
+        embedding=embedding, hydra_draft=hydra_draft, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope,
+        weighted_sum=weighted_sum, window_attention=window_attention,
     )
 
 
@@ -138,6 +139,10 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     k.rope.rope(x.copy(), x, x, one)
     k.embedding.gather(x, ids, np.empty_like(x))
     k.embedding.scatter_add(x, ids, x.copy())
+    stack, vector = np.ones((1, 1, 4, 4), dtype=dtype), np.ones((1, 1, 4), dtype=dtype)  # one hydra head, d = 4
+    k.hydra_draft.greedy_drafts(np.ones(4, dtype=dtype), 0, 1, stack, vector, np.ones((1, 4, 4), dtype=dtype),
+                                np.zeros((1, 1), np.int64), stack, vector, np.ones((1, 4, 4), dtype=dtype), row, one,
+                                np.empty(1, np.int64), np.empty((1, 4), dtype=dtype))
     k.weighted_sum.add_weighted(row.copy(), x, np.ones(2, dtype=dtype), 0, 4)
     k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)
     k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, row, one, one, one, one, one, one, one, one, one)
