@@ -91,3 +91,33 @@ def test_on_the_emulated_gpu_the_heads_run_their_own_forward_and_greedy_text_is_
     speculation = Speculation()
     drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculation=speculation)
     assert drafted == generate(model, TOKENIZER, "abc", 30, temperature=0) and speculation.passes > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("settings", [{"head_layers": 1}, {"head_layers": 2}])
+def test_on_cpu_the_greedy_drafts_of_one_kernel_call_are_the_numpy_stacks(dtype, settings):
+    """pick None: the cpu backend's kernel (backends/cpu_kernels/hydra_draft.py) against the folded stack's NumPy
+    loop on the numpy backend (the specification), same weights, after the same passes: the same drafts, and
+    logits within rounding (the kernel sums in another order)."""
+    reference = drafter(get_backend("numpy", dtype=dtype), "hydra", **settings)
+    model = drafter(get_backend("cpu", dtype=dtype, threads=1), "hydra", **settings)
+    model.params.from_host(reference.params.to_host())
+    fast, spec = HydraDecoder(model), HydraDecoder(reference)
+    assert fast.stack.greedy_kernel is not None and spec.stack.greedy_kernel is None
+    rng = np.random.default_rng(4)
+    prompt = rng.integers(0, TOKENIZER.size, size=5).tolist()
+    fast.prefill(prompt)
+    spec.prefill(prompt)
+    for _ in range(25):  # well past the window (seq_len 7)
+        token, count = int(rng.integers(0, TOKENIZER.size)), int(rng.integers(1, model.config.lookahead + 1))
+        drafts, logits = fast.draft(token, count, None)
+        want_drafts, want = spec.draft(token, count, None)
+        assert drafts == want_drafts
+        tolerance = (F64_RTOL if dtype == np.float64 else F32_TOL) * np.abs(want).max()
+        np.testing.assert_allclose(logits, want, rtol=0, atol=tolerance)
+        fed = [token] + drafts
+        fast.feed(fed)
+        spec.feed(fed)
+        kept = int(rng.integers(1, len(fed) + 1))
+        fast.keep(kept)
+        spec.keep(kept)

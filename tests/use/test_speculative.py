@@ -96,6 +96,20 @@ def test_at_temperature_0_the_text_is_greedy_samplings(dtype, head_layers, mode)
             assert speculation.made == n_tokens
 
 
+@pytest.mark.parametrize("mode", ["mtp", "hydra"])
+def test_on_the_cpu_backend_the_text_at_temperature_0_is_greedy_samplings(mode):
+    """In float32, where hydra heads draft their argmaxes in one compiled call (backends/cpu_kernels/hydra_draft.py)
+    and mtp heads as one stack, from prompts of every length up to past seq_len (9)."""
+    reference, tokenizer = tiny(np.float32, lookahead_mode=mode)
+    model = family("lookahead").build(reference.config, get_backend("cpu", threads=1), tokenizer, 3)
+    model.params.from_host(reference.params.to_host())
+    for prompt in ["abcdefghijk"[:n] for n in range(1, 12)]:
+        speculation = Speculation()
+        drafted = generate(model, tokenizer, prompt, 60, temperature=0, speculation=speculation)
+        assert drafted == generate(model, tokenizer, prompt, 60, temperature=0), prompt
+        assert speculation.made == 60 and sum(speculation.kept) > 0  # drafts were kept, not only refused
+
+
 def test_the_accept_rule_gives_the_target_distribution():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))  # (5,) each

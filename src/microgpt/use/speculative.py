@@ -4,10 +4,11 @@ over them checks them all, and the text comes out distributed exactly as the mai
 A model that can draft gives `speculative_decoder()` (model/lookahead/speculative.py): `prefill(context)`
 returns the main head's logits after the context, `feed(tokens)` the main head's logits after each token fed,
 `keep(m)` keeps the first m tokens of the last pass, and `draft(token, count, pick)` gives the draft heads'
-drafts and logits after the last one kept, `token` being the next (heads that read the tokens before theirs,
-hydra heads, read it and the drafts before their own). Each round feeds the next token (already chosen) with K
-drafts for the tokens after it, drawn from the heads' distributions q_k; the pass gives the main head's
-distribution p after each. Draft k is kept with probability min(1, p(d) / q_k(d)) while all before it were;
+drafts and logits after the last one kept (pick None: their argmaxes, at temperature 0), `token` being the next
+(heads that read the tokens before theirs, hydra heads, read it and the drafts before their own). Each round
+feeds the next token (already chosen) with K drafts for the tokens after it, drawn from the heads'
+distributions q_k; the pass gives the main head's distribution p after each. Draft k is kept with
+probability min(1, p(d) / q_k(d)) while all before it were;
 at the first one refused, the token there is drawn from the residual max(0, p - q_k), normalised, and the round
 ends (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding"; Chen et al. 2023).
 Every token is then distributed as the main head's (sample.token_probs of its logits), so at temperature 0,
@@ -74,8 +75,13 @@ class Speculation:
                 self.made += 1
                 yield token
                 return
-            draft_probs = None if greedy else []  # the heads' distributions q, as they are drawn from
-            drafted, _ = decoder.draft(token, room, self.picker(done, draft_probs, probs, rng))
+            if greedy:  # the heads' argmaxes, in one call where the decoder can (hydra heads on the cpu backend)
+                draft_probs = None
+                drafted, draft_logits = decoder.draft(token, room, None)
+                check_finite(draft_logits, done)
+            else:
+                draft_probs = []  # the heads' distributions q, as they are drawn from
+                drafted, _ = decoder.draft(token, room, self.picker(done, draft_probs, probs, rng))
             fed = [token] + drafted
             mains = decoder.feed(fed)  # (n, vocab)
             check_finite(mains, done)
@@ -91,14 +97,12 @@ class Speculation:
                 return
 
     @staticmethod
-    def picker(done: int, draft_probs: list | None, probs, rng) -> Callable[[np.ndarray], int]:
-        """What turns a head's logits into its draft: their argmax without draft_probs (greedy), else a token
-        drawn from the head's distribution q, which is appended to draft_probs for the judging."""
+    def picker(done: int, draft_probs: list, probs, rng) -> Callable[[np.ndarray], int]:
+        """What turns a head's logits into its draft above temperature 0: a token drawn from the head's
+        distribution q, which is appended to draft_probs for the judging."""
 
         def pick(logits: np.ndarray) -> int:
             check_finite(logits, done)
-            if draft_probs is None:
-                return int(np.argmax(logits))
             draft_probs.append(probs(logits))
             return draw(draft_probs[-1], rng)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from microgpt.backends.constants import LN_EPS
 from microgpt.model.lookahead.draft_stack import folded
 from microgpt.model.lookahead.speculative import TrunkDecoder
 
@@ -28,25 +29,32 @@ class HydraStack:
     def __init__(self, model):
         be, config, heads = model.be, model.config, model.extra
         self.be, self.d_ff, self.vocab = be, config.d_ff, config.vocab_size
-        dtype = be.dtype
+        dtype = np.dtype(be.dtype)
         table = np.asarray(model.tok_emb, dtype=np.float64)[:, : config.d_model]  # (vocab, d)
 
         def cast(*arrays):
             return tuple(np.ascontiguousarray(a, dtype=dtype) for a in arrays)
 
-        self.heads = []  # per head, per layer: (state (d, d_ff), bias (1, d_ff), [token tables (vocab, d_ff)], w2, b2)
-        for head in heads:
-            layers = []
-            for layer in head.blocks:
-                state, bias = folded(layer.ln, (layer.state,))  # (d, d_ff), (1, d_ff)
-                tables = [cast(table @ np.asarray(w, dtype=np.float64))[0] for w, _ in layer.tokens]  # (vocab, d_ff)
-                w2, b2 = cast(np.asarray(layer.out.w), np.asarray(layer.out.b).reshape(1, -1))
-                layers.append((*cast(state, bias), tables, w2, b2))
-            self.heads.append((layers, cast(*folded(head.final_norm, (head.out,)))))
-        firsts = [layers[0] for layers, _ in self.heads]
-        self.first = (np.concatenate([f[0] for f in firsts], axis=1), np.concatenate([f[1] for f in firsts], axis=1))
+        folds = [[(*folded(layer.ln, (layer.state,)), [table @ np.asarray(w, dtype=np.float64) for w, _ in layer.tokens],
+                   np.asarray(layer.out.w), np.asarray(layer.out.b).reshape(1, -1)) for layer in head.blocks]
+                 for head in heads]  # per head, per layer: (state (d, d_ff), bias (1, d_ff), tables, w2, b2)
+        self.tables = cast(np.stack([t for layers in folds for fold in layers for t in fold[2]]))[0]
+        # every head's every layer's token tables (vocab, d_ff), head k's layer l's from self.at[k, l]
+        self.at = np.cumsum([0] + [len(fold[2]) for layers in folds for fold in layers])[:-1].reshape(
+            len(heads), config.head_layers)  # (K, L)
+        self.state_w, self.state_b, self.w2, self.b2 = cast(*(np.stack([[fold[i] for fold in layers]
+                                                                         for layers in folds]) for i in (0, 1, 3, 4)))
+        self.state_b, self.b2 = cast(self.state_b[:, :, 0], self.b2[:, :, 0])
+        # (K, L, d, d_ff), (K, L, d_ff), (K, L, d_ff, d), (K, L, d)
+        outs = [folded(head.final_norm, (head.out,)) for head in heads]
+        self.out_w, self.out_b = cast(np.stack([w for w, _ in outs]), np.concatenate([b for _, b in outs]))
+        # (K, d, vocab), (K, vocab)
+        self.first = (np.concatenate(list(self.state_w[:, 0]), axis=1), self.state_b[:, 0].reshape(1, -1))
         # every head's first product of the state side by side: (d, K x d_ff), (1, K x d_ff)
         self.unit = (np.ones((1, config.d_model), dtype=dtype), np.zeros((1, config.d_model), dtype=dtype))
+        kernels = getattr(be, "kernels", None)  # the cpu backend's compiled kernels: greedy drafts in one call
+        self.greedy_kernel = None if kernels is None else kernels.hydra_draft.greedy_drafts
+        self.eps = dtype.type(LN_EPS)
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
         """LayerNorm without gain or bias over the rows of x (rows, d)."""
@@ -54,28 +62,35 @@ class HydraStack:
 
     def draft(self, x: np.ndarray, token: int, count: int, pick) -> tuple[list[int], np.ndarray]:
         """(count drafts, their host logits (count, vocab)) after the trunk's state x (1, d) at the last kept
-        token, `token` being the next one."""
+        token, `token` being the next one; pick None takes each head's argmax (in one kernel call on the cpu
+        backend, backends/cpu_kernels/hydra_draft.py)."""
+        found = np.empty((count, self.vocab), dtype=x.dtype)  # (count, vocab)
+        if pick is None and self.greedy_kernel is not None:
+            drafts = np.empty(count, dtype=np.int64)
+            self.greedy_kernel(np.ascontiguousarray(x[0]), int(token), count, self.state_w, self.state_b,
+                               self.tables, self.at, self.w2, self.b2, self.out_w, self.out_b, self.eps, drafts, found)
+            return drafts.tolist(), found
         weights, bias = self.first
         firsts = self.normalize(x) @ weights  # (1, K x d_ff)
         firsts += bias
-        tokens, found = [token], np.empty((count, self.vocab), dtype=x.dtype)  # (count, vocab)
-        for k, (layers, (out_w, out_b)) in enumerate(self.heads[:count]):
+        tokens = [token]
+        for k in range(count):
             y = x
-            for i, (state, state_b, tables, w2, b2) in enumerate(layers):
-                if i == 0:
+            for layer in range(self.state_w.shape[1]):
+                if layer == 0:
                     pre = firsts[:, k * self.d_ff : (k + 1) * self.d_ff]  # (1, d_ff), this head's alone
                 else:
-                    pre = self.normalize(y) @ state  # (1, d_ff)
-                    pre += state_b
-                for t, table in zip(tokens, tables):
-                    pre += table[t]
+                    pre = self.normalize(y) @ self.state_w[k, layer]  # (1, d_ff)
+                    pre += self.state_b[k, layer]
+                for j, t in enumerate(tokens):
+                    pre += self.tables[self.at[k, layer] + j, t]
                 np.maximum(pre, 0, out=pre)
-                y = y + pre @ w2  # (1, d)
-                y += b2
-            logits = self.normalize(y) @ out_w  # (1, vocab)
-            logits += out_b
+                y = y + pre @ self.w2[k, layer]  # (1, d)
+                y += self.b2[k, layer]
+            logits = self.normalize(y) @ self.out_w[k]  # (1, vocab)
+            logits += self.out_b[k]
             found[k] = logits[0]
-            tokens.append(pick(found[k]))
+            tokens.append(int(np.argmax(found[k])) if pick is None else pick(found[k]))
         return tokens[1:], found
 
 
@@ -92,10 +107,10 @@ class HydraDecoder(TrunkDecoder):
     def catch_up(self) -> None:
         self.kept_states()  # the heads keep nothing of the tokens before the last one kept
 
-    def draft(self, token: int, count: int, pick: Callable[[np.ndarray], int]) -> tuple[list[int], np.ndarray]:
+    def draft(self, token: int, count: int, pick: Callable[[np.ndarray], int] | None) -> tuple[list[int], np.ndarray]:
         """(count drafts, their heads' host logits (count, vocab)) for the tokens after `token`, the next one, which
-        follows the last token kept: head k's draft is pick(head k's logits), the token k after `token`, head k
-        reading `token` and the k - 1 drafts before its own."""
+        follows the last token kept: head k's draft is pick(head k's logits) (pick None: their argmax), the token k
+        after `token`, head k reading `token` and the k - 1 drafts before its own."""
         x = self.kept_states()[-1:]  # (1, d)
         if self.stack is not None:
             return self.stack.draft(x, token, count, pick)
@@ -106,5 +121,5 @@ class HydraDecoder(TrunkDecoder):
                                                   d))  # (1, d): the token before the one this head drafts
             logits = be.to_host(head.forward(x, embeddings, 1, 1)[0])[0]  # (vocab,)
             found.append(logits)
-            tokens.append(pick(logits))
+            tokens.append(int(np.argmax(logits)) if pick is None else pick(logits))
         return tokens[1:], np.stack(found)

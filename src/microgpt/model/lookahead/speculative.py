@@ -5,7 +5,8 @@ with room for the window (seq_len) and the K drafts, so that a pass can feed the
 ones at once. On a host backend (numpy, cpu) the extra heads run as one stack (draft_stack.py); on a GPU,
 one after another. After a pass, `keep(m)` keeps the first m tokens fed and drops the rest by moving the position
 back: their keys stay in slots that the next pass overwrites. `draft(token, count, pick)` then gives the heads'
-drafts after the last token kept: mtp heads' all at once (`head_logits`), hydra heads' one after another, each
+drafts after the last token kept (pick None: each head's argmax, which hydra heads on the cpu backend draft in
+one compiled call): mtp heads' all at once (`head_logits`), hydra heads' one after another, each
 fed the tokens drafted before it (hydra_draft.py). The rule that decides m (and every token) is the sampler's
 (use/speculative.py); this module only runs the model and keeps the positions.
 """
@@ -90,10 +91,13 @@ class SpeculativeDecoder(TrunkDecoder):
         # otherwise the heads one by one, each with its rings: [head][layer][group]
         self.head_rings = None if stacked else [self.rings(config.head_layers) for _ in model.extra]
 
-    def draft(self, token: int, count: int, pick: Callable[[np.ndarray], int]) -> tuple[list[int], np.ndarray]:
+    def draft(self, token: int, count: int, pick: Callable[[np.ndarray], int] | None) -> tuple[list[int], np.ndarray]:
         """(count drafts, their heads' host logits (count, vocab)) for the tokens after `token`, the next one, which
-        follows the last token kept: head k's draft is pick(head k's logits), the token k after `token`."""
+        follows the last token kept: head k's draft is pick(head k's logits) (pick None: their argmax), the token k
+        after `token`."""
         logits = self.head_logits()[:count]  # (count, vocab)
+        if pick is None:
+            return np.argmax(logits, axis=1).tolist(), logits
         return [pick(row) for row in logits], logits
 
     def catch_up(self) -> None:
