@@ -151,3 +151,12 @@ def test_a_resume_names_a_blas_it_cannot_keep(text_file, tmp_path, monkeypatch):
     assert run.model.be.blas == "openblas"
     assert any(note.startswith("the checkpoint trained with MKL, which is not installed here, so OpenBLAS "
                                "multiplies: from here its losses differ") for note in run.notes)
+
+
+@needs_mkl
+def test_mkl_runs_in_the_calling_thread():
+    """Each of the backend's streams calls MKL in its own thread: MKL's own threads would oversubscribe the cores
+    (MKL keeps them where its threading layer is set after another call)."""
+    out = np.empty((4, 4), dtype=np.float32)
+    mkl_bf16.sgemm(np.ones((4, 4), dtype=np.float32), np.ones((4, 4), dtype=np.float32), out)
+    assert mkl_bf16._library().MKL_Get_Max_Threads() == 1 and np.array_equal(out, np.full((4, 4), 4.0))

@@ -83,10 +83,10 @@ def _library():
     if path is None:
         raise RuntimeError(unavailable(library=None))
     lib = ctypes.CDLL(str(path))
-    lib.MKL_CBWR_Set.argtypes = [ctypes.c_int]
-    lib.MKL_CBWR_Set(CBWR_AUTO_STRICT)  # before any other call, as MKL requires
     lib.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
-    lib.MKL_Set_Threading_Layer(THREADING_SEQUENTIAL)
+    lib.MKL_Set_Threading_Layer(THREADING_SEQUENTIAL)  # first: after any other call MKL keeps its threads
+    lib.MKL_CBWR_Set.argtypes = [ctypes.c_int]
+    lib.MKL_CBWR_Set(CBWR_AUTO_STRICT)  # before any computing call, as MKL requires
     return lib
 
 
