@@ -85,7 +85,8 @@ def timed(model_dir: str, prompts: list[str], temperature: float) -> dict:
                                  "sampling")
         rounds.append((plain, drafted))
     tokens = SAMPLED * len(prompts)
-    return {"plain": tokens / statistics.median(p[0] for p, _ in rounds),
+    return {"blas": getattr(loaded.model.be, "blas", "openblas"),
+            "plain": tokens / statistics.median(p[0] for p, _ in rounds),
             "speculative": tokens / statistics.median(d[0] for _, d in rounds),
             "ratio": statistics.median(p[0] / d[0] for p, d in rounds),
             "cpu_ratio": statistics.median(p[1] / d[1] for p, d in rounds),
@@ -114,8 +115,9 @@ def main() -> None:
     rows = [(name, loss, t, timed(model, prompts_of(corpus_text(name)), t))
             for name, model, loss in zip(corpora, models, losses) for t in args.temperatures]
     heads = max(len(row["kept"]) for *_, row in rows)
+    blas = ", ".join(sorted({row["blas"] for *_, row in rows}))
     print(f"{cpu_model()}, {os.cpu_count()} cores, load {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
-          f"cpu backend, 1 thread; {SAMPLED} tokens after each of {PROMPTS} prompts, median of {ROUNDS} rounds"
+          f"cpu backend ({blas}), 1 thread; {SAMPLED} tokens after each of {PROMPTS} prompts, median of {ROUNDS} rounds"
           + ("" if args.models else f"; models trained {args.steps} steps"))
     print("| corpus | val loss | T | plain tok/s | speculative tok/s | ratio | ratio, CPU s | tokens per pass | "
           + " | ".join(f"head {k + 1} kept" for k in range(heads)) + " |")

@@ -35,7 +35,8 @@ class HydraStack:
         def cast(*arrays):
             return tuple(np.ascontiguousarray(a, dtype=dtype) for a in arrays)
 
-        folds = [[(*folded(layer.ln, (layer.state,)), [table @ np.asarray(w, dtype=np.float64) for w, _ in layer.tokens],
+        folds = [[(*folded(layer.ln, (layer.state,)),
+                   [table @ np.asarray(w, dtype=np.float64) for w, _ in layer.tokens],
                    np.asarray(layer.out.w), np.asarray(layer.out.b).reshape(1, -1)) for layer in head.blocks]
                  for head in heads]  # per head, per layer: (state (d, d_ff), bias (1, d_ff), tables, w2, b2)
         self.tables = cast(np.stack([t for layers in folds for fold in layers for t in fold[2]]))[0]
@@ -49,6 +50,9 @@ class HydraStack:
         outs = [folded(head.final_norm, (head.out,)) for head in heads]
         self.out_w, self.out_b = cast(np.stack([w for w, _ in outs]), np.concatenate([b for _, b in outs]))
         # (K, d, vocab), (K, vocab)
+        self.heads = [[(self.state_w[k, i], self.state_b[k, i], list(self.tables[at : at + k + 1]), self.w2[k, i],
+                        self.b2[k, i]) for i, at in enumerate(self.at[k])] for k in range(len(heads))]
+        # per head, per layer, views of the above: (state, bias, [token tables], w2, b2)
         self.first = (np.concatenate(list(self.state_w[:, 0]), axis=1), self.state_b[:, 0].reshape(1, -1))
         # every head's first product of the state side by side: (d, K x d_ff), (1, K x d_ff)
         self.unit = (np.ones((1, config.d_model), dtype=dtype), np.zeros((1, config.d_model), dtype=dtype))
@@ -74,19 +78,19 @@ class HydraStack:
         firsts = self.normalize(x) @ weights  # (1, K x d_ff)
         firsts += bias
         tokens = [token]
-        for k in range(count):
+        for k, layers in enumerate(self.heads[:count]):
             y = x
-            for layer in range(self.state_w.shape[1]):
-                if layer == 0:
+            for i, (state, state_b, tables, w2, b2) in enumerate(layers):
+                if i == 0:
                     pre = firsts[:, k * self.d_ff : (k + 1) * self.d_ff]  # (1, d_ff), this head's alone
                 else:
-                    pre = self.normalize(y) @ self.state_w[k, layer]  # (1, d_ff)
-                    pre += self.state_b[k, layer]
-                for j, t in enumerate(tokens):
-                    pre += self.tables[self.at[k, layer] + j, t]
+                    pre = self.normalize(y) @ state  # (1, d_ff)
+                    pre += state_b
+                for t, table in zip(tokens, tables):
+                    pre += table[t]
                 np.maximum(pre, 0, out=pre)
-                y = y + pre @ self.w2[k, layer]  # (1, d)
-                y += self.b2[k, layer]
+                y = y + pre @ w2  # (1, d)
+                y += b2
             logits = self.normalize(y) @ self.out_w[k]  # (1, vocab)
             logits += self.out_b[k]
             found[k] = logits[0]
