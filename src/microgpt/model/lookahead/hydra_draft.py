@@ -35,18 +35,19 @@ class HydraStack:
         def cast(*arrays):
             return tuple(np.ascontiguousarray(a, dtype=dtype) for a in arrays)
 
-        folds = [[(*folded(layer.ln, (layer.state,)),
-                   [table @ np.asarray(w, dtype=np.float64) for w, _ in layer.tokens],
-                   np.asarray(layer.out.w), np.asarray(layer.out.b).reshape(1, -1)) for layer in head.blocks]
-                 for head in heads]  # per head, per layer: (state (d, d_ff), bias (1, d_ff), tables, w2, b2)
-        self.tables = cast(np.stack([t for layers in folds for fold in layers for t in fold[2]]))[0]
-        # every head's every layer's token tables (vocab, d_ff), head k's layer l's from self.at[k, l]
-        self.at = np.cumsum([0] + [len(fold[2]) for layers in folds for fold in layers])[:-1].reshape(
-            len(heads), config.head_layers)  # (K, L)
+        folds = [[(*folded(layer.ln, (layer.state,)), np.asarray(layer.out.w), np.asarray(layer.out.b).reshape(1, -1))
+                  for layer in head.blocks] for head in heads]  # per head, per layer: (state, bias, w2, b2)
         self.state_w, self.state_b, self.w2, self.b2 = cast(*(np.stack([[fold[i] for fold in layers]
-                                                                         for layers in folds]) for i in (0, 1, 3, 4)))
+                                                                         for layers in folds]) for i in range(4)))
         self.state_b, self.b2 = cast(self.state_b[:, :, 0], self.b2[:, :, 0])
         # (K, L, d, d_ff), (K, L, d_ff), (K, L, d_ff, d), (K, L, d)
+        counts = [len(layer.tokens) for head in heads for layer in head.blocks]  # head k reads k tokens
+        self.at = np.cumsum([0] + counts)[:-1].reshape(len(heads), config.head_layers)  # (K, L)
+        self.tables = np.empty((sum(counts), config.vocab_size, config.d_ff), dtype=dtype)
+        # every head's every layer's token tables (vocab, d_ff), head k's layer l's from self.at[k, l]
+        for layer, at in zip([layer for head in heads for layer in head.blocks], self.at.reshape(-1)):
+            for j, (w, _) in enumerate(layer.tokens):
+                self.tables[at + j] = table @ np.asarray(w, dtype=np.float64)
         outs = [folded(head.final_norm, (head.out,)) for head in heads]
         self.out_w, self.out_b = cast(np.stack([w for w, _ in outs]), np.concatenate([b for _, b in outs]))
         # (K, d, vocab), (K, vocab)
