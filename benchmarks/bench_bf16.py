@@ -57,10 +57,11 @@ def text_file() -> Path:
 
 
 def ours(path: Path, shape: dict, batch: int, precision: str, steps: int, threads: int, **extra):
-    """(tokens/s, losses, validation loss) of one training run on the cpu backend."""
+    """(tokens/s, losses, validation loss) of one training run on the cpu backend (seed SEED unless `extra`
+    gives one)."""
     _, summary = microgpt.train(str(path), steps=steps, batch_size=batch, backend="cpu", threads=threads,
-                                precision=precision, save=False, gen=0, seed=SEED, **{"val_tokens": 0, **shape,
-                                                                                     **extra})
+                                precision=precision, save=False, gen=0, **{"val_tokens": 0, "seed": SEED, **shape,
+                                                                           **extra})
     return summary.tokens_per_sec, summary.losses, summary.val_loss
 
 

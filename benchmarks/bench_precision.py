@@ -1,0 +1,205 @@
+"""bf16 against fp32 on the CPU: what each learns, how fast a step runs, and what share of the machine's peak.
+
+Learning: the default run (`microgpt train`'s shape and settings) and the d128
+run, trained --steps steps on tinyshakespeare (char tokens) on the cpu backend,
+at fp32 from 3 seeds (their spread: how far the seed alone moves the result) and
+at bf16 from the first seed; each run's validation loss on the same held-out
+tokens at its end, and whether bf16's lies within the fp32 spread (widened by
+nothing).
+
+Speed: whole training runs through `microgpt.train`, tokens/s, the median of
+--rounds rounds with the variants alternating, side by side: microgpt fp32 on
+OpenBLAS and on MKL (`MICROGPT_BLAS`, where MKL is installed), microgpt bf16
+(MKL's bf16 products), eager PyTorch fp32 and eager PyTorch under
+`torch.autocast("cpu", dtype=torch.bfloat16)` (benchmarks/torch_gpt.py, the
+fused model, Adam; where torch imports). Shapes (vocab 65):
+
+    default  d 96, 4 layers, 4 heads, d_ff 384,  T 64,  B 12
+    d128     d 128, 4 layers, 4 heads, d_ff 512, T 64,  B 12
+    d256     d 256, 4 layers, 4 heads, d_ff 1024, T 128, B 8   (not with --quick)
+    d384     d 384, 6 layers, 6 heads, d_ff 1536, T 128, B 8   (not with --quick)
+
+Peak: the best rate of a 1024 x 1024 x 1024 product on one thread, in the same
+process: OpenBLAS fp32 (NumPy), MKL fp32 (`cblas_sgemm`) and MKL bf16
+(`cblas_gemm_bf16bf16f32` on inputs rounded beforehand). A step's share is its
+products' FLOPs (forward and backward, causal attention counted at half) over
+the step's whole time, against the peak of its library times the threads: a
+lower bound on the products' own share, since the step's time includes
+everything between them.
+
+    python benchmarks/bench_precision.py --quick   # about 5 minutes on 2 cores
+    python benchmarks/bench_precision.py           # 600 steps a run, four shapes: about an hour on 2 cores
+
+The text is read from ../shared/data/tinyshakespeare.txt (beside the checkout), never copied into it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
+
+from bench_bf16 import ours, text_file, torch_rate  # sibling modules, importable once the line above has run
+from bench_cpu import Case, _config, step_flops
+from microgpt.backends import blas, mkl_bf16
+from microgpt.core import machine
+from microgpt.core.threads import available_cores
+
+SHAPES = {  # name -> (microgpt.train's settings, batch, the config FLOPs are counted on)
+    "default": ({}, 12, _config(96, 4, 4, 384, 64)),
+    "d128": ({"d_model": 128, "n_layers": 4, "heads": "4", "d_ff": 512, "seq_len": 64}, 12,
+             _config(128, 4, 4, 512, 64)),
+    "d256": ({"d_model": 256, "n_layers": 4, "heads": "4", "d_ff": 1024, "seq_len": 128}, 8,
+             _config(256, 4, 4, 1024, 128)),
+    "d384": ({"d_model": 384, "n_layers": 6, "heads": "6", "d_ff": 1536, "seq_len": 128}, 8,
+             _config(384, 6, 6, 1536, 128)),
+}
+SEEDS = (1, 2, 3)
+PEAK_SIZE = 1024
+
+
+def peaks() -> dict[str, float]:
+    """GFLOP/s of a PEAK_SIZE^3 product on one thread, best of 5: OpenBLAS fp32, MKL fp32, MKL bf16."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((PEAK_SIZE, PEAK_SIZE), dtype=np.float32) for _ in range(2))
+    out = np.empty_like(a)
+    products = {"OpenBLAS fp32": lambda: np.matmul(a, b, out=out)}
+    if mkl_bf16.mkl_library_path() is not None:
+        a_bits, b_bits = mkl_bf16.bf16_bits(a), mkl_bf16.bf16_bits(b)
+        products["MKL fp32"] = lambda: mkl_bf16.sgemm(a, b, out)
+        if mkl_bf16.unavailable() is None:
+            products["MKL bf16"] = lambda: mkl_bf16.gemm_bits(a_bits, b_bits, out)
+    rates = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for name, product in products.items():
+            product()
+            best = float("inf")
+            for _ in range(5):
+                start = time.perf_counter()
+                product()
+                best = min(best, time.perf_counter() - start)
+            rates[name] = 2.0 * PEAK_SIZE**3 / best / 1e9
+    return rates
+
+
+@contextlib.contextmanager
+def blas_set(name: str | None):
+    """MICROGPT_BLAS set to name (None: as it was) while the block runs."""
+    before = os.environ.get(blas.ENV)
+    if name is not None:
+        os.environ[blas.ENV] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(blas.ENV, None)
+        else:
+            os.environ[blas.ENV] = before
+
+
+def learning(path: Path, args) -> None:
+    print(f"\nvalidation loss after {args.steps} steps ({args.val_tokens:,} held-out tokens), cpu backend, "
+          f"fp32 on {blas.NAMES[blas.choose()]}; fp32 from seeds {', '.join(map(str, SEEDS))}, bf16 from seed "
+          f"{SEEDS[0]}")
+    print("| run | fp32 seed " + " | fp32 seed ".join(map(str, SEEDS)) + " | fp32 spread | bf16 | bf16 - fp32 same "
+          "seed | bf16 within the spread |")
+    print("| --- |" + " ---: |" * (len(SEEDS) + 4))
+    missing = mkl_bf16.unavailable()
+    for name in args.learning:
+        settings, batch, _ = SHAPES[name]
+        run = {"val_tokens": args.val_tokens, "eval_every": args.steps, **settings}
+        fp32 = [ours(path, run, batch, "fp32", args.steps, args.threads, seed=seed)[2] for seed in SEEDS]
+        low, high = min(fp32), max(fp32)
+        if missing:
+            bf16_cells = ["not run", "", ""]
+        else:
+            bf16 = ours(path, run, batch, "bf16", args.steps, args.threads, seed=SEEDS[0])[2]
+            bf16_cells = [f"{bf16:.4f}", f"{bf16 - fp32[0]:+.4f}", "yes" if low <= bf16 <= high else "no"]
+        print(f"| {name} (B {batch}) | " + " | ".join(f"{v:.4f}" for v in fp32) +
+              f" | {low:.4f} to {high:.4f} ({high - low:.4f}) | " + " | ".join(bf16_cells) + " |", flush=True)
+    if missing:
+        print(f"bf16: {missing}")
+
+
+def speed(path: Path, args, peak: dict[str, float]) -> None:
+    variants = [("fp32", "openblas")] + ([("fp32", "mkl")] if "MKL fp32" in peak else []) + \
+        ([("bf16", None)] if "MKL bf16" in peak else [])
+    try:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        torch_columns = ("torch fp32", "torch autocast bf16")
+    except ImportError:
+        torch_columns = ()
+    labels = [f"{precision} {blas.NAMES[lib] if lib else 'MKL'}" for precision, lib in variants]
+    print(f"\ntokens/s, median of {args.rounds} rounds of {args.speed_steps} steps (a quarter at d256 and d384); "
+          f"in brackets the products' share of {args.threads} threads' peak")
+    print("| shape | B | " + " | ".join([*labels, *torch_columns]) + " |")
+    print("| --- | ---: |" + " ---: |" * (len(labels) + len(torch_columns)))
+    for name in args.speed:
+        settings, batch, config = SHAPES[name]
+        steps = args.speed_steps if name in ("default", "d128") else max(2, args.speed_steps // 4)
+        flops_per_token = step_flops(Case(name, config, batch)) / (batch * config.seq_len)
+        ours(path, settings, batch, "fp32", 2, args.threads)  # warm: numba's kernels compiled, the text cached
+        rates: dict[int, list[float]] = {i: [] for i in range(len(variants))}
+        for round_index in range(args.rounds):
+            order = range(len(variants)) if round_index % 2 == 0 else reversed(range(len(variants)))
+            for i in order:
+                precision, lib = variants[i]
+                with blas_set(lib):
+                    rates[i].append(ours(path, settings, batch, precision, steps, args.threads)[0])
+        cells = []
+        for i, (precision, lib) in enumerate(variants):
+            rate = float(np.median(rates[i]))
+            library_peak = peak["MKL bf16" if precision == "bf16" else f"{blas.NAMES[lib]} fp32"] * args.threads
+            cells.append(f"{rate:,.0f} ({flops_per_token * rate / 1e9 / library_peak:.0%})")
+        for autocast in (False, True)[:len(torch_columns)]:
+            torch_rates = [torch_rate(path, settings_for_torch(name), batch, steps, autocast) for _ in range(args.rounds)]
+            cells.append(f"{np.median(torch_rates):,.0f}")
+        print(f"| {name} | {batch} | " + " | ".join(cells) + " |", flush=True)
+
+
+def settings_for_torch(name: str) -> dict:
+    """The shape as torch_rate reads it (d_model, n_layers, heads as a list of widths, d_ff, seq_len)."""
+    config = SHAPES[name][2]
+    return {"d_model": config.d_model, "n_layers": config.n_layers, "d_ff": config.d_ff, "seq_len": config.seq_len,
+            "heads": ",".join(str(w) for w in config.head_dims)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=available_cores())
+    parser.add_argument("--steps", type=int, help="training steps of each learning run (default 600; quick 150)")
+    parser.add_argument("--val-tokens", type=int, help="held-out tokens each run validates on (20,000; quick 10,000)")
+    parser.add_argument("--speed-steps", type=int, help="timed steps a round, a quarter at d256 and d384 (20; quick 8)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="shorter runs, the default and d128 shapes only")
+    parser.add_argument("--text", type=Path, help="the text (default: ../shared/data/tinyshakespeare.txt)")
+    args = parser.parse_args(argv)
+    defaults = (150, 10_000, 8) if args.quick else (600, 20_000, 20)
+    args.steps, args.val_tokens, args.speed_steps = (given if given is not None else default for given, default in
+                                                     zip((args.steps, args.val_tokens, args.speed_steps), defaults))
+    args.learning, args.speed = ("default", "d128"), ("default", "d128") if args.quick else tuple(SHAPES)
+    path = args.text or text_file()
+    flags = mkl_bf16.cpu_flags()
+    features = ", ".join(f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f in flags) or "none of AMX, AVX-512"
+    print(f"bench_precision: {machine.describe()}; {args.threads} threads; cpu features: {features}; "
+          f"MKL: {mkl_bf16.mkl_library_path() or 'not installed'}; text {path}")
+    peak = peaks()
+    print(f"peak, one thread, {PEAK_SIZE}^3: " + ", ".join(f"{name} {rate:,.0f} GFLOP/s" for name, rate in peak.items()))
+    speed(path, args, peak)
+    learning(path, args)
+    print(f"\nafter: {machine.describe()}")
+
+
+if __name__ == "__main__":
+    main()
