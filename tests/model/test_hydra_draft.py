@@ -93,25 +93,28 @@ def test_on_the_emulated_gpu_the_heads_run_their_own_forward_and_greedy_text_is_
     assert drafted == generate(model, TOKENIZER, "abc", 30, temperature=0) and speculation.passes > 0
 
 
+@pytest.mark.parametrize("greedy", [True, False])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("settings", [{"head_layers": 1}, {"head_layers": 2}])
-def test_on_cpu_the_greedy_drafts_of_one_kernel_call_are_the_numpy_stacks(dtype, settings):
-    """pick None: the cpu backend's kernel (backends/cpu_kernels/hydra_draft.py) against the folded stack's NumPy
-    loop on the numpy backend (the specification), same weights, after the same passes: the same drafts, and
-    logits within rounding (the kernel sums in another order)."""
+def test_on_cpu_the_kernels_drafts_are_the_numpy_stacks(greedy, dtype, settings):
+    """The cpu backend's kernels (backends/cpu_kernels/hydra_draft.py: pick None, every head in one call; a pick,
+    one call a head) against the folded stack's NumPy loop on the numpy backend (the specification), same
+    weights, after the same passes: the same drafts, and logits within rounding (the kernels sum in another
+    order)."""
+    pick = None if greedy else (lambda row: int(np.argsort(row)[-2]))  # not the argmax: a pick of its own
     reference = drafter(get_backend("numpy", dtype=dtype), "hydra", **settings)
     model = drafter(get_backend("cpu", dtype=dtype, threads=1), "hydra", **settings)
     model.params.from_host(reference.params.to_host())
     fast, spec = HydraDecoder(model), HydraDecoder(reference)
-    assert fast.stack.greedy_kernel is not None and spec.stack.greedy_kernel is None
+    assert fast.stack.kernels is not None and spec.stack.kernels is None
     rng = np.random.default_rng(4)
     prompt = rng.integers(0, TOKENIZER.size, size=5).tolist()
     fast.prefill(prompt)
     spec.prefill(prompt)
     for _ in range(25):  # well past the window (seq_len 7)
         token, count = int(rng.integers(0, TOKENIZER.size)), int(rng.integers(1, model.config.lookahead + 1))
-        drafts, logits = fast.draft(token, count, None)
-        want_drafts, want = spec.draft(token, count, None)
+        drafts, logits = fast.draft(token, count, pick)
+        want_drafts, want = spec.draft(token, count, pick)
         assert drafts == want_drafts
         tolerance = (F64_RTOL if dtype == np.float64 else F32_TOL) * np.abs(want).max()
         np.testing.assert_allclose(logits, want, rtol=0, atol=tolerance)

@@ -143,6 +143,9 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     k.hydra_draft.greedy_drafts(np.ones(4, dtype=dtype), 0, 1, stack, vector, np.ones((1, 4, 4), dtype=dtype),
                                 np.zeros((1, 1), np.int64), stack, vector, np.ones((1, 4, 4), dtype=dtype), row, one,
                                 np.empty(1, np.int64), np.empty((1, 4), dtype=dtype))
+    k.hydra_draft.head_logits(np.ones(4, dtype=dtype), np.zeros(1, np.int64), 0, stack, vector,
+                              np.ones((1, 4, 4), dtype=dtype), np.zeros((1, 1), np.int64), stack, vector,
+                              np.ones((1, 4, 4), dtype=dtype), row, one, np.empty(4, dtype=dtype))
     k.weighted_sum.add_weighted(row.copy(), x, np.ones(2, dtype=dtype), 0, 4)
     k.adam.adam(row.copy(), row, row.copy(), row.copy(), one, one, one, one, one, one, one)
     k.adam.adamw(row.copy(), row, row.copy(), row.copy(), row, row, one, one, one, one, one, one, one, one, one)

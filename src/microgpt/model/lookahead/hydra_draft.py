@@ -57,8 +57,8 @@ class HydraStack:
         self.first = (np.concatenate(list(self.state_w[:, 0]), axis=1), self.state_b[:, 0].reshape(1, -1))
         # every head's first product of the state side by side: (d, K x d_ff), (1, K x d_ff)
         self.unit = (np.ones((1, config.d_model), dtype=dtype), np.zeros((1, config.d_model), dtype=dtype))
-        kernels = getattr(be, "kernels", None)  # the cpu backend's compiled kernels: greedy drafts in one call
-        self.greedy_kernel = None if kernels is None else kernels.hydra_draft.greedy_drafts
+        kernels = getattr(be, "kernels", None)  # the cpu backend's compiled kernels: a call for all heads or one
+        self.kernels = None if kernels is None else kernels.hydra_draft
         self.eps = dtype.type(LN_EPS)
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
@@ -67,14 +67,11 @@ class HydraStack:
 
     def draft(self, x: np.ndarray, token: int, count: int, pick) -> tuple[list[int], np.ndarray]:
         """(count drafts, their host logits (count, vocab)) after the trunk's state x (1, d) at the last kept
-        token, `token` being the next one; pick None takes each head's argmax (in one kernel call on the cpu
-        backend, backends/cpu_kernels/hydra_draft.py)."""
+        token, `token` being the next one; pick None takes each head's argmax. On the cpu backend the heads run in
+        compiled kernels (backends/cpu_kernels/hydra_draft.py); this loop is their specification."""
         found = np.empty((count, self.vocab), dtype=x.dtype)  # (count, vocab)
-        if pick is None and self.greedy_kernel is not None:
-            drafts = np.empty(count, dtype=np.int64)
-            self.greedy_kernel(np.ascontiguousarray(x[0]), int(token), count, self.state_w, self.state_b,
-                               self.tables, self.at, self.w2, self.b2, self.out_w, self.out_b, self.eps, drafts, found)
-            return drafts.tolist(), found
+        if self.kernels is not None:
+            return self.kernel_draft(np.ascontiguousarray(x[0]), token, count, pick, found)
         weights, bias = self.first
         firsts = self.normalize(x) @ weights  # (1, K x d_ff)
         firsts += bias
@@ -97,6 +94,21 @@ class HydraStack:
             found[k] = logits[0]
             tokens.append(int(np.argmax(found[k])) if pick is None else pick(found[k]))
         return tokens[1:], found
+
+    def kernel_draft(self, x: np.ndarray, token: int, count: int, pick, found: np.ndarray):
+        """draft's on the cpu backend, for x (d,), into found: with pick None every head in one kernel call, else
+        one call a head, pick choosing each draft between them."""
+        weights = (self.state_w, self.state_b, self.tables, self.at, self.w2, self.b2, self.out_w, self.out_b,
+                   self.eps)
+        tokens = np.empty(count + 1, dtype=np.int64)
+        tokens[0] = token
+        if pick is None:
+            self.kernels.greedy_drafts(x, int(token), count, *weights, tokens[1:], found)
+        else:
+            for k in range(count):
+                self.kernels.head_logits(x, tokens, k, *weights, found[k])
+                tokens[k + 1] = pick(found[k])
+        return tokens[1:].tolist(), found
 
 
 class HydraDecoder(TrunkDecoder):
