@@ -117,15 +117,20 @@ const Edits = {
     }, {structural: false});
   },
 
-  // Pasted nodes get new ids; the wires among them come too; they land `offset` from where they were.
+  // Pasted nodes get new ids; the wires among them come too; they land `offset` from where they were. The
+  // groups the clip carries join the document where it lacks them (under a fresh name where its own group of
+  // that name is another).
   paste(clip, offset) {
     const made = [];
     this.onBody(`paste ${clip.nodes.length} nodes`, (body, bodyName, draft) => {
+      const groupNamed = carryGroups(draft.document, bodyName, clip.groups || {});
       const renamed = {};
       for (const node of clip.nodes) {
         const id = EditorModel.freshId(bodyName, node.id.replace(/\d+$/, "") || node.id);
         renamed[node.id] = id;
-        body.nodes.push({...JSON.parse(JSON.stringify(node)), id});
+        const copy = {...JSON.parse(JSON.stringify(node)), id};
+        if (copy.group !== undefined && groupNamed[copy.group]) copy.group = groupNamed[copy.group];
+        body.nodes.push(copy);
         const at = clip.positions[node.id] || [0, 0];
         draft.layout.positions[`${bodyName}/${id}`] = [at[0] + offset.x, at[1] + offset.y];
         made.push(id);
@@ -206,6 +211,22 @@ function ownGroup(doc, name) {
     outputs: Object.fromEntries(portList(library.outputs).map(p => [p.name, p.type])),
     nodes: JSON.parse(JSON.stringify(library.nodes || [])), edges: JSON.parse(JSON.stringify(library.edges || []))};
   doc.groups = {[name]: copy, ...(doc.groups || {})};
+}
+
+// Adds the groups `carried` (in their order: each after those it uses) to `doc` before body `before`; returns
+// carried name -> the name it has in doc where that differs.
+function carryGroups(doc, before, carried) {
+  const named = {};
+  for (const [name, definition] of Object.entries(carried)) {
+    const body = JSON.parse(JSON.stringify(definition));
+    for (const n of body.nodes || []) if (n.group !== undefined && named[n.group]) n.group = named[n.group];
+    const mine = (doc.groups || {})[name];
+    if (mine && JSON.stringify(mine) === JSON.stringify(body)) continue;
+    if (!mine && !(name in Ports.library)) { doc.groups = insertedBefore(doc.groups || {}, before, name, body); continue; }
+    named[name] = freshGroupName(doc);
+    doc.groups = insertedBefore(doc.groups || {}, before, named[name], body);
+  }
+  return named;
 }
 
 // A group must come before the groups that use it: the new one goes just before the body it is used in.

@@ -36,7 +36,56 @@ const Groups = {
     if (made) {
       Selection.set([made]);
       say(`grouped ${ids.length} node(s) as ${made}`, false, "canvas");
+      refocus(`#editor-nodes .node[data-id="${cssEscape(made)}"]`);
     }
+  },
+
+  // Group instance `id` gives way to the nodes of its group's body (fresh ids where they are taken), wired as
+  // the instance was; the definition stays for its other uses. A repeated instance, or one setting its
+  // group's params, is refused: its body alone is not what it computes.
+  ungroup(id) {
+    const bodyName = EditorView.bodyName();
+    const node = EditorModel.node(bodyName, id);
+    if (!node || node.group === undefined) return say(`${id} is no group instance: nothing to ungroup`, true, "canvas");
+    if (node.repeat !== undefined && node.repeat !== 1) return say(`${id} repeats ${node.repeat} times: set its repeat to 1 to ungroup it`, true, "canvas");
+    if (Object.keys(node.params || {}).length) return say(`${id} sets its group's params: clear them to ungroup it`, true, "canvas");
+    const group = Ports.group(EditorModel.draft.document, node.group);
+    const made = [];
+    Edits.onBody(`ungroup ${id}`, (body, name, draft) => {
+      const at = draft.layout.positions[`${name}/${id}`] || [0, 0];
+      const inner = group.nodes || [];
+      const xs = inner.map(n => (draft.layout.positions[`${node.group}/${n.id}`] || [0, 0])[0]);
+      const ys = inner.map(n => (draft.layout.positions[`${node.group}/${n.id}`] || [0, 0])[1]);
+      const left = xs.length ? Math.min(...xs) : 0, top = ys.length ? Math.min(...ys) : 0;
+      body.nodes = body.nodes.filter(n => n.id !== id);
+      const renamed = {};
+      for (const [i, n] of inner.entries()) {
+        const fresh = EditorModel.freshId(name, n.id);
+        renamed[n.id] = fresh;
+        body.nodes.push({...JSON.parse(JSON.stringify(n)), id: fresh});
+        draft.layout.positions[`${name}/${fresh}`] = [at[0] + xs[i] - left, at[1] + ys[i] - top];
+        made.push(fresh);
+      }
+      const inside = ref => { const r = splitRef(ref); return r.node === null ? null : portRef(renamed[r.node], r.port); };
+      const outer = body.edges.filter(e => splitRef(e.from).node !== id && splitRef(e.to).node !== id);
+      const into = body.edges.filter(e => splitRef(e.to).node === id), out = body.edges.filter(e => splitRef(e.from).node === id);
+      for (const edge of group.edges || []) {
+        const from = inside(edge.from), to = inside(edge.to);
+        if (from && to) outer.push({from, to});
+        else if (to) into.filter(e => splitRef(e.to).port === edge.from).forEach(e => outer.push({from: e.from, to}));
+        else if (from) out.filter(e => splitRef(e.from).port === edge.to).forEach(e => outer.push({from, to: e.to}));
+        else {
+          for (const a of into.filter(e => splitRef(e.to).port === edge.from)) {
+            out.filter(e => splitRef(e.from).port === edge.to).forEach(e => outer.push({from: a.from, to: e.to}));
+          }
+        }
+      }
+      body.edges = outer;
+      delete draft.layout.positions[`${name}/${id}`];
+    });
+    Selection.set(made);
+    say(`ungrouped ${id} into ${made.length} node(s)`, false, "canvas");
+    if (made.length) refocus(`#editor-nodes .node[data-id="${cssEscape(made[0])}"]`);
   },
 };
 

@@ -64,6 +64,7 @@ const Inspector = {
     rows.push(element("div", {class: "node-costs note"}));
     for (const param of paramsOf(node)) {
       const value = (node.params || {})[param.name];
+      if (param.choices) { rows.push(choiceField(node.id, param, value)); continue; }
       rows.push(textField(`param-${param.name}`, param.name, value === undefined ? "" : JSON.stringify(value).replace(/^"(.*)"$/, "$1"),
         param.default === null || param.default === undefined ? (node.group !== undefined ? "from where it is used" : "required")
           : String(param.default),
@@ -150,6 +151,20 @@ function showSetting(input, value) {
   if (Family.spec.settings[input.dataset.setting].input === "switch") {
     input.value = value === true ? "true" : value === false ? "false" : "";
   } else input.value = value === undefined || value === null ? "" : value;
+}
+
+// A param that takes one of a list of words (or a switch) as a menu: "default (causal)" first, then each
+// word; a value of the document's that is no word of the list (an init's number) stays as an entry of its own.
+function choiceField(id, param, value) {
+  const words = param.choices.map(String);
+  const input = element("select", {id: `inspect-param-${param.name}`, "data-param": param.name},
+    element("option", {value: ""}, `default (${param.default})`), ...words.map(word => element("option", {value: word}, word)));
+  const now = value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value);
+  if (now !== "" && !words.includes(now)) input.append(element("option", {value: now}, now));
+  input.value = now;
+  const raw = text => text === "" || param.choices.some(c => typeof c !== "string") || /^-?[0-9.e+-]+$/.test(text);
+  input.addEventListener("change", () => Edits.setParam(id, param.name, raw(input.value) ? input.value : JSON.stringify(input.value)));
+  return element("label", {class: "field", for: input.id}, element("span", {}, param.name), input);
 }
 
 function textField(id, label, value, placeholder, onEdit, attributes = {}) {

@@ -1,19 +1,27 @@
-// The Compose editor's keyboard: undo (Ctrl+Z), redo (Ctrl+Shift+Z, Ctrl+Y), copy and paste (Ctrl+C, Ctrl+V),
-// Delete or Backspace (the selection, or the focused wire), the arrows (move the focused node), and wiring
-// without a mouse: Enter on a port starts a wire, Tab or the arrows go to the next port that takes it, Enter
-// connects, Escape stops.
+// The Compose editor's keyboard, while the focus is in Compose and not in a field: undo (Ctrl+Z), redo
+// (Ctrl+Shift+Z, Ctrl+Y), copy, cut, paste and duplicate (Ctrl+C, X, V, D), group (Ctrl+G), select all nodes
+// (Ctrl+A), save (Ctrl+S), fit (F), rename (F2), the context menu (Shift+F10 or the menu key), Escape (close,
+// else clear the selection), Delete or Backspace (the selection, or the focused wire), the arrows (move the
+// focused node), and wiring without a mouse: Enter on a port starts a wire, Tab or the arrows go to the next
+// port that takes it, Enter connects, Escape stops. A paste lands at the pointer where it is over the canvas,
+// and brings the definitions of the document's own groups its nodes use.
 "use strict";
 
 const NUDGE = 10;
 
 const Keys = {
-  clipboard: null, // {nodes, edges, positions} copied from a body
-  pastes: 0,       // pastes since the copy: each lands a step further on
+  clipboard: null, // {nodes, edges, positions, groups} copied from a body
+  pointer: null,   // where the pointer last was over the canvas (clientX, clientY), null once it left
 
   init() {
     document.addEventListener("keydown", event => {
       if (!composeActive() || isTyping(event.target) || document.getElementById("name-dialog")) return;
-      if (event.key === "Escape") AddMenu.close();
+      if (document.activeElement !== document.body && !document.getElementById("compose").contains(document.activeElement)) return;
+      if (event.key === "Escape" && !Wiring.start) {
+        if (!ContextMenu.close() && document.getElementById("add-menu").hidden) Selection.set([]);
+        AddMenu.close();
+        return;
+      }
       if (Wiring.start && this.wiringKey(event)) return event.preventDefault();
       if ((event.ctrlKey || event.metaKey) && this.commandKey(event)) return event.preventDefault();
       if (!event.ctrlKey && !event.metaKey && !event.altKey && this.plainKey(event)) event.preventDefault();
@@ -25,13 +33,27 @@ const Keys = {
     if (key === "z" && !event.shiftKey) EditorModel.undo();
     else if ((key === "z" && event.shiftKey) || key === "y") EditorModel.redo();
     else if (key === "c") this.copy();
+    else if (key === "x") Commands.cut();
     else if (key === "v") this.paste();
+    else if (key === "d") Commands.duplicate();
+    else if (key === "g") Groups.fromSelection();
+    else if (key === "a") Commands.selectAll();
+    else if (key === "s") Commands.save();
     else return false;
     return true;
   },
 
   plainKey(event) {
     const focused = document.activeElement;
+    const onNode = focused && focused.closest && focused.closest("#editor-nodes .node:not(.wall)");
+    if ((event.key === "F10" && event.shiftKey) || event.key === "ContextMenu") {
+      const target = onNode || (focused && focused.closest && focused.closest("#editor-wires .wire")) || document.getElementById("editor-area");
+      const box = target.getBoundingClientRect();
+      ContextMenu.open(box.left + Math.min(box.width / 2, 40), box.top + Math.min(box.height / 2, 20), target);
+      return true;
+    }
+    if (event.key === "f" || event.key === "F") { EditorView.fit(); return true; }
+    if (event.key === "F2" && onNode) { Names.editNode(onNode.dataset.id); return true; }
     if (event.key === "Delete" || event.key === "Backspace") {
       const wire = focused && focused.closest && focused.closest("#editor-wires .wire");
       if (wire) Edits.deleteWire(wire.dataset.from, wire.dataset.to);
@@ -99,32 +121,46 @@ const Keys = {
   },
 
   copy() {
-    const bodyName = EditorView.bodyName();
-    const ids = new Set(EditorView.selection);
-    if (!ids.size) return;
-    const body = EditorModel.body(bodyName);
-    this.clipboard = {
-      nodes: JSON.parse(JSON.stringify(body.nodes.filter(n => ids.has(n.id)))),
-      edges: body.edges.filter(e => ids.has(splitRef(e.from).node) && ids.has(splitRef(e.to).node)),
-      positions: Object.fromEntries([...ids].map(id => [id, EditorModel.position(bodyName, id) || [0, 0]])),
-    };
-    this.pastes = 0;
-    say(`copied ${ids.size} node(s)`, false, "canvas");
+    if (!EditorView.selection.size) return;
+    this.clipboard = this.clipFrom(EditorView.selection);
+    say(`copied ${EditorView.selection.size} node(s)`, false, "canvas");
   },
 
-  // Beside the originals (each paste a step further) when that is in view, else in the middle of the view.
-  paste() {
+  // The nodes `ids` of the open body, the wires among them, where they are, and the document's own groups
+  // they use (and the groups those use), in the document's order: a paste into another graph needs them.
+  clipFrom(ids) {
+    const bodyName = EditorView.bodyName();
+    const body = EditorModel.body(bodyName);
+    const nodes = JSON.parse(JSON.stringify(body.nodes.filter(n => ids.has(n.id))));
+    const own = EditorModel.draft.document.groups || {};
+    const needed = new Set();
+    const need = list => list.forEach(n => {
+      if (n.group !== undefined && own[n.group] && !needed.has(n.group)) { needed.add(n.group); need(own[n.group].nodes || []); }
+    });
+    need(nodes);
+    return {
+      nodes,
+      edges: body.edges.filter(e => ids.has(splitRef(e.from).node) && ids.has(splitRef(e.to).node)),
+      positions: Object.fromEntries([...ids].map(id => [id, EditorModel.position(bodyName, id) || [0, 0]])),
+      groups: JSON.parse(JSON.stringify(Object.fromEntries(Object.entries(own).filter(([name]) => needed.has(name))))),
+    };
+  },
+
+  // At `at` (the canvas's coordinates), else at the pointer where it is over the canvas, else in the middle
+  // of the view; the pasted nodes selected and the first focused.
+  paste(at = null) {
     if (!this.clipboard) return;
     const spots = Object.values(this.clipboard.positions);
     const left = Math.min(...spots.map(p => p[0])), top = Math.min(...spots.map(p => p[1]));
-    const step = 40 * ++this.pastes;
-    let offset = {x: step, y: step};
-    if (!EditorView.inView({x: left + step, y: top + step})) {
-      const centre = EditorView.centre();
-      offset = {x: centre.x - left, y: centre.y - top};
-    }
-    const made = Edits.paste(this.clipboard, offset);
+    const to = at || (this.pointer ? EditorView.toWorld(this.pointer.x, this.pointer.y) : EditorView.centre());
+    this.pasteClip(this.clipboard, {x: Math.round(to.x - left), y: Math.round(to.y - top)});
+  },
+
+  pasteClip(clip, offset) {
+    const made = Edits.paste(clip, offset);
     Selection.set(made);
+    if (made.length) refocus(`#editor-nodes .node[data-id="${cssEscape(made[0])}"]`);
+    return made;
   },
 };
 

@@ -1,6 +1,7 @@
 // The Compose editor's palette: the primitives and library groups of /api/graph/palette (and the document's
 // own groups), searchable; drag one onto the canvas, or click it to add it in the middle of the view. The
-// add menu offers the same at the pointer (double-click or right-click the canvas), with its own search box.
+// add menu offers the same at the pointer (double-click the canvas), with its own search box. The list is one
+// Tab stop: the arrows, Home and End move in it (ArrowDown from the search box enters it), Enter or Space adds.
 "use strict";
 
 const Palette = {
@@ -21,20 +22,45 @@ const Palette = {
     return whole ? found.map((item, i) => [rank(item), i, item]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map(r => r[2]) : found;
   },
 
+  current: null, // the name of the entry that takes the Tab stop
+
   init() {
-    document.getElementById("palette-search").addEventListener("input", () => this.draw());
+    const search = document.getElementById("palette-search");
+    search.addEventListener("input", () => this.draw());
+    search.addEventListener("keydown", event => {
+      if (event.key !== "ArrowDown") return;
+      event.preventDefault();
+      document.querySelector("#palette-list .palette-item[tabindex='0']")?.focus();
+    });
+    document.getElementById("palette-list").addEventListener("keydown", event => this.key(event));
+  },
+
+  key(event) {
+    const entries = [...document.querySelectorAll("#palette-list .palette-item")];
+    const at = entries.indexOf(document.activeElement);
+    if (at < 0) return;
+    const to = {ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: entries.length - 1}[event.key];
+    if (to === undefined) return;
+    event.preventDefault();
+    if (to < 0) return document.getElementById("palette-search").focus();
+    const next = entries[Math.min(to, entries.length - 1)];
+    entries.forEach(e => e.setAttribute("tabindex", e === next ? 0 : -1));
+    this.current = next.dataset.name;
+    next.focus();
   },
 
   draw() {
     const list = document.getElementById("palette-list");
     const query = document.getElementById("palette-search").value;
-    list.replaceChildren(...this.matching(query).map(item => {
+    const items = this.matching(query);
+    const stop = items.some(item => item.name === this.current) ? this.current : (items[0] || {}).name;
+    list.replaceChildren(...items.map(item => {
       const entry = element("li", {class: `palette-item ${item.kind}`, "data-kind": item.kind, "data-name": item.name,
-        title: item.doc || "", tabindex: 0, role: "button", "aria-label": `add ${item.kind} ${item.name}`},
+        title: item.doc || "", tabindex: item.name === stop ? 0 : -1, role: "button", "aria-label": `add ${item.kind} ${item.name}`},
       element("span", {class: "item-kind"}, item.kind === "op" ? "op" : "group"), item.name);
       entry.addEventListener("pointerdown", event => this.drag(event, item));
       entry.addEventListener("keydown", event => {
-        if (event.key === "Enter") addAndShow(item, EditorView.centre());
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); addAndShow(item, EditorView.centre()); }
       });
       return entry;
     }));
@@ -72,6 +98,7 @@ function addAndShow(item, at) {
   if (id) {
     Selection.set([id]);
     say(`added ${item.kind} ${item.name} as ${id}`, false, "canvas");
+    refocus(`#editor-nodes .node[data-id="${cssEscape(id)}"]`); // the focus on what was added, not the page
   }
 }
 

@@ -1,15 +1,22 @@
 // The Compose editor under the pointer: drag a port to another to wire them, click and shift-click nodes to
 // select, drag them to move the selection, drag empty canvas (or the middle button, or space-drag) to pan,
-// shift- or Ctrl-drag it for a selection box, wheel to zoom at the pointer, double-click or right-click for
-// the add menu.
+// shift- or Ctrl-drag it for a selection box, wheel to zoom at the pointer, double-click the canvas for the
+// add menu and a group to open it, right-click for the context menu (editor_menu.js). A node, port or wire
+// that takes the focus off view is brought into view.
 "use strict";
+
+const DOUBLE_CLICK_MS = 500;
 
 const Pointer = {
   spaceHeld: false,
+  lastDown: {id: null, time: 0}, // a second press on a group node soon after the first opens it (the node
+                                 // may be drawn anew between the presses, so no dblclick reaches it)
 
   // `area` is the visible box of the canvas; what lies over it (breadcrumbs, minimap, add menu) is not canvas.
   init(area) {
-    const onCanvas = handler => event => { if (!event.target.closest("#breadcrumbs, #minimap-box, #add-menu")) handler(event); };
+    const onCanvas = handler => event => {
+      if (!event.target.closest("#breadcrumbs, #minimap-box, #add-menu, #context-menu, #rename-field")) handler(event);
+    };
     area.addEventListener("pointerdown", onCanvas(event => this.down(event)));
     area.addEventListener("wheel", onCanvas(event => {
       event.preventDefault();
@@ -18,13 +25,18 @@ const Pointer = {
     area.addEventListener("dblclick", onCanvas(event => {
       if (!event.target.closest(".node, .wire")) AddMenu.open(event.clientX, event.clientY);
     }));
-    area.addEventListener("contextmenu", onCanvas(event => {
+    area.addEventListener("contextmenu", event => {
       event.preventDefault();
-      AddMenu.open(event.clientX, event.clientY);
-    }));
+      if (!event.target.closest("#breadcrumbs, #minimap-box, #add-menu, #context-menu, #rename-field")) {
+        ContextMenu.open(event.clientX, event.clientY, event.target);
+      }
+    });
+    area.addEventListener("pointerleave", () => { Keys.pointer = null; });
+    area.addEventListener("scroll", () => { area.scrollTop = 0; area.scrollLeft = 0; }); // focus never scrolls the box
     area.addEventListener("click", onCanvas(event => this.clickButton(event)));
     area.addEventListener("pointermove", event => this.hover(event));
     area.addEventListener("focusin", event => { // an error's message beside what has the focus, as on hover
+      bringIntoView(event.target);
       const error = event.target.closest && event.target.closest("[data-error]");
       if (!error || Wiring.start) return;
       const box = error.getBoundingClientRect();
@@ -32,13 +44,17 @@ const Pointer = {
     });
     area.addEventListener("focusout", () => { if (!Wiring.start) hideHint(); });
     document.addEventListener("keydown", event => {
-      if (event.key === " " && !isTyping(event.target) && composeActive()) { this.spaceHeld = true; event.preventDefault(); }
+      if (event.key === " " && !isTyping(event.target) && composeActive() && !pressable(event.target)) {
+        this.spaceHeld = true;
+        event.preventDefault();
+      }
     });
     document.addEventListener("keyup", event => { if (event.key === " ") this.spaceHeld = false; });
   },
 
   down(event) {
     AddMenu.close();
+    ContextMenu.close(false);
     if (isTyping(document.activeElement)) document.activeElement.blur(); // the keys are the canvas's again
     const port = event.target.closest(".port");
     const button = event.target.closest(".node-button");
@@ -49,6 +65,9 @@ const Pointer = {
     if (port) return this.drag(event, this.wire(port));
     if (button) return;
     if (nodeBox) {
+      const again = this.lastDown.id === nodeBox.dataset.id && event.timeStamp - this.lastDown.time < DOUBLE_CLICK_MS;
+      this.lastDown = {id: nodeBox.dataset.id, time: event.timeStamp};
+      if (again && nodeBox.classList.contains("group-node")) return Groups.open(nodeBox.dataset.id);
       nodeBox.focus({preventScroll: true});
       return this.drag(event, this.move(nodeBox.dataset.id, event.shiftKey));
     }
@@ -167,6 +186,7 @@ const Pointer = {
   },
 
   hover(event) {
+    Keys.pointer = {x: event.clientX, y: event.clientY};
     if (Wiring.start) return;
     const error = event.target.closest("[data-error]");
     if (error) showHint(error.dataset.error, event.clientX, event.clientY, true);
@@ -195,6 +215,28 @@ const Selection = {
 
 function isTyping(target) {
   return target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT");
+}
+
+// What Space presses (a button, a palette entry, a tab...): Space there is no pan.
+function pressable(target) {
+  return Boolean(target && target.closest && target.closest("button, a, summary, [role=button], [role=menuitem], [role=tab], [role=option]"));
+}
+
+// Pan so that the node (or the node of the port, or the wire) that has the focus is in view, whole where it
+// fits, when any part of it is out of view.
+function bringIntoView(target) {
+  const item = target.closest && target.closest("#editor-nodes .node, #editor-wires .wire");
+  if (!item) return;
+  const area = EditorView.size();
+  const box = item.getBoundingClientRect(), margin = 24;
+  if (box.left >= area.left && box.top >= area.top && box.right <= area.left + area.width && box.bottom <= area.top + area.height) return;
+  const dx = box.width + 2 * margin > area.width ? area.left + margin - box.left
+    : box.left < area.left + margin ? area.left + margin - box.left
+      : box.right > area.left + area.width - margin ? area.left + area.width - margin - box.right : 0;
+  const dy = box.height + 2 * margin > area.height ? area.top + margin - box.top
+    : box.top < area.top + margin ? area.top + margin - box.top
+      : box.bottom > area.top + area.height - margin ? area.top + area.height - margin - box.bottom : 0;
+  EditorView.panBy(dx, dy);
 }
 
 function composeActive() {
