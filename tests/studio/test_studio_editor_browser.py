@@ -325,8 +325,10 @@ def test_the_add_menu_at_the_pointer(browser):
     assert not menu.is_displayed()
     assert browser.execute_script("return EditorView.inView({x: EditorModel.position('', 'layer_norm')[0],"
                                   " y: EditorModel.position('', 'layer_norm')[1]})")
-    # a right-click opens it too; Escape closes it
+    # the canvas's context menu opens it too ("Add node…"); Escape closes it
     ActionChains(browser).move_to_element_with_offset(canvas(browser), -300, 230).context_click().perform()
+    wait(browser, lambda d: d.find_element(By.ID, "context-menu").is_displayed())
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
     wait(browser, lambda d: menu.is_displayed())
     browser.switch_to.active_element.send_keys(Keys.ESCAPE)
     assert not menu.is_displayed()
