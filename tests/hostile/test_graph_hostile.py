@@ -323,7 +323,7 @@ def test_from_family_overwrites_only_when_told(tmp_path, monkeypatch, capsys):
 def test_from_family_refuses_a_bad_shape_and_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["graph", "from-family", "--d-model", "10", "--heads", "4", "--out", "g.json"]) == 2
-    assert "--heads 4 does not divide d_model 10" in one_error_line(capsys)
+    assert "--heads 4 does not divide --d-model 10" in one_error_line(capsys)
     assert main(["graph", "from-family", "--family", "graph", "--out", "g.json"]) == 2
     assert "is a graph already" in one_error_line(capsys)
     assert not list(tmp_path.iterdir())

@@ -186,7 +186,7 @@ def test_the_n_gram_tables_are_counted_from_the_training_text_and_never_trained(
     (["--active-dims", "9"], "--active-dims 9 is wider than the stream (--stream-dim 8)"),
     (["--prior", "calculator"], "--prior calculator needs the digits"),
     (["--prior", "bigram", "--prior-off-at", "50"], "--prior-off-at 50 is past the end of the run (--steps 6)"),
-    (["--cooperative", "d8n1,,d8n1"], "--cooperative 'd8n1,,d8n1' has an empty entry"),
+    (["--cooperative", "d8n1,,d8n1"], "--cooperative d8n1,,d8n1 has an empty entry"),
     (["--cooperative", "d8"], "model spec 'd8' is not valid"),
     (["--d-model", "32"], "--d-model 32 does nothing here: the ensemble family has no d_model"),
 ])

@@ -6,12 +6,15 @@ as its fields (lr, on the setting)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import microgpt
 from extras import need
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError, UserError
+from microgpt.settings import named_runs
 from microgpt.training import plan as planning
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 40
@@ -124,3 +127,103 @@ def test_a_dry_run_of_a_resume_says_so_and_leaves_the_checkpoint_as_it_was(workd
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "start: resuming ck" and "saves: ck" in out
     assert {path: path.read_bytes() for path in workdir.rglob("*") if path.is_file()} == before
+
+
+BASE = ["--backend", "numpy", "--threads", "1", "--gen", "0", "--quiet"]
+QUIET = {"backend": "numpy", "threads": 1, "save": False}
+# (flags, keywords, the setting at fault, the command line's line, Python's): a family config's own checks, an
+# ensemble's experts, the lookahead heads', a compare list's
+SOURCES = [
+    (["--d-model", "12", "--heads", "5"], {"d_model": 12, "heads": 5}, "heads",
+     "--heads 5 does not divide --d-model 12; pick a divisor or list the widths",
+     "heads=5 does not divide d_model=12; pick a divisor or list the widths"),
+    (["--heads", "8,8", "--d-model", "12"], {"heads": "8,8", "d_model": 12}, "heads",
+     "--heads 8,8 makes the width 16, not --d-model 12; drop one of them",
+     "heads='8,8' makes the width 16, not d_model=12; drop one of them"),
+    (["--cooperative", "d8n1,,d8n1"], {"cooperative": "d8n1,,d8n1"}, "cooperative",
+     "--cooperative d8n1,,d8n1 has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2",
+     "cooperative='d8n1,,d8n1' has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2"),
+    (["--cooperative", "d8n1", "--router-epsilon", "2"], {"cooperative": "d8n1", "router_epsilon": 2.0},
+     "router_epsilon", "--router-epsilon must be between 0 and 1, got 2.0",
+     "router_epsilon must be between 0 and 1, got 2.0"),
+    (["--lookahead", "20", "--seq-len", "16"], {"lookahead": 20, "seq_len": 16}, "lookahead",
+     ("--lookahead 20 asks head 20 for the token 21 positions ahead, past the end of every window of --seq-len 16; "
+      "give a --lookahead below 16, or a longer --seq-len"),
+     ("lookahead=20 asks head 20 for the token 21 positions ahead, past the end of every window of seq_len=16; "
+      "give a lookahead below 16, or a longer seq_len")),
+    (["--lookahead", "2", "--lookahead-mode", "gap", "--lookahead-distill", "0.5"],
+     {"lookahead": 2, "lookahead_mode": "gap", "lookahead_distill": 0.5},
+     "lookahead_distill", None, None),
+]
+
+
+def spelled_as_flags(line: str) -> None:
+    assert "--" in line and not re.search(r"\b[a-z_]+=", line), line
+
+
+def spelled_as_keywords(line: str) -> None:
+    assert "--" not in line and re.search(r"\b[a-z_]+=|\b[a-z]+_[a-z_]+\b", line), line
+
+
+@pytest.mark.parametrize(("flags", "keywords", "key", "flag_line", "keyword_line"), SOURCES)
+def test_a_family_configs_errors_carry_their_setting_and_each_front_end_words_it(
+        workdir, planned, capsys, flags, keywords, key, flag_line, keyword_line):
+    assert main(["train", "text.txt", *BASE, "--no-save", *flags]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert planned[0].key == key and line == str(planned[0])
+    spelled_as_flags(line)
+    with pytest.raises(ConfigError) as raised:
+        microgpt.train("text.txt", **QUIET, **keywords)
+    assert raised.value.key == key
+    spelled_as_keywords(str(raised.value))
+    if flag_line is not None:
+        assert (line, str(raised.value)) == (flag_line, keyword_line)
+
+
+def test_a_named_runs_bad_value_carries_its_setting_in_the_files_words(workdir, capsys):
+    (workdir / "runs.yaml").write_text("runs:\n  r:\n    lr: fast\n")
+    assert main(["train", "text.txt", *BASE, "--config", "runs.yaml", "--run", "r"]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert line.startswith("lr (run r in runs.yaml) must be ") and "--" not in line
+    with pytest.raises(ConfigError) as raised:
+        named_runs.load_run("runs.yaml", "r")
+    assert raised.value.key == "lr" and str(raised.value) == line
+    (workdir / "runs.yaml").write_text("runs:\n  r:\n    lr: 0.01\n")
+    assert main(["train", "text.txt", *BASE, "--config", "runs.yaml", "--run", "s"]) == 2
+    assert capsys.readouterr().err.strip() == "microgpt train: error: --run s is not in runs.yaml; its runs are: r"
+
+
+def test_compare_plans_each_spec_through_the_plan_and_says_its_settings_as_flags(workdir, planned, capsys):
+    assert main(["train", "text.txt", *BASE, "--no-save", "--heads", "3", "--compare", "d12n1,d8n1"]) == 2
+    assert capsys.readouterr().err.strip() == ("microgpt train: error: --heads 3 sets the model shape, but "
+                                               "--compare takes it from each spec; drop it")
+    assert main(["train", "text.txt", *BASE, "--no-save", "--compare", "d12n1,,d8n1"]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert line == "--compare d12n1,,d8n1 has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2"
+    assert not planned  # refused before any spec was planned
+    assert main(["train", "text.txt", *BASE, "--no-save", "--lr", "0.1", "--min-lr", "0.5",
+                 "--compare", "d12n1,d8n1"]) == 2
+    assert capsys.readouterr().err.strip() == "microgpt train: error: --min-lr 0.5 must be between 0 and --lr 0.1"
+    assert len(planned) == 1 and planned[0].key == "min_lr"  # the plan's own check, met in the first spec's plan
+    planned.clear()
+    assert main(["train", "text.txt", *BASE, "--seq-len", "16", "--steps", "1", "--no-save",
+                 "--compare", "d12n1,d8n1"]) == 0
+    assert planned == [None, None]  # each spec planned once, by the plan
+
+
+def test_sampling_settings_are_flags_on_the_command_line_and_keywords_in_python(workdir, capsys):
+    assert main(["train", "text.txt", *FLAGS, "--steps", "1", "--model", "ck"]) == 0
+    capsys.readouterr()
+    assert main(["sample", "ck", "--backend", "numpy", "--fill", "t_e", "--temperature", "0.5"]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt sample: error: ")
+    assert line == "--temperature is for sampling, and --fill fills holes greedily; drop it"
+    assert main(["sample", "ck", "--backend", "numpy", "--mask", "#"]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt sample: error: ")
+    assert line == "--mask marks the holes of --fill TEXT; give --fill, or drop --mask"
+    model = microgpt.load("ck", backend="numpy")
+    for call, key, said in ((lambda: model.sample(5, temperature=-1.0), "temperature", "temperature=-1.0 must be 0"),
+                            (lambda: model.sample(5, top_p=2.0), "top_p", "top_p=2.0 must be in (0, 1]"),
+                            (lambda: model.evaluate(TEXT, stride=99), "stride", "stride=99 must be between 1")):
+        with pytest.raises(UserError) as raised:
+            call()
+        assert raised.value.key == key and str(raised.value).startswith(said) and "--" not in str(raised.value)

@@ -43,7 +43,7 @@ def test_values_from_python_are_read_and_checked_like_flags():
 
 
 def test_heads_that_contradict_d_model_name_both_sources():
-    with pytest.raises(ConfigError, match="--heads exponential makes d_model 63, but --d-model is 64"):
+    with pytest.raises(ConfigError, match="--heads exponential makes the width 63, not --d-model 64"):
         Settings({"heads": "exponential", "d_model": 64}).model_config(10)
 
 

@@ -68,12 +68,12 @@ def test_flags_override_the_shape_of_a_named_run(workdir, capsys):
     assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "small", "--heads", "4", "--no-save"]) == 0
     assert "heads [2, 2, 2, 2]" in capsys.readouterr().out
     assert main(["train", "text.txt", "--config", "runs.yaml", "--run", "odd", "--d-model", "16", "--no-save"]) == 2
-    assert "heads: 1,2,5 (run odd in runs.yaml) makes d_model 8, but --d-model is 16" in error_line(capsys)
+    assert "heads: 1,2,5 (run odd in runs.yaml) makes the width 8, not --d-model 16" in error_line(capsys)
 
 
 @pytest.mark.parametrize("flags, expected", [
     (["--config", "runs.yaml"], "needs --run ID to pick a run; its runs are: small, odd"),
-    (["--config", "runs.yaml", "--run", "big"], "'big' is not in runs.yaml; its runs are: small, odd"),
+    (["--config", "runs.yaml", "--run", "big"], "--run big is not in runs.yaml; its runs are: small, odd"),
     (["--run", "small"], "--run small needs --config FILE"),
     (["--compare", "d4n1,d2x4"], "model spec 'd2x4' is not valid"),
     (["--compare", "d8n1", "--n-layers", "2"], "--n-layers 2 sets the model shape, but --compare takes it"),

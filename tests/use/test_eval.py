@@ -133,7 +133,7 @@ def test_eval_help_says_what_the_stride_trades(capsys):
 
 
 def test_a_stride_beyond_seq_len_is_refused():
-    with pytest.raises(DataError, match="--stride must be between 1 and the model's seq_len 6"):
+    with pytest.raises(DataError, match="--stride 7 must be between 1 and the model's seq_len 6"):
         evaluate(tiny_model(seed=5), CharTokenizer(VOCAB).encode(TEXT), stride=7)
 
 

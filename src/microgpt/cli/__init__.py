@@ -15,7 +15,7 @@ import sys
 from microgpt.backends import BackendUnavailable
 from microgpt.cli.output import OutputLost, guard_output
 from microgpt.cli.parser import EXIT_USER_ERROR, Parser, parse
-from microgpt.core.errors import ConfigError, DataError, TrainingStopped, UnsoundOutputs
+from microgpt.core.errors import ConfigError, DataError, TrainingStopped, UnsoundOutputs, UserError, as_flag
 from microgpt.core.version import __version__
 from microgpt.model.checkpoint import CheckpointError
 
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"microgpt {args.command}: error: cannot write the output ({exc})", file=sys.stderr)
         return EXIT_USER_ERROR
     except USER_ERRORS as exc:
-        print(f"microgpt {args.command}: error: {exc}", file=sys.stderr)
+        said = exc.worded(as_flag) if isinstance(exc, UserError) else exc  # flags, whatever words it was raised in
+        print(f"microgpt {args.command}: error: {said}", file=sys.stderr)
         return EXIT_USER_ERROR
     except MemoryError:
         print(f"microgpt {args.command}: error: out of memory; use a smaller model, --batch-size or --seq-len",

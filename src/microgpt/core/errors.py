@@ -5,12 +5,13 @@ one line and exits 2 (cli/__init__.py). A message that names a setting holds it
 as data (`Named`: its key, and the value where the message shows one), not as
 words, and the error's `key` is the setting at fault: each front end words the
 same error its own way (`worded`): the command line as flags (`--lr 0.5`, the
-default, `str`), `microgpt.train` as keywords (`lr=0.5`), the studio as its fields.
+default, `str`), Python as keywords (`lr=0.5`, `as_keyword`), the studio as its fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 NO_VALUE = object()  # a setting named without its value
@@ -38,6 +39,8 @@ def as_flag(named: Named) -> str:
     """The command line's words: "--lr", "--lr 0.5", "--no-random-batches", "--heads 4,4"; a named run's value
     as its YAML says it ("heads: 1,2 (run ID in FILE)")."""
     flag = "--" + named.key.replace("_", "-")
+    if named.origin is not None and named.value is NO_VALUE:
+        return f"{named.key} ({named.origin})"
     if named.origin is not None:
         return f"{named.key}: {_listed(named.value)} ({named.origin})"
     if named.value is NO_VALUE:
@@ -45,6 +48,27 @@ def as_flag(named: Named) -> str:
     if isinstance(named.value, bool):
         return flag if named.value else f"--no-{named.key.replace('_', '-')}"
     return f"{flag} {_listed(named.value)}"
+
+
+def as_keyword(named: Named) -> str:
+    """Python's words, as `microgpt.train` and a loaded model's methods take their settings: "lr", "lr=0.5",
+    "save=False", "cooperative=..."; a named run's value as its YAML says it, as every front end does."""
+    if named.origin is not None:
+        return as_flag(named)
+    if named.value is NO_VALUE:
+        return named.key
+    shown = named.value if isinstance(named.value, Placeholder) else repr(named.value)
+    return f"{named.key}={shown}"
+
+
+@contextlib.contextmanager
+def in_python_words() -> Iterator[None]:
+    """A user's error raised inside, with its settings named as Python's keywords (`as_keyword`)."""
+    try:
+        yield
+    except UserError as exc:
+        exc.args = (exc.worded(as_keyword),)  # the same error, its type and data kept, said in Python's words
+        raise
 
 
 def _listed(value) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.model.attention import MAX_HEADS
 
 SPEC_GRAMMAR = ("d<width>, d<count>x<width> or d<w1>+<w2>+..., then n<layers>, then optionally ff<d_ff>; "
@@ -87,22 +87,25 @@ def parse_spec(text: str, expert: bool = False) -> ModelSpec:
     return ModelSpec(text.strip(), head_dims, n_layers, d_ff)
 
 
-def parse_spec_list(text: str, flag: str = "--compare", expert: bool = False) -> list[ModelSpec]:
-    """Comma-separated specs, each valid; for --compare none repeated (each run writes to a directory named
-    after it), where an ensemble's experts (--cooperative) may share a shape; `expert` as parse_spec's."""
+def parse_spec_list(text: str, key: str = "compare", expert: bool = False, entry: str = "") -> list[ModelSpec]:
+    """Comma-separated specs, each valid, given by the setting `key` (`entry`: which part of it, "entry " for an
+    ensemble's in a --compare list); for compare none repeated (each run writes to a directory named after it),
+    where an ensemble's experts (cooperative) may share a shape; `expert` as parse_spec's."""
+    named = Named(key, text[:80])
     items = [item.strip() for item in text.split(",")]
     if not all(items):
-        raise ConfigError(f"{flag} {text[:80]!r} has an empty entry; list specs separated by commas, e.g. d64n2,d4x16n2")
+        raise ConfigError(named, f" has an empty {entry or 'entry'}; list specs separated by commas, e.g. "
+                          "d64n2,d4x16n2")
     if len(items) > MAX_SPECS:
-        raise ConfigError(f"{flag} lists {len(items):,} specs; it takes at most {MAX_SPECS:,}")
+        raise ConfigError(Named(key), f" {entry}lists {len(items):,} specs; it takes at most {MAX_SPECS:,}")
     try:
         specs = [parse_spec(item, expert) for item in items]
-    except ConfigError as exc:  # said on the flag that gave it (an editor shows it under that field)
-        raise ConfigError(f"{flag}: {exc}") from None
+    except ConfigError as exc:  # said on the setting that gave it (an editor shows it under that field)
+        raise ConfigError(Named(key), f" {entry}".rstrip() + ": ", *exc.parts) from None
     seen: set[str] = set()
     for spec in specs:
-        if flag == "--compare" and spec.text in seen:
-            raise ConfigError(f"--compare lists {spec.text} twice; list each spec once")
+        if key == "compare" and not entry and spec.text in seen:
+            raise ConfigError(Named(key), f" lists {spec.text} twice; list each spec once")
         seen.add(spec.text)
     return specs
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from microgpt.core.checks import NON_NEGATIVE_NUMBER, PATH, PROBABILITY, SWITCH, TEXT, Choice, whole
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.core.fields import check_fields, setting, settings_fields
 
 
@@ -45,16 +45,18 @@ class SampleSettings:
     def __post_init__(self) -> None:
         check_fields(self)
         if self.speculative and not self.cache:
-            raise ConfigError("--speculative checks its drafts against the KV cache, which --no-cache turns off; drop "
-                              "one of them")
+            raise ConfigError(Named("speculative"), " checks its drafts against the KV cache, which ",
+                              Named("cache", False), " turns off; drop one of them")
         if len(self.mask) != 1:
-            raise ConfigError(f"--mask must be one character, got {self.mask!r}")
+            raise ConfigError(Named("mask"), f" must be one character, got {self.mask!r}")
         if self.fill is None and self.mask != "_":
-            raise ConfigError("--mask marks the holes of --fill TEXT; give --fill, or drop --mask")
+            raise ConfigError(Named("mask"), " marks the holes of ", Named("fill", Placeholder("TEXT")), "; give ",
+                              Named("fill"), ", or drop ", Named("mask"))
         if self.fill is not None:
             for f in settings_fields(SampleSettings):
                 if f.field not in ("fill", "mask", "out") and getattr(self, f.field) != f.default:
-                    raise ConfigError(f"{f.flag} is for sampling, and --fill fills holes greedily; drop it")
+                    raise ConfigError(Named(f.key), " is for sampling, and ", Named("fill"),
+                                      " fills holes greedily; drop it")
 
 
 @dataclass
@@ -91,7 +93,8 @@ class EvalSettings:
         if self.prompts is not None:
             for f in settings_fields(EvalSettings):
                 if f.field not in ("prompts", "json") and getattr(self, f.field) != f.default:
-                    raise ConfigError(f"{f.flag} is for scoring a FILE, not for --prompts; drop it")
+                    raise ConfigError(Named(f.key), " is for scoring a FILE, not for ", Named("prompts"),
+                                      "; drop it")
 
 
 @dataclass

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from microgpt.core.checks import shown
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.data.tokenizer import is_tokenizer_file
 from microgpt.settings.known import known_settings
 
@@ -50,9 +50,10 @@ def load_run(path: str | Path, run_id: str | None) -> NamedRun:
     runs = _load_runs(path)
     ids = ", ".join(runs)
     if run_id is None:
-        raise ConfigError(f"--config {path} needs --run ID to pick a run; its runs are: {ids}")
+        raise ConfigError(Named("config", str(path)), " needs ", Named("run", Placeholder("ID")),
+                          f" to pick a run; its runs are: {ids}")
     if run_id not in runs:
-        raise ConfigError(f"--run {run_id!r} is not in {path}; its runs are: {ids}")
+        raise ConfigError(Named("run", run_id), f" is not in {path}; its runs are: {ids}")
     return runs[run_id]
 
 
@@ -82,39 +83,39 @@ def _read_yaml(path: Path) -> dict:
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file") from None
+        raise ConfigError(Named("config", str(path)), ": no such file") from None
     except OSError as exc:
-        raise ConfigError(f"--config {path} cannot be read ({exc.strerror or exc})") from None
+        raise ConfigError(Named("config", str(path)), f" cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"--config {path} is not a regular file (a directory, a pipe or a device); give a YAML "
+        raise ConfigError(Named("config", str(path)), " is not a regular file (a directory, a pipe or a device); give a YAML "
                           "file")
     if info.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"--config {path} is {info.st_size:,} bytes, more than a file of named runs needs (at "
+        raise ConfigError(Named("config", str(path)), f" is {info.st_size:,} bytes, more than a file of named runs needs (at "
                           f"most {MAX_CONFIG_BYTES:,}); give the YAML file of runs")
     try:
         with open(path, "rb") as f:
             text = f.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--config {path} cannot be read ({exc})") from None
+        raise ConfigError(Named("config", str(path)), f" cannot be read ({exc})") from None
     try:
         _check_expansion(yaml.compose(text, Loader=yaml.SafeLoader), path)
         document = yaml.safe_load(text)
     except RecursionError:
-        raise ConfigError(f"--config {path} nests its values too deeply to read; a file of named runs is a "
+        raise ConfigError(Named("config", str(path)), " nests its values too deeply to read; a file of named runs is a "
                           "mapping of flat settings") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"--config {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        raise ConfigError(Named("config", str(path)), f" is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(document, dict) or not isinstance(document.get("runs"), dict) or not document["runs"]:
-        raise ConfigError(f"--config {path} needs a `runs:` mapping of run id -> settings (see examples/configs.yaml)")
+        raise ConfigError(Named("config", str(path)), " needs a `runs:` mapping of run id -> settings (see examples/configs.yaml)")
     unknown = sorted(str(key) for key in document if key not in ("runs", "defaults"))
     if unknown:
-        raise ConfigError(f"--config {path}: unknown top-level key {shown(unknown[0])}; the file has `runs:` and "
+        raise ConfigError(Named("config", str(path)), f": unknown top-level key {shown(unknown[0])}; the file has `runs:` and "
                           "optionally `defaults:`")
     for run_id in document["runs"]:
         if not isinstance(run_id, str) or not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
-            raise ConfigError(f"--config {path}: run id {shown(run_id)} must be a name (it names the checkpoint "
+            raise ConfigError(Named("config", str(path)), f": run id {shown(run_id)} must be a name (it names the checkpoint "
                           "directory)")
     return document
 
@@ -131,14 +132,14 @@ def _check_expansion(root, path: Path) -> None:
         if key in sizes:
             return sizes[key]
         if key in open_nodes:
-            raise ConfigError(f"--config {path}: an alias refers to a node that contains it; write the settings out")
+            raise ConfigError(Named("config", str(path)), ": an alias refers to a node that contains it; write the settings out")
         open_nodes.add(key)
         children = (node.value if isinstance(node, yaml.SequenceNode) else
                     [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else [])
         total = 1 + sum(size(child) for child in children)
         open_nodes.discard(key)
         if total > MAX_CONFIG_NODES:
-            raise ConfigError(f"--config {path}: its aliases expand to more than {MAX_CONFIG_NODES:,} values; a "
+            raise ConfigError(Named("config", str(path)), f": its aliases expand to more than {MAX_CONFIG_NODES:,} values; a "
                               "file of named runs needs far fewer, so write the settings out")
         sizes[key] = total
         return total
@@ -160,7 +161,7 @@ def _check_settings(settings, where: str, path: Path) -> dict:
         try:
             values[key] = keys[key].check.from_yaml(value)
         except ValueError as exc:
-            raise ConfigError(f"{where}: {key} must be {exc}, not {shown(value)}") from None
+            raise ConfigError(Named(key, origin=where), f" must be {exc}, not {shown(value)}") from None
         if ((key in PATH_KEYS and isinstance(values[key], str))
                 or (key == "tokenizer" and is_tokenizer_file(values[key]))):
             values[key] = str(path.parent / values[key])

@@ -10,7 +10,6 @@ characters with it, so a check after an edit reads nothing again.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from microgpt.core.checks import Choice, Switch, shown
@@ -144,17 +143,6 @@ def as_field(named: Named) -> str:
     return f"{named.key}: {','.join(map(str, named.value)) if isinstance(named.value, tuple) else named.value}"
 
 
-def setting_named(message: str, keys) -> str | None:
-    """The setting a message that carries no key names first (by its flag, or its YAML key), among `keys`: a
-    family config's own checks (model/gpt/config.py) still say theirs in words."""
-    best, first, fields = None, len(message) + 1, known_settings()
-    for key in keys:
-        found = re.search(rf"(?<![\w-])({re.escape(fields[key].flag)}|{re.escape(key)})(?![\w-])", message)
-        if found and found.start() < first:
-            best, first = key, found.start()
-    return best
-
-
 def _read(settings: dict, checked) -> dict:
     """Each given setting read by its own check (text as the flag's, other values as YAML's)."""
     values, fields = {}, known_settings()
@@ -201,9 +189,7 @@ def run_settings(given: dict, family_name: str | None, workspace, checked) -> Dr
         settings = Settings(values)
         planned = plan(settings, corpus=corpus, model=family_name is not None, place=False)
     except UserError as exc:
-        message = str(exc)
-        checked.add(exc.worded(as_field), setting=exc.key or setting_named(message, values)
-                    or setting_named(message, known_settings()))
+        checked.add(exc.worded(as_field), setting=exc.key)
         return run
     run.config, run.vocab, run.seq_len = planned.config, planned.vocab_size, planned.seq_len
     run.micro_batch = planned.settings.micro_batch

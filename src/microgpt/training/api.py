@@ -7,16 +7,14 @@ run, what the same call would train, planned by the same function (training/plan
     print(run.sample(200))
 
 An error names each setting as Python does (`lr=0.5`, `save=False`): the error carries its settings as data
-(core/errors.py), and this module words them (`as_keyword`).
+(core/errors.py), worded as keywords (core/errors.py `in_python_words`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
-from microgpt.core.errors import NO_VALUE, Named, Placeholder, UserError, as_flag
+from microgpt.core.errors import in_python_words
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings, known_settings
@@ -73,27 +71,6 @@ def resume_of(resume) -> Path | str | None:
 
 def path_or_none(value) -> Path | None:
     return None if value is None else Path(value)
-
-
-@contextlib.contextmanager
-def in_python_words() -> Iterator[None]:
-    """A user's error of setting up with its settings named as train's keywords (`as_keyword`)."""
-    try:
-        yield
-    except UserError as exc:
-        exc.args = (exc.worded(as_keyword),)  # the same error, its type and data kept, said in Python's words
-        raise
-
-
-def as_keyword(named: Named) -> str:
-    """A setting as train's keyword: "lr", "lr=0.5", "save=False", "cooperative=..."; a named run's value as
-    its YAML says it, as every front end does."""
-    if named.origin is not None:
-        return as_flag(named)
-    if named.value is NO_VALUE:
-        return named.key
-    shown = named.value if isinstance(named.value, Placeholder) else repr(named.value)
-    return f"{named.key}={shown}"
 
 
 def settings_listing() -> str:

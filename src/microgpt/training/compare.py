@@ -1,7 +1,8 @@
 """`--compare`: several model specs trained in turn on the same text, tokenizer, batches, seed and steps.
 
-`plan_compare` checks every spec (its shape, memory, and where it saves:
-each directory claimed before the first spec trains) before any training;
+`plan_compare` plans every spec as one run is planned (training/plan.py `plan`:
+its settings, shape and training checks), then checks its memory and where it
+saves (each directory claimed before the first spec trains), before any training;
 `Comparison.runs` then makes each spec's run when it is reached, so only one
 model is in memory at a time. The specs are the family's shape strings
 (`parse_specs`); each spec is its own settings over the command's.
@@ -9,6 +10,7 @@ model is in memory at a time. The specs are the family's shape strings
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import Backend
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.data.corpus import Corpus, short_vocabulary
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.checkpoint import CONFIG
@@ -24,9 +26,8 @@ from microgpt.model.family import family, n_params
 from microgpt.model.memory import check_memory
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import TrainConfig
-from microgpt.training.data_parallel import micro_batch_size
-from microgpt.training.plan import claim, make_batches
-from microgpt.training.resolve import check_overwrite, check_training
+from microgpt.training.plan import claim, make_batches, plan
+from microgpt.training.resolve import check_overwrite
 from microgpt.training.run import Run
 from microgpt.training.run_dir import (
     WriterLock,
@@ -85,31 +86,32 @@ def plan_compare(settings: Settings, specs_text: str, backend: Backend, save: bo
     check_overwrite(overwrite, save, None)
     kind, family_name = settings.family, settings.value("family")
     if not hasattr(kind, "parse_specs"):
-        raise ConfigError(f"--compare takes model specs, and the {family_name} family has none; compare its runs "
-                          "with --config FILE (named runs) instead")
+        raise ConfigError(Named("compare"), f" takes model specs, and the {family_name} family has none; compare "
+                          "its runs with ", Named("config", Placeholder("FILE")), " (named runs) instead")
     for key in kind.SPEC_KEYS:
         if settings.given(key):
-            raise ConfigError(f"{settings.describe(key)} sets the model shape, but --compare takes it from each spec; drop it")
+            raise ConfigError(settings.mention(key), " sets the model shape, but ", Named("compare"),
+                              " takes it from each spec; drop it")
     specs = kind.parse_specs(specs_text, settings)
-    train_config = settings.train_config()
-    backend.use_precision(train_config.precision)
-    board = settings.run_config().log == "tensorboard"  # the tensorboard extra is checked here
-    micro_batch = micro_batch_size(train_config.batch_size, train_config.grad_accum, 1)
     corpus = Corpus.load(settings.value("file"), settings.value("max_corpus"))
-    tokenizer = corpus.new_tokenizer(settings.value("tokenizer"), settings.value("vocab_size"))
-    configs = [Settings({**settings.explicit, **values}, settings.named).model_config(tokenizer.size)
-               for _, values in specs]
-    for (text, _), config in zip(specs, configs):
-        check_memory(kind, config, micro_batch, backend, settings.value("max_memory"), f"spec {text}")
-        check_training(kind, config, train_config)  # every spec's, before the first trains
+    planned = [plan(Settings({**settings.explicit, **values}, settings.named), save=save, corpus=corpus,
+                    place=False) for _, values in specs]  # every spec's settings, shape and training checked
+    train_config = planned[0].settings.train
+    backend.use_precision(train_config.precision)
+    board = planned[0].settings.run.log == "tensorboard"  # the tensorboard extra is checked here
+    tokenizer = planned[0].tokenizer or corpus.new_tokenizer(settings.value("tokenizer"), settings.value("vocab_size"))
+    configs = [dataclasses.replace(each.config, vocab_size=tokenizer.size) for each in planned]
+    for (text, _), config, each in zip(specs, configs, planned):
+        check_memory(kind, config, each.settings.micro_batch, backend, each.settings.run.max_memory, f"spec {text}")
     names = [text for text, _ in specs]
     base, notes = None, [short_vocabulary(settings.value("vocab_size"), tokenizer)]
     if save:
         label = settings.named.id if settings.named else corpus.name
         base = settings.path("model") or DEFAULT_ROOT / f"{label}-compare"
         if (base / CONFIG).exists() or (base.exists() and not base.is_dir()):
-            raise ConfigError(f"{base} is a checkpoint or a file; --compare writes one checkpoint per spec inside "
-                              "--model DIR, so pick a directory that is neither")
+            raise ConfigError(f"{base} is a checkpoint or a file; ", Named("compare"), " writes one checkpoint per "
+                              "spec inside ", Named("model", Placeholder("DIR")), ", so pick a directory that is "
+                              "neither", key="model")
         for name in names:  # every spec's place and files, before the first spec trains
             check_target(base / name)
             notes.append(check_replaceable(base / name, overwrite))

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError, UnsoundOutputs
+from microgpt.core.errors import ConfigError, Named, UnsoundOutputs
 
 
 def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
     """A ConfigError naming the first invalid sampling setting."""
     if not (temperature >= 0 and np.isfinite(temperature)):
-        raise ConfigError(f"temperature must be 0 (greedy) or a positive finite number, got {temperature}")
+        raise ConfigError(Named("temperature", temperature), " must be 0 (greedy) or a positive finite number")
     if top_k < 0:
-        raise ConfigError(f"top-k must be 0 (no limit) or a positive number of tokens, got {top_k}")
+        raise ConfigError(Named("top_k", top_k), " must be 0 (no limit) or a positive number of tokens")
     if not 0 < top_p <= 1:
-        raise ConfigError(f"top-p must be in (0, 1] (1 keeps every token), got {top_p}")
+        raise ConfigError(Named("top_p", top_p), " must be in (0, 1] (1 keeps every token)")
 
 
 def choose_token(logits: np.ndarray, temperature: float, rng: np.random.Generator, top_k: int = 0,

@@ -26,7 +26,7 @@ from functools import partial
 
 import numpy as np
 
-from microgpt.core.errors import DataError, UnsoundOutputs
+from microgpt.core.errors import DataError, Named, UnsoundOutputs
 from microgpt.model.thread_split import in_slices, slice_count
 
 
@@ -74,7 +74,7 @@ def evaluate(model, tokens: np.ndarray, batch_size: int = 32, max_positions: int
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if not 1 <= stride <= seq_len:
-        raise DataError(f"--stride must be between 1 and the model's seq_len {seq_len}, got {stride}")
+        raise DataError(Named("stride", stride), f" must be between 1 and the model's seq_len {seq_len}")
     if not hasattr(tokens, "chunks"):  # a prepared dataset's split is read a window at a time, never whole
         tokens = np.asarray(tokens, dtype=np.int32)
     positions = scorable_positions(len(tokens), seq_len, what, max_positions)

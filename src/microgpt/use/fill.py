@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 
 DEFAULT_MASK = "_"
 
@@ -158,7 +158,7 @@ def fill_rates(model, tokens, rate: float, batch_size: int = 32, max_positions: 
     """Mask a share `rate` of the tokens (none at a window's first position) in consecutive windows of seq_len
     tokens, fill them, and count the holes the fill and the main head's left-only guess get right."""
     if not 0 < rate <= 1:
-        raise ConfigError(f"--fill-rate must be above 0 and at most 1 (a share of the tokens to hide), got {rate}")
+        raise ConfigError(Named("fill_rate", rate), " must be above 0 and at most 1 (a share of the tokens to hide)")
     seq_len = model.config.seq_len
     tokens = np.asarray(tokens[: len(tokens) if max_positions is None else max_positions], dtype=np.int32)
     count = len(tokens) // seq_len
@@ -169,8 +169,8 @@ def fill_rates(model, tokens, rate: float, batch_size: int = 32, max_positions: 
     holes = np.random.default_rng(seed).random(truth.shape) < rate  # (W, T)
     holes[:, 0] = False
     if not holes.any():
-        raise ConfigError(f"--fill-rate {rate} hid none of the {truth.size} tokens; give a higher rate or a longer "
-                          "text")
+        raise ConfigError(Named("fill_rate", rate), f" hid none of the {truth.size} tokens; give a higher rate or a "
+                          "longer text")
     gaps = gap_heads(model)
     left, fill, by_gaps = truth.copy(), truth.copy(), 0
     for i in range(0, count, batch_size):

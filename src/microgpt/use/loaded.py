@@ -27,7 +27,7 @@ import numpy as np
 
 from microgpt.backends import start_backend
 from microgpt.core.checks import format_bytes
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, in_python_words
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.checkpoint import load_checkpoint
 from microgpt.model.family import family
@@ -75,6 +75,7 @@ class LoadedModel:
     def seq_len(self) -> int:
         return self.model.config.seq_len
 
+    @in_python_words()
     def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
                top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
                on_text: Callable[[str], None] | None = None, speculation: Speculation | None = None) -> str:
@@ -84,12 +85,14 @@ class LoadedModel:
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
                         on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache, speculation=speculation)
 
+    @in_python_words()
     def complete(self, prompt: str, stop: str = "\n", max_tokens: int | None = None) -> str:
         """The greedy continuation of `prompt` up to the first `stop` (left out), at most max_tokens tokens (seq_len
         by default, a context's worth)."""
         return generate(self.model, self.tokenizer, prompt, self.seq_len if max_tokens is None else max_tokens,
                         temperature=0, stop=stop)
 
+    @in_python_words()
     def evaluate(self, text: str, stride: int | None = None, batch_size: int = 32, max_positions: int | None = None,
                  what: str = "the text") -> Evaluation:
         """NLL per token, perplexity and bits per character of `text`, as `microgpt eval` scores a file (stride
@@ -99,6 +102,7 @@ class LoadedModel:
         return evaluate(self.model, tokens, batch_size=self.fitting_batch(batch_size), max_positions=max_positions,
                         what=what, stride=stride, tokenizer=self.tokenizer)
 
+    @in_python_words()
     def routing(self, text: str, stride: int | None = None, batch_size: int = 32) -> Routing:
         """An ensemble's routing of `text` (use/routing.py): for each position, each transformer expert's router
         weight (.weights, summing to 1) and the prior's share (.prior), each position read with the context
@@ -110,6 +114,7 @@ class LoadedModel:
         return routing_of(self.model, self.tokenizer, ids, batch_size=batch_size, stride=stride, what=str(self.path),
                           family_name=self.family_name)
 
+    @in_python_words()
     def fill(self, text: str, mask: str = DEFAULT_MASK) -> Filled:
         """`text` with each `mask` character filled greedily (use/fill.py): by the gap heads from the text on both
         sides where the model has them, else by the main head from the text before; .used says which."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.errors import ConfigError, DataError, Named
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.decode import Rerun
 from microgpt.use.choose import check_finite, check_sampling, choose_token, token_probs
@@ -42,8 +42,8 @@ def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperatur
     and the main head checks them; it counts what was accepted."""
     check_sampling(temperature, top_k, top_p)
     if speculation is not None and not use_cache:
-        raise ConfigError("--speculative checks its drafts against the KV cache, which --no-cache turns off; drop "
-                          "one of them")
+        raise ConfigError(Named("speculative"), " checks its drafts against the KV cache, which ",
+                          Named("cache", False), " turns off; drop one of them")
     rng = np.random.default_rng(seed)
     context = list(tokenizer.encode(prompt or tokenizer.start_text(), source="the prompt"))
     if not context:  # a tokenizer that drops whitespace (WordPiece) encodes a blank prompt to nothing

@@ -22,12 +22,12 @@ def parse_specs(text: str, settings) -> list[tuple[str, dict]]:
     """--compare with --family ensemble: ensembles separated by ';', each its experts' specs (d64n3,d64n3)."""
     entries = [entry.strip() for entry in text.split(";")]
     if not all(entries):
-        raise ConfigError(f"--compare {text!r} has an empty entry; separate ensembles by ';', e.g. "
+        raise ConfigError(Named("compare", text), " has an empty entry; separate ensembles by ';', e.g. "
                           "d64n3,d64n3;d32n3,d32n3,d32n3,d32n3")
     if len(set(entries)) != len(entries):
-        raise ConfigError(f"--compare {text!r} lists an ensemble twice; list each once")
+        raise ConfigError(Named("compare", text), " lists an ensemble twice; list each once")
     for entry in entries:
-        parse_spec_list(entry, flag="--compare entry", expert=True)  # each entry's specs checked before training
+        parse_spec_list(entry, "compare", expert=True, entry="entry ")  # each entry's specs checked before training
     return [(entry, {"cooperative": entry}) for entry in entries]
 
 

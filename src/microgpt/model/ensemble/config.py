@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from microgpt.core.checks import NUMBER, SPEC_LIST, Choice, whole
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.core.fields import check_fields, setting
 from microgpt.model.priors import MAX_TRIGRAM_ENTRIES
 from microgpt.model.router import KINDS as ROUTERS
@@ -65,25 +65,26 @@ class EnsembleConfig:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
             raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
         if self.cooperative is None:
-            raise ConfigError("an ensemble needs its experts: --cooperative SPECS, e.g. d64n3,d64n3")
+            raise ConfigError("an ensemble needs its experts: ", Named("cooperative", Placeholder("SPECS")),
+                              ", e.g. d64n3,d64n3", key="cooperative")
         if not isinstance(self.prior_bias, bool):
             raise ConfigError(f"prior_bias must be true or false, got {self.prior_bias!r}")
         self.cooperative = ",".join(expert_text(spec) for spec in self.experts)  # checked once, its heads spelled out
         if self.active_dims is not None and self.active_dims > self.stream_dim:
-            raise ConfigError(f"--active-dims {self.active_dims} is wider than the stream (--stream-dim "
-                              f"{self.stream_dim}); give at most {self.stream_dim}")
+            raise ConfigError(Named("active_dims", self.active_dims), " is wider than the stream (",
+                              Named("stream_dim", self.stream_dim), f"); give at most {self.stream_dim}")
         if self.active_dims == self.stream_dim:
             self.active_dims = None  # the whole stream: one way to say it, so a resume that says it agrees
         if self.prior == "trigram" and (self.vocab_size + 1) * self.vocab_size**2 > MAX_TRIGRAM_ENTRIES:
-            raise ConfigError(f"--prior trigram counts a table of (V + 1) x V x V = "
+            raise ConfigError(Named("prior", "trigram"), " counts a table of (V + 1) x V x V = "
                               f"{(self.vocab_size + 1) * self.vocab_size**2:,} entries for this vocabulary of "
-                              f"{self.vocab_size} tokens; use --prior bigram, or the char tokenizer")
+                              f"{self.vocab_size} tokens; use ", Named("prior", "bigram"), ", or the char tokenizer")
         if not 0 <= self.router_epsilon <= 1:
-            raise ConfigError(f"--router-epsilon must be between 0 and 1, got {self.router_epsilon}")
+            raise ConfigError(Named("router_epsilon"), f" must be between 0 and 1, got {self.router_epsilon}")
 
     @property
     def experts(self) -> list[ModelSpec]:
-        return parse_spec_list(self.cooperative, flag="--cooperative", expert=True)
+        return parse_spec_list(self.cooperative, "cooperative", expert=True)
 
     @property
     def active(self) -> int:

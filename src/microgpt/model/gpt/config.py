@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from microgpt.core.checks import HEADS, whole
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.core.fields import check_fields, setting
 from microgpt.model.attention import MAX_HEADS
 
@@ -45,15 +45,15 @@ class GPTConfig:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
             raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
         if len(self.head_dims) > MAX_HEADS:
-            raise ConfigError(f"{len(self.head_dims):,} heads is more than {MAX_HEADS:,}; give fewer, wider heads")
+            raise ConfigError(f"{len(self.head_dims):,} heads is more than {MAX_HEADS:,}; give fewer, wider heads",
+                              key="heads")
         self.head_dims = tuple(self.head_dims)
         if not self.head_dims or min(self.head_dims) < 1:
-            raise ConfigError(f"every head needs a width of at least 1, got {list(self.head_dims)}")
+            raise ConfigError(f"every head needs a width of at least 1, got {list(self.head_dims)}", key="heads")
         if sum(self.head_dims) != self.d_model:
-            raise ConfigError(
-                f"head widths {list(self.head_dims)} sum to {sum(self.head_dims)} but d_model is {self.d_model}; "
-                "make them add up (e.g. --heads 4 splits d_model evenly)"
-            )
+            raise ConfigError(f"head widths {list(self.head_dims)} sum to {sum(self.head_dims)}, not ",
+                              Named("d_model", self.d_model), "; make them add up (", Named("heads", 4),
+                              " splits the width evenly)", key="heads")
 
     @property
     def n_heads(self) -> int:
@@ -73,8 +73,8 @@ def config_from(settings, vocab_size: int) -> GPTConfig:
     else:
         head_dims, heads_d_model = parse_heads(str(heads), d_model)
     if settings.given("d_model") and heads_d_model != d_model:
-        raise ConfigError(f"{settings.describe('heads')} makes d_model {heads_d_model}, but {settings.origin('d_model')} "
-                          f"is {d_model}; drop one of them")
+        raise ConfigError(settings.mention("heads"), f" makes the width {heads_d_model}, not ",
+                          settings.mention("d_model"), "; drop one of them")
     return GPTConfig(d_model=heads_d_model, head_dims=head_dims, **shape)
 
 
@@ -94,17 +94,16 @@ def parse_heads(text: str, d_model: int) -> tuple[tuple[int, ...], int]:
     try:
         numbers = [int(part) for part in text.split(",")]
     except ValueError:
-        raise ConfigError(
-            f"--heads {text!r} is not a count, a list of widths or a named set; "
-            f"try 4, 8,8,16,32 or one of: uniform, {', '.join(NAMED_HEADS)}"
-        ) from None
+        raise ConfigError(Named("heads", text), " is not a count, a list of widths or a named set; try 4, "
+                          f"8,8,16,32 or one of: uniform, {', '.join(NAMED_HEADS)}") from None
     if any(n < 1 for n in numbers):
-        raise ConfigError(f"--heads {text!r}: counts and widths must be positive")
+        raise ConfigError(Named("heads", text), ": counts and widths must be positive")
     if len(numbers) == 1:
         count = numbers[0]
         if count > MAX_HEADS:
-            raise ConfigError(f"--heads {count:,} is more than {MAX_HEADS:,} heads; give fewer, wider heads")
+            raise ConfigError(f"{count:,} heads is more than {MAX_HEADS:,}; give fewer, wider heads", key="heads")
         if d_model % count:
-            raise ConfigError(f"--heads {count} does not divide d_model {d_model}; pick a divisor or list the widths")
+            raise ConfigError(Named("heads", count), " does not divide ", Named("d_model", d_model),
+                              "; pick a divisor or list the widths")
         return (d_model // count,) * count, d_model
     return tuple(numbers), sum(numbers)

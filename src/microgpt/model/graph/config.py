@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from microgpt.core.checks import Path, whole
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.core.fields import check_fields, setting
 from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.document import read_document
@@ -49,8 +49,8 @@ class GraphConfig:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
             raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
         if self.graph is None:
-            raise ConfigError("the graph family needs a document: --graph G.json (microgpt graph from-family writes "
-                              "one from any family's flags)")
+            raise ConfigError("the graph family needs a document: ", Named("graph", Placeholder("G.json")),
+                              " (microgpt graph from-family writes one from any family's flags)", key="graph")
         source = self.graph if isinstance(self.graph, str) else None
         if source is not None:
             self.graph = read_document(source)
@@ -58,4 +58,4 @@ class GraphConfig:
         try:
             self.program: Program = compile_graph(self.graph, self.vocab_size, self.seq_len)
         except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
+            raise ConfigError(*((f"{source}: ",) if source else ()), *exc.parts, key=exc.key or "graph") from None

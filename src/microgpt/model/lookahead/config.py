@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from microgpt.core.checks import Choice, NonNegativeNumber, Number, Whole, whole
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.core.fields import setting
 from microgpt.model.attention import MAX_HEADS
 from microgpt.model.gpt.config import GPTConfig
@@ -74,27 +74,28 @@ class LookaheadConfig(GPTConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the trunk's checks, and every setting's (config.check_fields)
+        mtp, gap = Named("lookahead_mode", "mtp"), Named("lookahead_mode", "gap")
+        distill = Named("lookahead_distill")
         if self.lookahead_distill and self.lookahead_mode == "gap":
-            raise ConfigError("--lookahead-distill teaches mtp heads the main head's guess at the token they "
-                              "predict; a gap head sees text after its token, so the main head has nothing to "
-                              "teach it: drop --lookahead-distill, or use --lookahead-mode mtp")
-        if self.head_layers == 0 and self.lookahead_mode == "gap":
-            raise ConfigError("--head-layers 0 leaves a gap head without the block that reads past its gap, so it "
-                              "would only repeat the main head; give --head-layers 1 or more, or --lookahead-mode mtp")
-        if self.head_layers == 0 and self.lookahead_mode == "hydra":
-            raise ConfigError("--head-layers 0 leaves a hydra head without the layer that reads the tokens after its "
-                              "position, so it would only repeat an mtp head; give --head-layers 1 or more, or "
-                              "--lookahead-mode mtp")
+            raise ConfigError(distill, " teaches mtp heads the main head's guess at the token they predict; a gap "
+                              "head sees text after its token, so the main head has nothing to teach it: drop ",
+                              distill, ", or use ", mtp)
+        if self.head_layers == 0 and self.lookahead_mode in ("gap", "hydra"):
+            reads = ("the block that reads past its gap, so it would only repeat the main head" if
+                     self.lookahead_mode == "gap" else "the layer that reads the tokens after its position, so it "
+                     "would only repeat an mtp head")
+            raise ConfigError(Named("head_layers", 0), f" leaves a {self.lookahead_mode} head without {reads}; "
+                              "give ", Named("head_layers", 1), " or more, or ", mtp)
+        lookahead, seq_len = Named("lookahead", self.lookahead), Named("seq_len", self.seq_len)
         if self.lookahead_mode == "gap" and self.lookahead >= self.seq_len - 1:
-            raise ConfigError(
-                f"--lookahead {self.lookahead} with --lookahead-mode gap hides a gap of up to {self.lookahead} "
-                f"positions, so large that the context (--seq-len {self.seq_len}) shows head {self.lookahead} "
-                f"nothing beyond it; give --lookahead below {self.seq_len - 1}, or a longer --seq-len")
+            raise ConfigError(lookahead, " with ", gap, f" hides a gap of up to {self.lookahead} positions, so "
+                              "large that the context (", seq_len, f") shows head {self.lookahead} nothing beyond "
+                              "it; give a ", Named("lookahead"), f" below {self.seq_len - 1}, or a longer ",
+                              Named("seq_len"))
         if self.lookahead >= self.seq_len:
-            raise ConfigError(
-                f"--lookahead {self.lookahead} asks head {self.lookahead} for the token {self.lookahead + 1} "
-                f"positions ahead, past the end of every window of --seq-len {self.seq_len}; give --lookahead "
-                f"below {self.seq_len}, or a longer --seq-len")
+            raise ConfigError(lookahead, f" asks head {self.lookahead} for the token {self.lookahead + 1} positions "
+                              "ahead, past the end of every window of ", seq_len, "; give a ", Named("lookahead"),
+                              f" below {self.seq_len}, or a longer ", Named("seq_len"))
 
     @property
     def drafts(self) -> bool:
