@@ -6,9 +6,10 @@ open one). It never enters the document (docs/graphs.md); the studio keeps it in
 
 - `layered(body)`: the graph flows left to right, as a node's ports do (inputs on its left, outputs on its
   right). A node's column is one right of the rightmost column of the nodes it reads (its longest path from
-  the body's inputs); a column's nodes are ordered by the mean row of what they read (fewer crossings), then
-  by the document's order, and centred on y = 0. An edge that closes a cycle (a draft can have one) is left
-  out of the columns.
+  the body's inputs); a column's nodes start in the document's order and are then sorted by the mean row of
+  what they read, then of what reads them, and so on for SWEEPS passes (the barycentre heuristic: fewer wires
+  cross), and are centred on y = 0. An edge that closes a cycle (a draft can have one) is left out of the
+  columns. The gaps are wide enough for the editor to route wires between the boxes and label them.
 - the ensemble's top level: the stream as a bus along the top (the prior, its narrow, then each stream add),
   the experts side by side in the row below it, each between the stream it reads and the add it writes, their
   logits fanning down into the mix below and right of them, the router on the bus after the last add, the
@@ -26,9 +27,11 @@ import re
 from microgpt.model.graph.library import with_library
 
 VERSION = 1
-COLUMN = 240  # px between node centres in a row: a node is drawn about 180 wide
-ROW = 180  # px between rows: the editor draws a group's node up to about 140 high (its ports, summary and
-# buttons), and its wires need the rest; an ensemble's experts sit half a column from the adds above them
+COLUMN = 320  # px between node centres in a row: a node is drawn 190 wide, and the gap holds a wire's shape label
+ROW = 220  # px between rows: the editor draws a group's node up to about 180 high (its ports, a summary of up
+# to three lines and buttons), and its wires need the rest; an ensemble's experts sit half a column from the
+# adds above them
+SWEEPS = 4  # passes of the ordering of each column, alternately by what a node reads and by what reads it
 
 
 def _node(end: str) -> str | None:
@@ -69,16 +72,18 @@ def layered(body: dict) -> dict[str, list[int]]:
     rows: dict[int, list[str]] = {}
     for node_id in ids:
         rows.setdefault(row[node_id], []).append(node_id)
-    lane: dict[str, float] = {}  # a node's place down its column, in rows from the middle
-    positions: dict[str, list[int]] = {}
-    for x in sorted(rows):
-        order = {node_id: i for i, node_id in enumerate(rows[x])}
-        placed = sorted(rows[x], key=lambda n: (_mean([lane[s] for s in reads[n] if s in lane], order[n]),
-                                                order[n]))
-        for i, node_id in enumerate(placed):
-            lane[node_id] = i - (len(placed) - 1) / 2
-            positions[node_id] = [x * COLUMN, round(lane[node_id] * ROW)]
-    return positions
+    readers: dict[str, list[str]] = {node_id: [] for node_id in ids}
+    for node_id in ids:
+        for source in reads[node_id]:
+            readers[source].append(node_id)
+    lane = {node_id: i - (len(column) - 1) / 2 for column in rows.values() for i, node_id in enumerate(column)}
+    for sweep in range(SWEEPS):
+        forward = sweep % 2 == 0
+        for x in sorted(rows, reverse=not forward):
+            neighbours = reads if forward else readers
+            rows[x].sort(key=lambda n: _mean([lane[m] for m in neighbours[n]], lane[n]))
+            lane.update({node_id: i - (len(rows[x]) - 1) / 2 for i, node_id in enumerate(rows[x])})
+    return {node_id: [row[node_id] * COLUMN, round(lane[node_id] * ROW)] for node_id in ids}
 
 
 def _mean(values: list[float], otherwise: float) -> float:

@@ -64,7 +64,7 @@ const Canvas = {
     }
     const view = kept && (kept.view || kept.draft.layout.viewport);
     if (view) { EditorView.transform = {...view}; EditorView.apply(); }
-    else EditorView.fit(true);
+    else EditorView.fit();
     RunIO.refreshRunList();
   },
 
@@ -100,7 +100,7 @@ const Canvas = {
     document.getElementById("family").value = draft.family;
     document.getElementById("undo").disabled = !EditorModel.undoStack.length;
     document.getElementById("redo").disabled = !EditorModel.redoStack.length;
-    if (reason === "amend" && Family.fitNext) { Family.fitNext = false; EditorView.fit(true); }
+    if (reason === "amend" && Family.fitNext) { Family.fitNext = false; EditorView.fit(); }
     if (draft.mode === "family" && (reason.startsWith("set ") || reason === "reset" || reason === "undo" || reason === "redo")) {
       if (reason.startsWith("set ") || !Object.keys(draft.layout.positions).length) Family.regenerate();
     }

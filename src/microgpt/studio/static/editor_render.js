@@ -1,14 +1,17 @@
 // The Compose editor's drawing of the open body in SVG: each node with its inputs on the left and outputs on
-// the right, its label and a summary of its params; the body's own ports on two walls at the left and right;
-// the wires as curves. Every node, port and wire is focusable and named for a screen reader. What the check
+// the right, its label and a summary of its params (wrapped to the box, the rest cut with an ellipsis and
+// whole in its tooltip); the body's own ports on two walls at the left and right; the wires routed around the
+// boxes (EditorLayout.route), each with its shape's label on its longest level run. Every node, port and wire is focusable and named for a screen reader. What the check
 // found (shapes, errors, sizes) is drawn on top by EditorCheck.decorate.
 "use strict";
 
-const NODE_W = 190, HEADER = 24, ROW = 18, LINE = 14, PAD = 6;
+const NODE_W = 190, HEADER = 24, ROW = 20, LINE = 15, PAD = 6;
+const SUMMARY_LINES = 3; // a summary longer than this is cut
 
 const EditorRender = {
   geometry: new Map(), // node id ("@in", "@out" for the walls) -> {x, y, width, height, inputs, outputs}
   wiresOf: new Map(),  // node id -> the wire elements that touch it
+  routes: new WeakMap(), // a wire's element -> the corners of its route
   drawn: {body: null, nodes: new Map(), wires: new Map()}, // what is on the page: key -> {signature, g}
 
   // Draw the open body again, making anew only the nodes and wires that changed (an edit of one node's
@@ -38,13 +41,15 @@ const EditorRender = {
       this.geometry.set(wall.id, wall);
       nodes.set(wall.id, reuse(this.drawn.nodes.get(wall.id), JSON.stringify(wall), () => this.drawWall(wall), nodesLayer));
     }
-    const wires = new Map();
+    const wires = new Map(), boxes = [...this.geometry.values()];
     for (const edge of body.edges) {
       const a = this.portPoint(edge.from, "out"), b = this.portPoint(edge.to, "in");
       if (!a || !b) continue;
       const key = `${edge.from}|${edge.to}`;
       if (wires.has(key)) continue;
-      const made = reuse(this.drawn.wires.get(key), JSON.stringify([a, b]), () => this.drawWire(edge, a, b), wiresLayer);
+      const points = EditorLayout.route(a, b, boxes);
+      const made = reuse(this.drawn.wires.get(key), JSON.stringify(points), () => this.drawWire(edge, points), wiresLayer);
+      this.routes.set(made.g, points);
       wires.set(key, made);
       this.touches(edge, made.g);
     }
@@ -70,7 +75,7 @@ const EditorRender = {
     const ports = Ports.of(documentNow, node);
     const at = EditorModel.position(bodyName, node.id) || [0, 0];
     const collapsed = node.group !== undefined && EditorModel.isCollapsed(bodyName, node.id);
-    const summary = collapsed ? [] : summaryLines(documentNow, node);
+    const summary = collapsed ? [] : summaryLines(documentNow, node, NODE_W - 16);
     const rows = Math.max(1, ports.inputs.length, ports.outputs.length);
     const height = HEADER + rows * ROW + summary.length * LINE + PAD + (node.group !== undefined ? 2 * LINE : 0);
     return {x: at[0], y: at[1], width: NODE_W, height, inputs: ports.inputs, outputs: ports.outputs, summary, collapsed};
@@ -100,7 +105,8 @@ const EditorRender = {
       svgElement("rect", {class: "node-head", width: shape.width, height: HEADER, rx: 5}),
       svgElement("text", {class: "node-title", x: 8, y: 16}, node.id),
       svgElement("text", {class: "node-kind", x: shape.width - 8, y: 16, "text-anchor": "end"},
-        clip(kind + (node.repeat !== undefined ? ` ×${node.repeat}` : ""), kindRoom(shape.width, node.id))));
+        fitted(kind + (node.repeat !== undefined ? ` ×${node.repeat}` : ""), "node-kind",
+          shape.width - 24 - textWidth(node.id, "node-title"))));
     if (isGroup) {
       g.append(nodeButton("collapse", shape.collapsed ? "▸" : "▾", 4, shape.height - LINE - 2,
         shape.collapsed ? `expand ${node.id}` : `collapse ${node.id}`),
@@ -108,8 +114,12 @@ const EditorRender = {
       svgElement("text", {class: "badge", x: 8, y: shape.height - LINE - 6}));
     }
     this.drawPorts(g, node.id, shape);
-    shape.summary.forEach((line, i) => g.append(svgElement("text", {class: "summary", x: 8,
-      y: HEADER + Math.max(1, shape.inputs.length, shape.outputs.length) * ROW + i * LINE + 10}, line)));
+    shape.summary.forEach((line, i) => {
+      const text = svgElement("text", {class: "summary", x: 8,
+        y: HEADER + Math.max(1, shape.inputs.length, shape.outputs.length) * ROW + i * LINE + 11}, line.text);
+      if (line.text !== line.whole) text.append(svgElement("title", {}, line.whole));
+      g.append(text);
+    });
     g.append(svgElement("title", {}, ""));
     return g;
   },
@@ -129,7 +139,8 @@ const EditorRender = {
     shape.outputs.forEach((port, i) => g.append(portElement(nodeId, wall, port, "out", shape.width, HEADER + i * ROW + ROW / 2)));
   },
 
-  // Where a port is on the canvas: side "out" or "in" of node `id` (or the walls for a ref without a node).
+  // Where a port is on the canvas: side "out" or "in" of node `id` (or the walls for a ref without a node),
+  // with the box it is on and its place down the side.
   portPoint(ref, side) {
     const {node, port} = splitRef(ref);
     const id = node === null ? (side === "out" ? "@in" : "@out") : node;
@@ -138,37 +149,48 @@ const EditorRender = {
     const list = side === "out" ? shape.outputs : shape.inputs;
     const index = list.findIndex(p => p.name === port);
     if (index < 0) return null;
-    return {x: shape.x + (side === "out" ? shape.width : 0), y: shape.y + HEADER + index * ROW + ROW / 2};
+    return {x: shape.x + (side === "out" ? shape.width : 0), y: shape.y + HEADER + index * ROW + ROW / 2, box: shape,
+      slot: index};
   },
 
-  drawWire(edge, a, b) {
+  drawWire(edge, points) {
     const g = svgElement("g", {class: "wire", "data-from": edge.from, "data-to": edge.to, tabindex: 0, role: "button",
       "aria-label": `wire from ${edge.from} to ${edge.to}`});
-    g.append(svgElement("path", {class: "wire-hit", d: curve(a, b)}), svgElement("path", {class: "wire-line", d: curve(a, b)}),
-      svgElement("text", {class: "wire-shape", x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 4, "text-anchor": "middle"}),
+    const d = routePath(points), label = EditorLayout.labelAt(points, [...this.geometry.values()]);
+    g.append(svgElement("path", {class: "wire-hit", d}), svgElement("path", {class: "wire-line", d}),
+      svgElement("text", {class: "wire-shape", x: label.x, y: label.y, "text-anchor": "middle"}),
       svgElement("title", {}, ""));
     return g;
   },
 
-  // Move drawn nodes to their layout positions without redrawing anything else.
+  // Move drawn nodes to their layout positions without redrawing anything else; route again the wires that
+  // touch them and those that a moved box now lies on.
   moved(ids) {
     const bodyName = EditorView.bodyName();
-    const wires = new Set();
+    const wires = new Set(), boxes = [];
     for (const id of ids) {
       const shape = this.geometry.get(id), at = EditorModel.position(bodyName, id);
       if (!shape || !at) continue;
       [shape.x, shape.y] = at;
+      boxes.push(inflate(shape, CLEAR));
       const g = document.querySelector(`#editor-nodes .node[data-id="${id}"]`);
       if (g) g.setAttribute("transform", `translate(${shape.x},${shape.y})`);
       for (const wire of this.wiresOf.get(id) || []) wires.add(wire);
     }
+    for (const {g: wire} of this.drawn.wires.values()) {
+      const points = this.routes.get(wire);
+      if (points && crossings(points, boxes)) wires.add(wire);
+    }
+    const all = [...this.geometry.values()];
     for (const wire of wires) {
       const a = this.portPoint(wire.dataset.from, "out"), b = this.portPoint(wire.dataset.to, "in");
       if (!a || !b) continue;
-      wire.querySelectorAll("path").forEach(path => path.setAttribute("d", curve(a, b)));
+      const points = EditorLayout.route(a, b, all), label = EditorLayout.labelAt(points, all);
+      this.routes.set(wire, points);
+      wire.querySelectorAll("path").forEach(path => path.setAttribute("d", routePath(points)));
       const text = wire.querySelector(".wire-shape");
-      text.setAttribute("x", (a.x + b.x) / 2);
-      text.setAttribute("y", (a.y + b.y) / 2 - 4);
+      text.setAttribute("x", label.x);
+      text.setAttribute("y", label.y);
     }
   },
 
@@ -217,25 +239,59 @@ function curve(a, b) {
   return `M${a.x},${a.y} C${a.x + bend},${a.y} ${b.x - bend},${b.y} ${b.x},${b.y}`;
 }
 
-// A node's params in one line, and for a group what is inside it.
-function summaryLines(documentNow, node) {
+// A node's params, and for a group what is inside it, as lines ({text, whole}) `width` px wide at most: the
+// params wrapped at spaces onto up to SUMMARY_LINES lines, the last cut with an ellipsis when more is left
+// (`whole`, the tooltip of a line that was cut: the line, or all the params on the last); the group's
+// contents on one line, cut the same way.
+function summaryLines(documentNow, node, width) {
   const lines = [];
   const params = Object.entries(node.params || {}).map(([k, v]) => `${k}=${Array.isArray(v) ? `[${v}]` : v}`).join(" ");
-  if (params) lines.push(clip(params, 34));
+  if (params) lines.push(...wrapped(params, width));
   if (node.group !== undefined) {
     const group = Ports.group(documentNow, node.group);
     const inner = group && group.nodes ? group.nodes.map(n => n.id) : [];
-    if (inner.length) lines.push(clip(`${inner.length} nodes: ${inner.join(", ")}`, 34));
+    const whole = `${inner.length} nodes: ${inner.join(", ")}`;
+    if (inner.length) lines.push({text: fitted(whole, "summary", width), whole});
   }
   return lines;
 }
 
-// How many characters of a node's kind fit in its header beside its id (the title's 12 px semibold is about
-// 7 px a character, the kind's 11 px about 6; measuring the text would lay out every node on every draw).
-function kindRoom(width, id) {
-  return Math.max(4, Math.floor((width - 28 - 7 * id.length) / 6));
+function wrapped(whole, width) {
+  const lines = [];
+  let line = "";
+  for (const word of whole.split(" ")) {
+    const longer = line ? `${line} ${word}` : word;
+    if (!line || textWidth(longer, "summary") <= width) { line = longer; continue; }
+    lines.push(line);
+    line = word;
+  }
+  lines.push(line);
+  const kept = lines.slice(0, SUMMARY_LINES);
+  if (lines.length > SUMMARY_LINES) kept[SUMMARY_LINES - 1] += " " + lines.slice(SUMMARY_LINES).join(" ");
+  return kept.map((text, i) => ({text: fitted(text, "summary", width), whole: i === SUMMARY_LINES - 1 ? whole : text}));
 }
 
-function clip(text, length) {
-  return text.length > length ? text.slice(0, length - 1) + "…" : text;
+// `text` cut with an ellipsis to `width` px in the font of canvas class `kind`.
+function fitted(text, kind, width) {
+  if (textWidth(text, kind) <= width) return text;
+  let keep = text.length;
+  while (keep > 1 && textWidth(text.slice(0, keep) + "…", kind) > width) keep--;
+  return text.slice(0, keep) + "…";
+}
+
+// The width of `text` in the font that editor.css gives canvas class `kind`, measured on a 2D canvas (no
+// layout of the page); the font is read once from a probe.
+const FONTS = {};
+let MEASURE = null;
+function textWidth(text, kind) {
+  if (!FONTS[kind]) {
+    const probe = svgElement("text", {class: kind});
+    document.getElementById("editor-nodes").append(probe);
+    const style = getComputedStyle(probe);
+    FONTS[kind] = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    probe.remove();
+    MEASURE = MEASURE || document.createElement("canvas").getContext("2d");
+  }
+  MEASURE.font = FONTS[kind];
+  return MEASURE.measureText(text).width;
 }

@@ -6,7 +6,7 @@
 "use strict";
 
 const MIN_ZOOM = 0.1, MAX_ZOOM = 3;
-const READABLE_ZOOM = 0.7; // the smallest zoom at which a node's 10-12 px text can still be read
+const READABLE_ZOOM = 1; // the canvas's smallest text is 11 px at zoom 1 (editor.css): Fit zooms out no further
 const MINIMAP_FROM = 30; // nodes in the open body before the minimap shows
 const MINIMAP_W = 180, MINIMAP_H = 120; // its size in the page (editor.css)
 const MINIMAP_DELAY_MS = 120;
@@ -96,15 +96,15 @@ const EditorView = {
     this.zoomAt(factor, left + width / 2, top + height / 2);
   },
 
-  // Everything drawn in view, with a margin (the Fit button). `readable` (a family's graph just drawn) zooms
-  // out no further than READABLE_ZOOM: a wide graph then starts at its left edge, where its inputs are, and
-  // Fit or the wheel shows the rest.
-  fit(readable = false) {
+  // Everything drawn in view, with a margin (the Fit button, and a graph just drawn), zoomed out no further
+  // than READABLE_ZOOM, where the text is still 11 px or more: a graph too big for that starts at its left
+  // edge, where its inputs are, and the user pans (or zooms out with the wheel) to see the rest.
+  fit() {
     const box = EditorRender.bounds();
     if (!box) return;
     const {width, height} = this.size(), margin = 30;
     const whole = Math.min((width - 2 * margin) / box.width, (height - 2 * margin) / box.height);
-    const k = Math.min(MAX_ZOOM, 1.2, Math.max(MIN_ZOOM, readable ? Math.max(whole, READABLE_ZOOM) : whole));
+    const k = Math.min(MAX_ZOOM, 1.2, Math.max(READABLE_ZOOM, whole));
     const x = box.width * k <= width - 2 * margin ? (width - box.width * k) / 2 - box.x * k : margin - box.x * k;
     const y = box.height * k <= height - 2 * margin ? (height - box.height * k) / 2 - box.y * k : margin - box.y * k;
     this.transform = {k, x, y};
