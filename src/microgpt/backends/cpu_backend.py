@@ -63,13 +63,19 @@ class CausalHalves(NamedTuple):
     k: Any
     v: Any
     early: Any  # (n, T // 2, T // 2): the first half of the queries against the first half of the keys
-    late: Any  # (n, T - T // 2, T): the other queries against every key
+    late: Any  # (n, T - T // 2, T): the other queries against every key (kept in float32 alone: their bf16
+    # bits are not kept, which would add half their memory, and dV's product rounds them again)
 
 
 def _check_offset(queries: int, keys: int, offset: int) -> None:
     """The softmax kernels index each row up to its query's position: it must be a key (no bounds checks there)."""
     if offset < 0 or offset + queries > keys:
         raise ValueError(f"{queries} queries at offset {offset} need at least {offset + queries} keys, got {keys}")
+
+
+def _transposed(bits):
+    """bits (n, rows, cols) as (n, cols, rows), a view; None stays None."""
+    return None if bits is None else bits.transpose(0, 2, 1)
 
 
 def _contiguous(*arrays) -> bool:
@@ -114,19 +120,20 @@ class CpuBackend(NumpyBackend):
         self.blas = name
         return None
 
-    def _product(self, a, b, out=None, accumulate=False):
+    def _product(self, a, b, out=None, accumulate=False, a_bits=None):
         """The parent's product (BLAS through NumPy) at fp32 where the BLAS is OpenBLAS; MKL's float32 product
-        where it is MKL; at bf16, MKL's bf16 product of the same rounded inputs (backends/mkl_bf16.py),
-        accumulated in float32; into out or a new array."""
+        where it is MKL; at bf16, MKL's bf16 product of the same rounded inputs (backends/mkl_bf16.py; a_bits:
+        a already rounded, by the kernel that made it), accumulated in float32; into out or a new array."""
         if self.precision == "bf16":
             def product(x, y, into, add):
-                mkl_bf16.gemm_bits(bf16_bits(x), bf16_bits(y), into, add)
+                mkl_bf16.gemm_bits(bf16_bits(x) if a_bits is None else a_bits, bf16_bits(y), into, add)
         elif self.blas == "mkl" and a.dtype == b.dtype == np.float32 and (out is None or out.dtype == np.float32):
             product = mkl_bf16.sgemm
         else:
             return super()._product(a, b, out, accumulate)
         if out is not None and out.shape[-1] > 1 and out.strides[-1] != out.itemsize:  # MKL writes whole rows
-            np.add(out, self._product(a, b), out=out) if accumulate else np.copyto(out, self._product(a, b))
+            whole = self._product(a, b, a_bits=a_bits)
+            np.add(out, whole, out=out) if accumulate else np.copyto(out, whole)
             return out
         if out is None:
             out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
@@ -170,11 +177,11 @@ class CpuBackend(NumpyBackend):
             return super().causal_attention(q, k, v, scale)  # short sequences, or queries against a cache (Tq < Tk)
         half = t // 2  # the first half of the queries sees only the first half of the keys
         keys_t = k.transpose(0, 2, 1)  # (n, w, T), a view
-        early = self._causal_probs(self._product(q[:, :half], keys_t[:, :, :half]), scale, 0)  # (n, half, half)
-        late = self._causal_probs(self._product(q[:, half:], keys_t), scale, half)  # (n, T - half, T)
-        out = np.empty_like(q)  # (n, T, w)
-        self._product(early, v[:, :half], out[:, :half])
-        self._product(late, v, out[:, half:])
+        early, early_bits = self._causal_probs(self._product(q[:, :half], keys_t[:, :, :half]), scale, 0)
+        late, late_bits = self._causal_probs(self._product(q[:, half:], keys_t), scale, half)  # (n, T - half, T)
+        out = np.empty_like(q)  # (n, T, w); early is (n, half, half)
+        self._product(early, v[:, :half], out[:, :half], a_bits=early_bits)
+        self._product(late, v, out[:, half:], a_bits=late_bits)
         return out, CausalHalves(q, k, v, early, late)
 
     def window_attention(self, q, keys, values, start, window, scale):
@@ -193,37 +200,46 @@ class CpuBackend(NumpyBackend):
             return super().causal_attention_backward(dout, saved, scale)
         q, k, v, early, late = saved
         half = early.shape[1]
-        dearly = self._causal_probs_backward(early, self._product(dout[:, :half], v[:, :half].transpose(0, 2, 1)),
-                                             scale, 0)  # (n, half, half): dS of the first half
-        dlate = self._causal_probs_backward(late, self._product(dout[:, half:], v.transpose(0, 2, 1)), scale,
-                                            half)  # (n, T - half, T)
+        dearly, dearly_bits = self._causal_probs_backward(
+            early, self._product(dout[:, :half], v[:, :half].transpose(0, 2, 1)), scale, 0)  # (n, half, half)
+        dlate, dlate_bits = self._causal_probs_backward(late, self._product(dout[:, half:], v.transpose(0, 2, 1)),
+                                                        scale, half)  # (n, T - half, T)
         dq = np.empty_like(q)  # (n, T, w)
-        self._product(dearly, k[:, :half], dq[:, :half])
-        self._product(dlate, k, dq[:, half:])
-        dk = self._product(dlate.transpose(0, 2, 1), q[:, half:])  # (n, T, w)
-        self._product(dearly.transpose(0, 2, 1), q[:, :half], dk[:, :half], accumulate=True)
+        self._product(dearly, k[:, :half], dq[:, :half], a_bits=dearly_bits)
+        self._product(dlate, k, dq[:, half:], a_bits=dlate_bits)
+        dk = self._product(dlate.transpose(0, 2, 1), q[:, half:], a_bits=_transposed(dlate_bits))  # (n, T, w)
+        self._product(dearly.transpose(0, 2, 1), q[:, :half], dk[:, :half], accumulate=True,
+                      a_bits=_transposed(dearly_bits))
         dv = self._product(late.transpose(0, 2, 1), dout[:, half:])  # (n, T, w)
         self._product(early.transpose(0, 2, 1), dout[:, :half], dv[:, :half], accumulate=True)
         return dq, dk, dv
 
     def _causal_probs(self, scores, scale, offset):
-        """The causal softmax of scores (n, queries, keys) * scale, query i at position offset + i."""
+        """The causal softmax of scores (n, queries, keys) * scale, query i at position offset + i, and at bf16
+        the same rounded to bfloat16 in the kernel (uint16 bits, else None): the input of P V."""
         n, queries, keys = scores.shape
         _check_offset(queries, keys, offset)
-        out = np.empty_like(scores)  # (n, queries, keys)
+        out, bits = np.empty_like(scores), self._bits_for(scores)  # (n, queries, keys) each
         self.kernels.attention.causal_softmax(scores.reshape(n * queries, keys), self._typed(scale),
-                                              out.reshape(n * queries, keys), queries, offset)
-        return out
+                                              out.reshape(n * queries, keys), queries, offset,
+                                              None if bits is None else bits.reshape(n * queries, keys))
+        return out, bits
 
     def _causal_probs_backward(self, probs, dprobs, scale, offset):
-        """dS (n, queries, keys) for the probabilities of _causal_probs and their gradient dprobs."""
+        """dS (n, queries, keys) for the probabilities of _causal_probs and their gradient dprobs, and at bf16
+        its bfloat16 bits (as _causal_probs)."""
         n, queries, keys = probs.shape
         _check_offset(queries, keys, offset)
         rows = n * queries
-        out = np.empty_like(probs)  # (n, queries, keys)
+        out, bits = np.empty_like(probs), self._bits_for(probs)  # (n, queries, keys) each
         self.kernels.attention.causal_softmax_backward(probs.reshape(rows, keys), dprobs.reshape(rows, keys),
-                                                       self._typed(scale), out.reshape(rows, keys), queries, offset)
-        return out
+                                                       self._typed(scale), out.reshape(rows, keys), queries, offset,
+                                                       None if bits is None else bits.reshape(rows, keys))
+        return out, bits
+
+    def _bits_for(self, x):
+        """A new uint16 array of x's shape for a kernel to write x's bfloat16 rounding into, at bf16 (else None)."""
+        return np.empty(x.shape, dtype=np.uint16) if self.precision == "bf16" and x.dtype == np.float32 else None
 
     def fused_attn_softmax(self, scores, scale):
         rows, cols = scores.shape

@@ -125,8 +125,9 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     row = np.ones((1, 4), dtype=dtype)  # (1, cols)
     ids = np.zeros(2, dtype=np.int32)  # (rows,)
     square = np.ones((4, 4), dtype=dtype)  # (n*T, T): one block of attention scores
-    k.attention.causal_softmax(square, one, np.empty_like(square), 4, 0)
-    k.attention.causal_softmax_backward(square, square, one, np.empty_like(square), 4, 0)
+    for bits in (None, np.empty((4, 4), np.uint16)) if dtype == np.float32 else (None,):  # fp32's and bf16's
+        k.attention.causal_softmax(square, one, np.empty_like(square), 4, 0, bits)
+        k.attention.causal_softmax_backward(square, square, one, np.empty_like(square), 4, 0, bits)
     ring = np.ones((1, 4, 4), dtype=dtype)  # (G, capacity, w): a KV cache's ring
     k.window_attention.window_attention(ring[:, :2].copy(), ring, ring, 2, 3, one, np.empty((1, 2, 4), dtype))
     k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))

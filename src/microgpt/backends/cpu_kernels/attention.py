@@ -14,6 +14,11 @@ variable length spends much of its time in the scalar remainder. As in the NumPy
 backend, the max shift (a scalar loop) is skipped when the scores are safely
 small: sqrt(sum of squares), summed in the vectorised pass, bounds every |score|.
 The backward makes dS = P * (dP - sum_j P dP) * scale over the visible keys.
+At --precision bf16 both also write their result rounded to bfloat16 (`bits`,
+as backends/bf16.py's `bf16_bits` rounds: nearest, ties to even, a NaN kept a
+quiet NaN), each row while it is in cache: P and dS are the inputs of the
+products that follow (P V, dS K and dS^T Q), which then read the bits instead
+of rounding P and dS in NumPy's passes of their own.
 One thread, rows in order (the threads each run a slice of the batch instead:
 cpu_streams.py), so the result does not depend on the thread count.
 
@@ -80,17 +85,37 @@ def _softmax_backward_block(probs, dprobs, scale, out, block, queries, offset):
         out[r, i + 1:] = 0
 
 
+@inline()
+def _round_bf16(out, bits, block, queries):
+    """bits' rows of one block = out's float32 rows rounded to bfloat16 (nearest, ties to even; NaN stays a quiet
+    NaN): the uint32 view plus 0x7FFF plus the last kept bit, the low half dropped, as bf16.bf16_bits."""
+    for r in range(block * queries, (block + 1) * queries):
+        words = out[r].view(np.uint32)
+        row = bits[r]
+        for j in range(words.shape[0]):
+            u = words[j]
+            if (u & 0x7FFFFFFF) > 0x7F800000:  # NaN: its top bits, made quiet
+                row[j] = (u >> 16) | 0x40
+            else:
+                row[j] = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+
+
 @kernel()
-def causal_softmax(scores, scale, out, queries, offset):
-    """out (n*queries, keys) = the causal softmax of scores * scale, row r seeing columns 0 .. offset + r % queries."""
+def causal_softmax(scores, scale, out, queries, offset, bits=None):
+    """out (n*queries, keys) = the causal softmax of scores * scale, row r seeing columns 0 .. offset + r % queries;
+    and bits (uint16, out's shape; float32 only) = out rounded to bfloat16 where given."""
     scratch = np.empty(scores.shape[1], dtype=np.int32)  # for exp_into
     for block in range(scores.shape[0] // queries):
         _softmax_block(scores, scale, out, block, queries, offset, scratch)
+        if bits is not None:
+            _round_bf16(out, bits, block, queries)
 
 
 @kernel()
-def causal_softmax_backward(probs, dprobs, scale, out, queries, offset):
+def causal_softmax_backward(probs, dprobs, scale, out, queries, offset, bits=None):
     """out (n*queries, keys) = probs * (dprobs - sum_j probs dprobs) * scale over each row's visible columns
-    (0 .. offset + r % queries), 0 after."""
+    (0 .. offset + r % queries), 0 after; and bits = out rounded to bfloat16 where given (as causal_softmax)."""
     for block in range(probs.shape[0] // queries):
         _softmax_backward_block(probs, dprobs, scale, out, block, queries, offset)
+        if bits is not None:
+            _round_bf16(out, bits, block, queries)
