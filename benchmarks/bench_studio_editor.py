@@ -1,8 +1,12 @@
 """The studio's node editor on a graph of 500 nodes, in headless Chromium: frames per second while it pans and
 while it zooms (requestAnimationFrame timestamps while a script pans or zooms a step each frame), and the time
-from an edit to its errors shown (the edit, the server's check, the drawing of what it found). Not a timed test: it prints the figures with the machine's processor.
+from an edit to its errors shown (the edit, the server's check, the drawing of what it found). Then the layout
+of a residual stack of --layout-nodes nodes (each block a layer_norm, a linear and an add that also reads the
+block's input): the server's layered layout (POST /api/graph/layout), the page's whole drawing of it with every
+wire routed around the boxes, and the slowest of the drags of a node a step (the node moved, its wires and
+those it now lies on routed again). Not a timed test: it prints the figures with the machine's processor.
 
-    python benchmarks/bench_studio_editor.py [--nodes 500] [--frames 300] [--edits 20]
+    python benchmarks/bench_studio_editor.py [--nodes 500] [--frames 300] [--edits 20] [--layout-nodes 300]
 
 Needs the studio extra and Debian's chromium and chromium-driver, as the browser tests do.
 """
@@ -50,6 +54,54 @@ def big_document(count: int) -> tuple[dict, dict]:
     document = {"microgpt_graph": 1, "description": f"a chain of {count} nodes", "dims": {"d": 16},
                 "nodes": nodes, "edges": edges}
     return document, {"version": 1, "positions": positions, "collapsed": []}
+
+
+# A residual stack of about `count` nodes: blocks of layer_norm -> linear -> add, the add also reading the
+# block's input (the wire that must go around the block's two boxes), then the logits and the loss.
+def residual_document(count: int) -> dict:
+    nodes, edges, stream = [{"id": "embed", "op": "embedding"}], [{"from": "tokens", "to": "embed.ids"}], "embed.out"
+    for i in range((count - 3) // 3):
+        nodes += [{"id": f"ln{i}", "op": "layer_norm"}, {"id": f"lin{i}", "op": "linear", "params": {"out": "d"}},
+                  {"id": f"add{i}", "op": "add"}]
+        edges += [{"from": stream, "to": f"ln{i}.x"}, {"from": f"ln{i}.out", "to": f"lin{i}.x"},
+                  {"from": f"lin{i}.out", "to": f"add{i}.in"}, {"from": stream, "to": f"add{i}.in"}]
+        stream = f"add{i}.out"
+    nodes += [{"id": "head", "op": "logits"}, {"id": "loss", "op": "cross_entropy"}]
+    edges += [{"from": stream, "to": "head.x"}, {"from": "head.out", "to": "loss.logits"},
+              {"from": "head.out", "to": "logits"}]
+    return {"microgpt_graph": 1, "description": f"a residual stack of {len(nodes)} nodes", "dims": {"d": 16},
+            "nodes": nodes, "edges": edges}
+
+
+# The page's whole drawing of the open body (every node and wire made anew, every wire routed) `times` times,
+# and a node dragged a step at a time over the graph `times` times: the ms of each.
+LAYOUT_JS = """
+const [times, done] = [arguments[0], arguments[arguments.length - 1]];
+const draws = [], drags = [];
+for (let i = 0; i < times; i++) {
+  EditorRender.drawn = {body: null, nodes: new Map(), wires: new Map()};
+  const start = performance.now();
+  EditorRender.render();
+  draws.push(performance.now() - start);
+}
+const ids = EditorModel.body('').nodes.map(n => n.id);
+for (let i = 0; i < times; i++) {
+  const id = ids[Math.floor(ids.length * i / times)], at = EditorModel.position('', id);
+  const start = performance.now();
+  at[1] += 37;
+  EditorRender.moved([id]);
+  drags.push(performance.now() - start);
+}
+done([draws, drags, document.querySelectorAll('#editor-wires .wire').length]);
+"""
+
+
+# The server's layered layout of a document, and the ms from request to answer.
+LAYOUT_REQUEST_JS = """
+const [document_, done] = [arguments[0], arguments[arguments.length - 1]];
+const start = performance.now();
+api("/api/graph/layout", {body: {document: document_}}).then(answer => done([answer.layout, performance.now() - start]));
+"""
 
 
 # Fit the graph in view, let the page paint it, then pan (or zoom) a step every frame.
@@ -114,6 +166,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--edits", type=int, default=20)
+    parser.add_argument("--layout-nodes", type=int, default=300)
+    parser.add_argument("--layout-times", type=int, default=20)
     args = parser.parse_args()
     workspace = make_workspace(Path(tempfile.mkdtemp(prefix="bench-editor-")))
     studio = subprocess.Popen([sys.executable, "-m", "microgpt", "studio", str(workspace), "--port", "0",
@@ -136,6 +190,12 @@ def main() -> None:
         drawn = driver.execute_script("return document.querySelectorAll('#editor-nodes .node:not(.wall)').length")
         results = {kind: fps(driver.execute_async_script(FRAMES_JS, kind, args.frames)) for kind in ("pan", "zoom")}
         latencies, phases, requests = driver.execute_async_script(EDITS_JS, args.edits)
+        stack = residual_document(args.layout_nodes)
+        laid = driver.execute_async_script(LAYOUT_REQUEST_JS, stack)
+        driver.execute_script(f"EditorModel.reset({json.dumps({**draft, 'document': stack, 'layout': laid[0]})});")
+        WebDriverWait(driver, 120).until(lambda d: d.execute_script(
+            f"return document.querySelectorAll('#editor-nodes .node:not(.wall)').length === {len(stack['nodes'])}"))
+        draws, drags, wire_count = driver.execute_async_script(LAYOUT_JS, args.layout_times)
     finally:
         driver.quit()
         studio.send_signal(signal.SIGINT)
@@ -156,6 +216,10 @@ def main() -> None:
         print(f"    edits {kind}: median {statistics.median(chosen):.0f} ms, max {max(chosen):.0f}")
     print(f"    the server's answer from the request's arrival to its first byte: median "
           f"{statistics.median(r[1] for r in requests):.0f} ms, max {max(r[1] for r in requests):.0f}")
+    print(f"  layout of a residual stack of {len(stack['nodes'])} nodes and {wire_count} wires: the server's layered "
+          f"layout {laid[1]:.0f} ms (request to answer); the page's whole drawing, every wire routed: median "
+          f"{statistics.median(draws):.0f} ms, max {max(draws):.0f} over {len(draws)}; a node dragged a step "
+          f"(its wires routed again): median {statistics.median(drags):.1f} ms, max {max(drags):.1f} over {len(drags)}")
 
 
 if __name__ == "__main__":

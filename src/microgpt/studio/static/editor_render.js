@@ -12,10 +12,12 @@ const EditorRender = {
   geometry: new Map(), // node id ("@in", "@out" for the walls) -> {x, y, width, height, inputs, outputs}
   wiresOf: new Map(),  // node id -> the wire elements that touch it
   routes: new WeakMap(), // a wire's element -> the corners of its route
+  boxesDrawn: new Map(), // node id -> "x,y,width,height" of its box when the wires were last routed
   drawn: {body: null, nodes: new Map(), wires: new Map()}, // what is on the page: key -> {signature, g}
 
   // Draw the open body again, making anew only the nodes and wires that changed (an edit of one node's
-  // params redraws that node, not 500).
+  // params redraws that node, not 500). A wire is routed again only when an end moved or a box that came,
+  // moved or grew lies on its route.
   render() {
     const bodyName = EditorView.bodyName();
     const body = EditorModel.body(bodyName);
@@ -41,13 +43,22 @@ const EditorRender = {
       this.geometry.set(wall.id, wall);
       nodes.set(wall.id, reuse(this.drawn.nodes.get(wall.id), JSON.stringify(wall), () => this.drawWall(wall), nodesLayer));
     }
-    const wires = new Map(), boxes = [...this.geometry.values()];
+    const wires = new Map(), boxes = [...this.geometry.values()], changed = [], boxesNow = new Map();
+    for (const [id, box] of this.geometry) {
+      const signature = `${box.x},${box.y},${box.width},${box.height}`;
+      boxesNow.set(id, signature);
+      if (this.boxesDrawn.get(id) !== signature) changed.push(inflate(box, CLEAR));
+    }
+    this.boxesDrawn = boxesNow;
     for (const edge of body.edges) {
       const a = this.portPoint(edge.from, "out"), b = this.portPoint(edge.to, "in");
       if (!a || !b) continue;
       const key = `${edge.from}|${edge.to}`;
       if (wires.has(key)) continue;
-      const points = EditorLayout.route(a, b, boxes);
+      const old = this.drawn.wires.get(key), before = old && this.routes.get(old.g);
+      const kept = before && before[0][0] === a.x && before[0][1] === a.y && before.at(-1)[0] === b.x &&
+        before.at(-1)[1] === b.y && !crossings(before, changed);
+      const points = kept ? before : EditorLayout.route(a, b, boxes);
       const made = reuse(this.drawn.wires.get(key), JSON.stringify(points), () => this.drawWire(edge, points), wiresLayer);
       this.routes.set(made.g, points);
       wires.set(key, made);
