@@ -64,9 +64,9 @@ def test_the_estimate_is_within_15_percent_of_the_numpy_peak(config, batch_size)
 
 @pytest.mark.skipif(available_cores() < 2, reason="needs two cores for the cpu backend to split a batch")
 def test_the_estimate_covers_a_batch_split_over_threads():
-    # With two threads the cpu backend splits the batch into two shards run at once, each with its own
+    # With two threads the cpu backend splits the batch into two slices run at once, each with its own
     # gradient buffer (NumPy reports allocations from every thread to tracemalloc). For this shape the
-    # estimate measured 0.97 of the real peak with the shards' buffers counted and 0.84 without them, so
+    # estimate measured 0.97 of the real peak with the slices' buffers counted and 0.84 without them, so
     # the bound of 0.9 fails an estimate that forgets them.
     config = GPTConfig(vocab_size=65, d_model=128, n_layers=2, head_dims=(32,) * 4, d_ff=512, seq_len=64)
     backend = get_backend("cpu", threads=2)
