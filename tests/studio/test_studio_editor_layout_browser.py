@@ -3,7 +3,7 @@ the gpt family's graph as from-family writes it, at the top level and inside its
 passes through a node's box other than the two it joins, no wire's shape label lies on a port's circle or a box, every
 text of the canvas is 11 px or more on the screen at the zoom the page opens with and after Fit, and a node's
 parameter summary stays inside its box. With STUDIO_SCREENSHOTS=DIR the views are saved there
-(docs/images/studio-compose-layout.png)."""
+(docs/images/studio-compose-layout.png, studio-compose-layout-block.png)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,12 @@ return [...document.querySelectorAll('#editor-nodes .node')].flatMap(n => {
     .map(s => `${n.dataset.id}: ${s.textContent}`);
 });"""
 
+# The view panned to show the open body's right end.
+TO_THE_RIGHT_END = """
+const b = EditorRender.bounds(), s = EditorView.size();
+EditorView.transform.x = s.width - 30 - (b.x + b.width) * EditorView.transform.k;
+EditorView.apply();"""
+
 
 def readable(driver) -> None:
     """The open body's drawing passes every check above, its shape labels drawn."""
@@ -83,9 +89,12 @@ def test_the_gpt_graph_reads_at_the_default_zoom_and_after_fit(served):
         wait(browser, lambda d: {"tok_emb", "blocks", "final_norm", "head", "loss"} == set(
             d.execute_script("return EditorModel.body('').nodes.map(n => n.id)")))
         readable(browser)
-        shot(browser, "compose-layout")
         browser.find_element(By.ID, "fit").click()
         readable(browser)
+        browser.execute_script(TO_THE_RIGHT_END)  # head -> logits goes under the loss, not behind it
+        readable(browser)
+        shot(browser, "compose-layout")
+        browser.find_element(By.ID, "fit").click()
         browser.find_element(By.CSS_SELECTOR, '#editor-nodes .node[data-id="blocks"] .node-button.open').click()
         wait(browser, lambda d: "blocks" in d.find_element(By.ID, "breadcrumbs").text
              or "transformer_block" in d.find_element(By.ID, "breadcrumbs").text)
