@@ -18,7 +18,7 @@ need("selenium")
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from studio_browser import MARKS, shot, start_browser, text_of, wait
+from studio_browser import MARKS, shot, start_browser, tab, text_of, wait
 
 pytestmark = MARKS
 
@@ -145,3 +145,39 @@ def test_perplexity_is_shown_with_four_significant_digits(browser):
         return Sample.evaluate().then(() => { window.api = real; return document.getElementById('eval-result').textContent; });
     """)
     assert "perplexity 7.389\n" in shown
+
+
+CHART = """
+    const div = document.createElement('div'); div.id = 'outlier-chart'; div.className = 'chart';
+    div.style.width = '600px'; document.getElementById('watch').append(div);
+    const steps = [...Array(50).keys()];
+    const calm = steps.map(s => 3 - s / 40), blown = calm.map((v, s) => s === 30 ? 1.5e17 : v + 0.1);
+    LineChart.draw(div, [{x: steps, y: calm, name: 'calm', color: '#1f77b4'},
+                         {x: steps, y: blown, name: 'blown', color: '#d62728'}],
+                   {title: 'loss', xTitle: 'step', logY: arguments[0], zoomKey: String(arguments[0])});
+    const svg = div.querySelector('svg.plot').getBoundingClientRect();
+    const labels = [...div.querySelectorAll('text.tick')].map(t => [t.textContent, t.getBoundingClientRect().left - svg.left]);
+    const title = div.querySelector('.title').textContent, top = div.drawn.yRange[1];
+    div.remove();
+    return {labels, title, top};
+"""
+
+
+def test_a_run_that_blew_up_does_not_flatten_the_others_and_log_labels_read(browser):
+    linear = browser.execute_script(CHART, False)
+    assert linear["top"] < 4, "the 1.5e17 is clipped off the scale, not its top"
+    assert "1 outlier off the scale" in linear["title"]
+    log = browser.execute_script(CHART, True)
+    assert log["top"] > 17 and "outlier" not in log["title"]  # log y shows it
+    assert any(text == "1e17" for text, _ in log["labels"]), log["labels"]
+    assert all(len(text) <= 6 and left >= 0 for text, left in log["labels"]), log["labels"]
+
+
+def test_sample_and_compare_say_what_to_do_while_there_is_no_run(browser):
+    tab(browser, "compare")
+    hint = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody .empty-hint"))[0]
+    assert "no runs yet" in hint.text and "Train" in hint.text
+    tab(browser, "sample")
+    wait(browser, lambda d: d.find_element(By.ID, "sample-empty").is_displayed())
+    assert "no checkpoint yet" in browser.find_element(By.ID, "sample-empty").text
+    tab(browser, "compose")

@@ -92,6 +92,12 @@ const Compare = {
     });
     const body = document.querySelector("#runs-table tbody");
     body.replaceChildren();
+    if (!shown.length) {  // an empty state says what to do
+      body.append(element("tr", {class: "empty-hint"}, element("td", {colspan: COLUMNS.length + 1},
+        this.rows.length ? "no run matches the filter; clear it to see every run"
+          : "no runs yet: build a model in Compose and press Train (or run microgpt train in this workspace); "
+            + "each run shows here as it trains")));
+    }
     for (const row of shown) {
       const box = element("input", {type: "checkbox", "data-run": row.path});
       box.checked = this.selected.has(row.path);

@@ -38,6 +38,7 @@ const DraftStore = {
 };
 
 const RunIO = {
+  savedDraft: null, // the draft (as JSON) the last save wrote as a run
   runName() {
     return document.getElementById("run-name").value.trim();
   },
@@ -69,6 +70,7 @@ const RunIO = {
     document.getElementById("run-name").value = chosen.name;
     DraftStore.store();
     const {saved, run} = chosen.result;
+    if (!saved.draft) this.savedDraft = JSON.stringify(EditorModel.draft); // replaced without asking (confirmDrop)
     if (saved.draft) {
       document.getElementById("saved-yaml").textContent = saved.message;
       say(saved.message, true, "canvas");

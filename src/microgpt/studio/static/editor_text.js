@@ -145,8 +145,11 @@ const TextView = {
   },
 };
 
-// Whether the draft may be replaced: asked where it holds edits (its undo history), so none is dropped unasked.
+// Whether the draft may be replaced: asked where it holds edits made since it was started, opened, loaded or
+// saved, so that none is dropped unasked.
 function confirmDrop() {
-  return !EditorModel.undoStack.length
-    || window.confirm("Replace the draft on the canvas? Its edits are not saved (Undo brings them back).");
+  const top = EditorModel.undoStack[EditorModel.undoStack.length - 1];
+  const asStarted = !top || /^(new |start from |load |open )/.test(top.label)
+    || JSON.stringify(EditorModel.draft) === RunIO.savedDraft;
+  return asStarted || window.confirm("Replace the draft on the canvas? Its edits are not saved (Undo brings them back).");
 }

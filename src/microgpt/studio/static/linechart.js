@@ -14,6 +14,7 @@ const LineChart = {
   TIP_ROWS: 12,    // the most lines the tooltip lists
   TICK_GAP_PX: 18, // the least room between two ticks of a log axis
   MARGIN: {left: 58, right: 14, top: 28, bottom: 36},
+  OUTLIER_SPREAD: 10, // a value this many interquartile ranges past the quartiles is clipped off a linear axis
 
   // Draw `traces` ([{x, y, name, meta, color, dash, markers, connectGaps}], x and y arrays of numbers or null)
   // into `div`, with options {title, xTitle, logY, zoomKey}; a zoom survives redraws while zoomKey stays.
@@ -71,10 +72,26 @@ const LineChart = {
     const ys = traces.map(t => this.extent(t.y.filter((_, i) => t.x[i] !== null && t.x[i] >= xRange[0] && t.x[i] <= xRange[1]),
       v => !logY || v > 0)).filter(Boolean);
     let yRange = ys.length ? [Math.min(...ys.map(e => e[0])), Math.max(...ys.map(e => e[1]))] : (logY ? [1, 10] : [0, 1]);
+    const clipped = logY ? null : this.fences(traces, xRange);  // a blown-up run does not flatten the others
+    if (clipped) yRange = [Math.max(yRange[0], clipped.lo), Math.min(yRange[1], clipped.hi)];
     if (logY) yRange = yRange.map(Math.log10);
     const flat = yRange[1] - yRange[0] <= 1e-9 * Math.max(Math.abs(yRange[0]), Math.abs(yRange[1]));  // rounding
     const pad = !flat ? (yRange[1] - yRange[0]) * 0.05 : logY ? 0.05 : Math.abs(yRange[0]) * 0.05 || 0.5;
-    return {xRange, yRange: [yRange[0] - pad, yRange[1] + pad], logY};
+    return {xRange, yRange: [yRange[0] - pad, yRange[1] + pad], logY, outliers: clipped ? clipped.outside : 0};
+  },
+
+  // On a linear axis, the values past OUTLIER_SPREAD interquartile ranges beyond the quartiles of every
+  // visible value in x's range are outliers: {lo, hi} the range of the rest and how many are left outside, or
+  // null where there are none (log y shows them all).
+  fences(traces, xRange) {
+    const values = traces.flatMap(t => t.y.filter((v, i) => v !== null && Number.isFinite(v) && t.x[i] !== null
+      && t.x[i] >= xRange[0] && t.x[i] <= xRange[1])).sort((a, b) => a - b);
+    if (values.length < 8) return null;
+    const q1 = values[Math.floor(values.length / 4)], q3 = values[Math.floor(3 * values.length / 4)];
+    const spread = Math.max(q3 - q1, 1e-9 * Math.abs(q3));
+    const inside = values.filter(v => v >= q1 - this.OUTLIER_SPREAD * spread && v <= q3 + this.OUTLIER_SPREAD * spread);
+    if (inside.length === values.length) return null;
+    return {lo: inside[0], hi: inside[inside.length - 1], outside: values.length - inside.length};
   },
 
   // about `count` ticks at 1, 2 or 5 times a power of ten
@@ -108,6 +125,7 @@ const LineChart = {
   format(value, digits = 3) {
     if (value === 0) return "0";
     const size = Math.abs(value);
+    if (size >= 1e15) return value.toExponential(digits - 1).replace(/\.?0+e\+?/, "e").replace("e+", "e");
     if (size >= 1e4) return new Intl.NumberFormat("en", {notation: "compact", maximumSignificantDigits: digits}).format(value);
     if (size < 1e-3) return value.toExponential(digits - 1).replace(/\.?0+e/, "e");
     return String(Number(value.toPrecision(digits)));
@@ -128,15 +146,17 @@ const LineChart = {
     const width = Math.max(200, div.clientWidth);
     const {left, right, top, bottom} = this.MARGIN;
     const plotWidth = width - left - right, plotHeight = this.HEIGHT - top - bottom;
-    const {xRange, yRange, logY} = this.ranges(div);
+    const {xRange, yRange, logY, outliers} = this.ranges(div);
     const xPixel = x => left + (x - xRange[0]) / (xRange[1] - xRange[0]) * plotWidth;
     const yPixel = y => top + (1 - ((logY ? Math.log10(y) : y) - yRange[0]) / (yRange[1] - yRange[0])) * plotHeight;
-    div.drawn = {xRange, yRange, logY, xPixel, xValue: p => xRange[0] + (p - left) / plotWidth * (xRange[1] - xRange[0]),
+    div.drawn = {xRange, yRange, logY, xPixel, outliers, xValue: p => xRange[0] + (p - left) / plotWidth * (xRange[1] - xRange[0]),
       left, top, plotWidth, plotHeight};
     const svg = div.querySelector("svg.plot");
     svg.setAttribute("width", width);
     svg.setAttribute("aria-label", div.chartOptions.title);
-    svg.querySelector(".title").textContent = div.chartOptions.title;
+    // the outliers said in the title: their lines run off the top (or bottom) of the plot
+    svg.querySelector(".title").textContent = div.chartOptions.title + (outliers
+      ? ` (${outliers} outlier${outliers === 1 ? "" : "s"} off the scale; log y shows them)` : "");
     const area = svg.querySelector(".plot-area");
     for (const rect of [area, svg.querySelector("rect.clip")]) {
       for (const [key, value] of Object.entries({x: left, y: top, width: plotWidth, height: plotHeight})) rect.setAttribute(key, value);

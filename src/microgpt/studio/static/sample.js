@@ -23,6 +23,8 @@ const Sample = {
       if (row.best_checkpoint) options.push([row.best_checkpoint, `${row.best_checkpoint} (best validation, step ${row.best_step})`]);
     }
     setOptions(document.getElementById("sample-checkpoint"), options);
+    const empty = document.getElementById("sample-empty");  // an empty state says what to do
+    empty.hidden = options.length > 0;
     this.showSwatch();
   },
 
