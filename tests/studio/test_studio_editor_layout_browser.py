@@ -2,7 +2,7 @@
 the gpt family's graph as from-family writes it, at the top level and inside its transformer block: no wire
 passes through a node's box other than the two it joins, no wire's shape label lies on a port's circle or a box, every
 text of the canvas is 11 px or more on the screen at the zoom the page opens with and after Fit, and a node's
-parameter summary stays inside its box. With STUDIO_SCREENSHOTS=DIR the views are saved there
+parameter summary stays inside its box; Arrange lays a scrambled body out again, as one undoable step. With STUDIO_SCREENSHOTS=DIR the views are saved there
 (docs/images/studio-compose-layout.png, studio-compose-layout-block.png)."""
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ EditorView.transform.x = s.width - 30 - (b.x + b.width) * EditorView.transform.k
 EditorView.apply();"""
 
 
+def x_of(driver, node_id: str) -> float:
+    """The x of a node of the open body."""
+    return driver.execute_script(f"return EditorModel.position(EditorView.bodyName(), '{node_id}')[0]")
+
+
 def readable(driver) -> None:
     """The open body's drawing passes every check above, its shape labels drawn."""
     wait(driver, lambda d: d.execute_script("return document.querySelectorAll('#editor-wires .wire-shape:not(:empty)')"
@@ -120,5 +125,27 @@ def test_a_long_parameter_summary_is_wrapped_and_cut_inside_its_box_with_all_of_
         tooltip = browser.execute_script("return document.querySelector("
                                          "'#editor-nodes .node[data-id=\"head\"] .summary:last-of-type title').textContent")
         assert "d" * 50 in tooltip and "a" * 20 in tooltip
+    finally:
+        browser.quit()
+
+
+def test_arrange_lays_a_scrambled_body_out_in_the_order_data_flows_and_undo_puts_it_back(served):
+    browser = start_browser(served[0], size="1440,900")
+    try:
+        wait(browser, lambda d: "blocks" in d.execute_script("return EditorModel.body('').nodes.map(n => n.id)"))
+        browser.find_element(By.CSS_SELECTOR, '#editor-nodes .node[data-id="blocks"] .node-button.open').click()
+        wait(browser, lambda d: "add2" in d.execute_script("return EditorView.bodyName() ? "
+                                                           "EditorModel.body(EditorView.bodyName()).nodes.map(n => n.id) : []"))
+        # every node dragged backwards: the flow now runs right to left, its wires through the boxes
+        browser.execute_script("const ids = EditorModel.body(EditorView.bodyName()).nodes.map(n => n.id);"
+                               "Edits.moveTo(Object.fromEntries(ids.map((id, i) => [id, [(ids.length - i) * 120, (i % 2) * 40]])));")
+        scrambled = browser.execute_script("return EditorModel.draft.layout.positions[EditorView.bodyName() + '/ln1']")
+        browser.find_element(By.ID, "arrange").click()
+        wait(browser, lambda d: [x_of(d, n) for n in ("ln1", "attn", "add1", "ln2", "ff", "add2")] == sorted(
+            x_of(d, n) for n in ("ln1", "attn", "add1", "ln2", "ff", "add2")) and x_of(d, "ln1") < x_of(d, "add2"))
+        readable(browser)
+        browser.execute_script("EditorModel.undo()")
+        wait(browser, lambda d: d.execute_script(
+            "return EditorModel.draft.layout.positions[EditorView.bodyName() + '/ln1']") == scrambled)
     finally:
         browser.quit()

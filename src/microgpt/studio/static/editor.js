@@ -37,6 +37,7 @@ const Canvas = {
     on("zoom-out", () => EditorView.zoomCentre(0.8));
     on("zoom-reset", () => EditorView.zoomCentre(1 / EditorView.transform.k));
     on("fit", () => EditorView.fit());
+    on("arrange", () => EditorLayout.arrange().catch(err => say(err.message, true, "canvas")));
     on("save", () => RunIO.save().catch(err => say(err.message, true, "canvas")));
     on("start", () => RunIO.start().catch(err => say(err.message, true, "canvas")));
     document.getElementById("load-run").addEventListener("change", event => {

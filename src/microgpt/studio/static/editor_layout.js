@@ -1,7 +1,7 @@
 // Where the Compose editor puts nodes and wires. Placing: the nodes of a body that have no position yet (a
 // library group opened, a document loaded without its layout) go in layers from left to right, each node one
 // layer past the nodes it reads; placing is no edit of its own, and positions come from the server's layout
-// (studio/graph_layout.py) where it gave one. Routing: each wire leaves its output to the right and enters its
+// (studio/graph_layout.py) where it gave one, or where Arrange asks for it. Routing: each wire leaves its output to the right and enters its
 // input from the left in straight runs joined at right angles, around every node box rather than behind it.
 "use strict";
 
@@ -26,6 +26,19 @@ const EditorLayout = {
       used[layer] = (used[layer] || 0) + 1;
       if (!positions[`${bodyName}/${node.id}`]) positions[`${bodyName}/${node.id}`] = [layer * LAYER_W, (used[layer] - 1) * SLOT_H];
     }
+  },
+
+  // The open body laid out again by the server's layered layout (Arrange): one undoable step, then Fit.
+  async arrange() {
+    const bodyName = EditorView.bodyName(), draft = EditorModel.draft, prefix = `${bodyName}/`;
+    const answer = await api("/api/graph/layout", {body: {document: draft.document,
+      ...(draft.mode === "family" ? {family: draft.family} : {})}});
+    const positions = {};
+    for (const [key, at] of Object.entries(answer.layout.positions)) {
+      if (key.startsWith(prefix) && !key.slice(prefix.length).includes("/")) positions[key.slice(prefix.length)] = at;
+    }
+    Edits.moveTo(positions);
+    EditorView.fit();
   },
 
   // The corners of a wire from output point `a` to input point `b` (each {x, y, box, slot}: the box of the
