@@ -27,8 +27,8 @@ the step's whole time, against the peak of its library times the threads: a
 lower bound on the products' own share, since the step's time includes
 everything between them.
 
-    python benchmarks/bench_precision.py --quick   # about 5 minutes on 2 cores
-    python benchmarks/bench_precision.py           # 600 steps a run, four shapes: about an hour on 2 cores
+    python benchmarks/bench_precision.py --quick   # about 3 minutes on 2 cores
+    python benchmarks/bench_precision.py           # 600 steps a run, four shapes: about 20 minutes on 2 cores
 
 The text is read from ../shared/data/tinyshakespeare.txt (beside the checkout), never copied into it.
 """
