@@ -67,9 +67,9 @@ def test_bad_training_files(workdir, capsys, setup, expected):
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        (["--heads", "5"], "--heads 5 does not divide d_model 12"),
+        (["--heads", "5"], "--heads 5 does not divide --d-model 12"),
         (["--heads", "fancy"], "not a count, a list of widths or a named set"),
-        (["--heads", "4,4", "--d-model", "12"], "makes d_model 8, but --d-model is 12"),
+        (["--heads", "4,4", "--d-model", "12"], "makes the width 8, not --d-model 12"),
         (["--val-tokens", "4"], "shorter than one window"),
     ],
 )

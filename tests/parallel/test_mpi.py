@@ -153,7 +153,7 @@ def test_a_rank_that_raises_stops_every_rank_with_one_line(corpus, tmp_path):
 
 @pytest.mark.parametrize("mistake, expected", [
     (["--warmup", "500"], "--warmup 500 is longer than the run"),
-    (["--d-model", "15"], "does not divide d_model 15"),
+    (["--d-model", "15"], "does not divide --d-model 15"),
     (["MISSING"], "MISSING: no such file"),
 ])
 def test_a_mistake_under_procs_is_one_line_and_status_2(corpus, tmp_path, mistake, expected):

@@ -104,7 +104,7 @@ def test_each_error_appears_on_the_setting_it_concerns_and_clears(client):
     run["settings"]["cooperative"] = "d2x8n1,d2x8n1"
     run["settings"]["active_dims"] = "32"  # wider than the stream: the family's own check
     errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
-    assert len(errors) == 1 and "--active-dims 32" in errors[0]["message"], errors
+    assert len(errors) == 1 and "active_dims: 32 is wider than the stream (stream_dim: 16)" in errors[0]["message"], errors
     del run["settings"]["active_dims"]
     run["settings"]["lr"] = "fast"  # the flag's own check
     errors = client.post("/api/graph/check", json=check_body(run)).json()["errors"]
