@@ -185,6 +185,8 @@ def test_every_kernel_is_launched_with_its_signature(emulated):
     assert isinstance(loss, float)
     _, saved = be.causal_attention(dev(2, 9, 5), dev(2, 9, 5), dev(2, 9, 5), 0.5)
     be.causal_attention_backward(dev(2, 9, 5), saved, 0.5)
+    be.use_precision("bf16")
+    be.matmul(x, grad, transpose_b=True)  # round_bf16 on each input, then GemmEx
     launched = {key for key, kernel in be._kernels.items() if kernel.launches}
     defined = {(f, k) for f in kernel_files() for k in kernel_parameters(kernel_source(f))}
     assert launched == defined

@@ -328,5 +328,11 @@ inline float __int_as_float(int bits) {
     return out;
 }
 
+inline unsigned int __float_as_uint(float value) {
+    unsigned int out;
+    std::memcpy(&out, &value, sizeof out);
+    return out;
+}
+
 using std::max;
 using std::min;

@@ -4,11 +4,14 @@
 array with CuPy's `.data.ptr`) as `ndarray`; `empty` and `empty_like` fill with 0xff bytes (NaN
 as float), so an element a kernel never writes shows up; `RawModule(code=...)` compiles the code
 with g++ against the emulator header and its `get_function` returns an `EmulatedKernel`;
-streams (`cuda.Stream`, `get_current_stream`) and `memcpyAsync` on a stream.
+streams (`cuda.Stream`, `get_current_stream`) and `memcpyAsync` on a stream; one device,
+`DEVICE`, whose compute capability and name a test may change.
 
 `FakeCublas` does sgemm, sgemmStridedBatched and sgeam on the buffers the backend points it at,
 reading them column-major as cuBLAS does, and checks that every call's handle is bound
-(`setStream`) to the stream that is current at the call.
+(`setStream`) to the stream that is current at the call. Its gemmEx and gemmStridedBatchedEx
+take bfloat16 inputs (uint16 bits), a float32 output and float32 accumulation alone, and model
+them as the bf16 products' definition: the inputs' exact float32 values multiplied as sgemm's.
 """
 
 from __future__ import annotations
@@ -105,6 +108,9 @@ def _memcpy_async(dst, src, size, kind, stream):
     ctypes.memmove(dst, src, size)
 
 
+DEVICE = {"compute_capability": "90", "name": b"Emulated GPU"}  # an H100's capability unless a test changes it
+
+
 def fake_cupy() -> SimpleNamespace:
     return SimpleNamespace(
         ndarray=HostArray, empty=_empty, empty_like=lambda a: _empty(a.shape, a.dtype), zeros=_host(np.zeros),
@@ -112,19 +118,31 @@ def fake_cupy() -> SimpleNamespace:
         get_default_memory_pool=lambda: SimpleNamespace(free_all_blocks=lambda: None),
         cuda=SimpleNamespace(
             Stream=Stream, get_current_stream=lambda: _current[0],
-            runtime=SimpleNamespace(memcpyAsync=_memcpy_async, getDevice=lambda: 0, deviceSynchronize=lambda: None),
+            Device=lambda device=0: SimpleNamespace(compute_capability=DEVICE["compute_capability"]),
+            runtime=SimpleNamespace(memcpyAsync=_memcpy_async, getDevice=lambda: 0, deviceSynchronize=lambda: None,
+                                    getDeviceProperties=lambda device: {"name": DEVICE["name"]}),
         ),
     )  # fmt: skip
 
 
-def _column_major(ptr: int, rows: int, cols: int, ld: int, transposed: bool = False) -> np.ndarray:
-    """The (rows, cols) matrix op(X) that cuBLAS reads at ptr: X column-major with leading dimension ld."""
+CUDA_R_32F, CUDA_R_16BF, CUBLAS_COMPUTE_32F = 0, 14, 68  # the only types the Ex calls model
+
+
+def _column_major(ptr: int, rows: int, cols: int, ld: int, transposed: bool = False, c_type=ctypes.c_float):
+    """The (rows, cols) matrix op(X) that cuBLAS reads at ptr: X column-major with leading dimension ld,
+    of elements c_type (c_float; c_uint16 for bfloat16 bits)."""
     stored_rows, stored_cols = (cols, rows) if transposed else (rows, cols)
     assert ld >= max(1, stored_rows), f"leading dimension {ld} < {stored_rows} rows"
-    floats = (ctypes.c_float * (ld * (stored_cols - 1) + stored_rows)).from_address(ptr)
-    flat = np.ctypeslib.as_array(floats)
-    stored = np.lib.stride_tricks.as_strided(flat, (stored_rows, stored_cols), (4, 4 * ld))
+    elements = (c_type * (ld * (stored_cols - 1) + stored_rows)).from_address(ptr)
+    flat = np.ctypeslib.as_array(elements)
+    size = ctypes.sizeof(c_type)
+    stored = np.lib.stride_tricks.as_strided(flat, (stored_rows, stored_cols), (size, size * ld))
     return stored.T if transposed else stored
+
+
+def _widen(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bits as the float32 values they are (exact)."""
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def _scalar(ptr: int) -> float:
@@ -168,6 +186,22 @@ class FakeCublas:
             self.sgemm(
                 h, ta, tb, m, n, k, alpha, a + 4 * i * sa, lda, b + 4 * i * sb, ldb, beta, c + 4 * i * sc, ldc
             )
+
+    def gemmEx(self, h, ta, tb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute, algo):
+        self._check(h)
+        types = (a_type, b_type, c_type, compute)
+        assert types == (CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F), f"unmodelled types {types}"
+        op_a = _widen(_column_major(a, m, k, lda, ta == 1, ctypes.c_uint16))
+        op_b = _widen(_column_major(b, k, n, ldb, tb == 1, ctypes.c_uint16))
+        out = _column_major(c, m, n, ldc)
+        product = _scalar(alpha) * (op_a.astype(np.float64) @ op_b)
+        out[...] = product + _scalar(beta) * out if _scalar(beta) else product
+
+    def gemmStridedBatchedEx(self, h, ta, tb, m, n, k, alpha, a, a_type, lda, sa, b, b_type, ldb, sb, beta,
+                             c, c_type, ldc, sc, batch, compute, algo):
+        for i in range(batch):  # strides count elements: 2 bytes each for the bf16 inputs, 4 for the output
+            self.gemmEx(h, ta, tb, m, n, k, alpha, a + 2 * i * sa, a_type, lda, b + 2 * i * sb, b_type, ldb, beta,
+                        c + 4 * i * sc, c_type, ldc, compute, algo)
 
     def sgeam(self, handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
         self._check(handle)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-C_TYPES = {"float": np.float32, "int": np.int32, "long long": np.int64, "unsigned int": np.uint32}
+C_TYPES = {"float": np.float32, "int": np.int32, "long long": np.int64, "unsigned int": np.uint32,
+           "unsigned short": np.uint16}
 KERNEL = re.compile(r'extern "C" __global__ void (\w+)\(([^)]*)\)')
 
 

@@ -4,8 +4,8 @@
 backward from. With attention="flash" (the default) a square block of heads of
 width up to FLASH_MAX_WIDTH runs fused: the forward keeps each head's output and
 row log-sum-exps, never the (T, T) scores; the backward recomputes them tile by
-tile. Everything else (one query against a cache, wider heads, or
-attention="materialised") takes `Backend`'s path. `saved` carries which path ran, and
+tile. Everything else (one query against a cache, wider heads, attention="materialised",
+or --precision bf16, whose products the flash kernels do not round) takes `Backend`'s path. `saved` carries which path ran, and
 `attention_memory` says what each path keeps, for the memory estimate.
 """
 
@@ -74,8 +74,9 @@ class FlashAttention:
         return blocks * seq_len * (width + 1), blocks * seq_len
 
     def _flash(self, width: int) -> bool:
-        """Whether square blocks of heads this wide take the flash kernels."""
-        return self.attention == "flash" and width <= FLASH_MAX_WIDTH
+        """Whether square blocks of heads this wide take the flash kernels: in float32 alone, since at bf16 the
+        materialised path's products (bmm) are the ones that round their inputs."""
+        return self.attention == "flash" and width <= FLASH_MAX_WIDTH and self.precision == "fp32"
 
     def _flash_grid(self, op: str, n: int, t: int) -> tuple[int, int]:
         """(heads, row blocks): grid.y is capped at 65535 blocks of FLASH_ROWS rows."""

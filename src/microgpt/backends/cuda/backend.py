@@ -6,6 +6,10 @@ in `kernels/*.cu`, compiled with NVRTC by `cupy.RawModule` on first use and kept
 for the life of the process (launch.py; CuPy also caches the binaries on disk).
 This class holds the state the mixins share, which `__init__` sets.
 
+At --precision bf16 (`use_precision`) the products read their inputs rounded to
+bfloat16 and accumulate in float32 on the tensor cores (gemm.py), and attention takes
+the materialised path, whose products are those; every Mat stays float32.
+
 This module imports without CuPy: CuPy is imported when a backend is made (or
 `is_usable` asks), and its absence is a `BackendUnavailable` with the fix.
 """
@@ -16,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from microgpt.backends.base import Backend, ReferenceAPI
+from microgpt.backends.base import Backend, BackendUnavailable, ReferenceAPI
+from microgpt.backends.bf16 import check_precision
 from microgpt.backends.cuda import loader
 from microgpt.backends.cuda.adam import AdamKernels
 from microgpt.backends.cuda.arrays import DeviceArrays
@@ -54,6 +59,21 @@ class CuBLASBackend(
         self._raw_allocations: set[int] = set()  # pointers from gpu_alloc not yet freed
         self._kernels: dict[tuple[str, str], Any] = {}
         self.transfers = {"to_device": 0, "to_host": 0}
+
+    def use_precision(self, precision):
+        """bf16 needs bf16 tensor cores (compute capability 8.0, Ampere, or later): on an older GPU, one line
+        naming it and the fix (BackendUnavailable); the precision is then left as it was."""
+        if check_precision(precision) == "bf16":
+            major, minor = divmod(int(self._cp.cuda.Device(self.device_id).compute_capability), 10)
+            if major < 8:
+                name = self._cp.cuda.runtime.getDeviceProperties(self.device_id)["name"]
+                name = name.decode() if isinstance(name, bytes) else name
+                raise BackendUnavailable(
+                    f"--precision bf16 on the cuda backend needs bf16 tensor cores (compute capability 8.0 or "
+                    f"later), and {name} (device {self.device_id}) is {major}.{minor}; train at --precision fp32 "
+                    "on this GPU, or at bf16 on an Ampere or newer GPU or with --backend cpu"
+                )
+        self.precision = precision
 
     @classmethod
     def is_usable(cls) -> bool:

@@ -4,15 +4,28 @@
 the backend's own cuBLAS handle, bound first to CuPy's current stream, where our
 kernels and CuPy's own ops run. cuBLAS reads alpha and beta through host pointers
 (its default pointer mode): the backend's `_one` and `_zero`.
+
+At precision bf16 (the backend's `use_precision`) each product's two inputs are first
+rounded to bfloat16 bits by `round_bf16` (elementwise.cu, the rounding of
+backends/bf16.py) into new uint16 buffers, and cuBLAS's GemmEx (strided-batched for
+`bmm`) multiplies those with CUDA_R_16BF inputs, a CUDA_R_32F output and
+CUBLAS_COMPUTE_32F accumulation: the numpy backend's float32 product of the rounded
+inputs (numpy_backend.py), on the tensor cores. The output stays float32.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+CUDA_R_32F, CUDA_R_16BF = 0, 14  # cudaDataType_t
+CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t: float32 accumulation
+CUBLAS_GEMM_DEFAULT = -1  # cublasGemmAlgo_t: cuBLAS's heuristic (tensor cores where the types allow)
 
 
 class CublasProducts:
-    """Needs `_cp`, `_cublas`, `dtype`, `handle`, `_one`, `_zero` and `_mat` (from `CuBLASBackend`)."""
+    """Needs `_cp`, `_cublas`, `dtype`, `handle`, `_one`, `_zero`, `precision`, `_mat` and `_per_element`
+    (from `CuBLASBackend`)."""
 
     def _bind_stream(self) -> None:
         """Put the next cuBLAS call on CuPy's current stream, where our kernels and CuPy's own ops run,
@@ -42,7 +55,23 @@ class CublasProducts:
         alpha = self._one.ctypes.data
         beta = (self._one if accumulate else self._zero).ctypes.data
         lda, ldb = b.shape[-1], a.shape[-1]
-        if out.ndim == 2:
+        if self.precision == "bf16":
+            a, b = self._bf16(a), self._bf16(b)  # the Ex calls: sgemm's arguments, each buffer's type named
+            bf16, f32 = CUDA_R_16BF, CUDA_R_32F
+            if out.ndim == 2:
+                self._cublas.gemmEx(
+                    self.handle, op_b, op_a, n, m, k, alpha,
+                    b.data.ptr, bf16, lda, a.data.ptr, bf16, ldb,
+                    beta, out.data.ptr, f32, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,
+                )  # fmt: skip
+            else:
+                self._cublas.gemmStridedBatchedEx(
+                    self.handle, op_b, op_a, n, m, k, alpha,
+                    b.data.ptr, bf16, lda, b.shape[1] * b.shape[2],
+                    a.data.ptr, bf16, ldb, a.shape[1] * a.shape[2],
+                    beta, out.data.ptr, f32, n, m * n, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,
+                )  # fmt: skip
+        elif out.ndim == 2:
             self._cublas.sgemm(
                 self.handle, op_b, op_a, n, m, k,
                 alpha, b.data.ptr, lda, a.data.ptr, ldb, beta, out.data.ptr, n,
@@ -54,6 +83,12 @@ class CublasProducts:
                 a.data.ptr, ldb, a.shape[1] * a.shape[2],
                 beta, out.data.ptr, n, m * n, batch,
             )  # fmt: skip
+
+    def _bf16(self, x):
+        """A new uint16 array of x's shape holding the bfloat16 nearest each of x's float32s (round_bf16)."""
+        bits = self._cp.empty(x.shape, dtype=np.uint16)
+        self._per_element("elementwise.cu", "round_bf16", x.size, x, bits, np.int64(x.size))
+        return bits
 
     def matmul(self, a, b, transpose_a=False, transpose_b=False):
         a, b = self._mat(a, "matmul"), self._mat(b, "matmul")

@@ -1,5 +1,5 @@
-// Element-wise kernels: bias add, ReLU (plain, backward, fused with the bias) and
-// the Adam and AdamW updates of the whole flat parameter buffer. Grid-stride loops over n
+// Element-wise kernels: bias add, ReLU (plain, backward, fused with the bias), the bfloat16
+// rounding of a product's input, and the Adam and AdamW updates of the whole flat parameter buffer. Grid-stride loops over n
 // elements, so any launch size covers any n.
 
 #define GRID_STRIDE_LOOP(i, n) \
@@ -31,6 +31,17 @@ extern "C" __global__ void bias_relu(float* x, const float* bias, float* out, fl
         x[i] = v;
         out[i] = v * m;
         mask[i] = m;
+    }
+}
+
+// out[i] = the bfloat16 bits nearest x[i]: backends/bf16.py's bf16_bits, the specification. On the
+// uint32 view, add 0x7FFF plus the last kept bit (ties to even) and keep the top half; a NaN is kept
+// a NaN, made quiet, since the adding could carry its low bits into infinity.
+extern "C" __global__ void round_bf16(const float* x, unsigned short* out, long long n) {
+    GRID_STRIDE_LOOP(i, n) {
+        const unsigned int u = __float_as_uint(x[i]);
+        out[i] = x[i] != x[i] ? (unsigned short)((u >> 16) | 0x0040u)
+                              : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
     }
 }
 

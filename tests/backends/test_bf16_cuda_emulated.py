@@ -1,0 +1,117 @@
+"""--precision bf16 on the cuda backend, held against the numpy backend at bf16 (the specification): the products
+(cuBLAS GemmEx on bf16 inputs rounded by elementwise.cu's `round_bf16`, float32 accumulation), attention and a
+short training run. On the CPU emulator (tests/cuda_emulator, whose GemmEx multiplies the inputs' exact values
+as its sgemm does), and once more on a real GPU, `gpu`-marked, where one is usable. A GPU without bf16 tensor
+cores refuses bf16 in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backend_kinds import CUDA_SKIP
+from cuda_emulator import fake_cupy
+from microgpt.backends import BackendUnavailable
+from microgpt.backends.bf16 import bf16_bits
+from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.model.gpt import GPT, GPTConfig
+
+RNG = np.random.default_rng(0)
+# float32 accumulation of ~40 products of O(1) bf16 values, against numpy's float32 order of the same sums
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.fixture(params=["emulated", pytest.param("gpu", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(CUDA_SKIP is not None, reason=str(CUDA_SKIP))])])
+def cuda(request):
+    """A cuda backend at bf16: on the CPU emulator, or on the GPU."""
+    if request.param == "emulated":
+        be = request.getfixturevalue("emulated")[0]
+    else:
+        from microgpt.backends.cuda import CuBLASBackend
+
+        be = CuBLASBackend()
+        request.addfinalizer(be.finalize)
+    be.use_precision("bf16")
+    return be
+
+
+def spec():
+    be = NumpyBackend()
+    be.use_precision("bf16")
+    return be
+
+
+def arrays(*shapes):
+    return [RNG.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+
+def test_rounding_kernel_is_the_specification(cuda):
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -3e-39, 3.4028235e38, -3.4028235e38,
+                        1.00390625, 1.01171875, 1.0 + 2**-8 + 2**-20], dtype=np.float32)  # ties to even, above one
+    x = np.concatenate([special, RNG.standard_normal(1000).astype(np.float32) * 10.0 ** RNG.integers(-30, 30, 1000)])
+    x = x.astype(np.float32)
+    bits = cuda._bf16(cuda.from_host(x))
+    got = np.empty(x.shape, np.uint16)
+    got[...] = bits.get() if hasattr(bits, "get") else bits
+    assert np.array_equal(got, bf16_bits(x))
+
+
+def test_products_agree_with_the_specification(cuda):
+    ref = spec()
+    a, b, c = arrays((24, 40), (40, 16), (16, 40))
+    got = cuda.to_host(cuda.matmul(cuda.from_host(a), cuda.from_host(b)))
+    assert np.allclose(got, ref.matmul(a, b), **TOL)
+    assert np.abs(got - a @ b).max() > 1e-3  # rounded: not the float32 product
+    got = cuda.to_host(cuda.matmul(cuda.from_host(b), cuda.from_host(a), True, True))
+    assert np.allclose(got, ref.matmul(b, a, True, True), **TOL)
+    got = cuda.to_host(cuda.matmul(cuda.from_host(a), cuda.from_host(c), transpose_b=True))
+    assert np.allclose(got, ref.matmul(a, c, transpose_b=True), **TOL)
+    dst, want = cuda.from_host(np.ones((40, 40), np.float32)), np.ones((40, 40), np.float32)
+    cuda.matmul_into(cuda.from_host(a), cuda.from_host(a), dst, transpose_a=True, accumulate=True)
+    ref.matmul_into(a, a, want, transpose_a=True, accumulate=True)
+    assert np.allclose(cuda.to_host(dst), want, rtol=1e-5, atol=1e-4)
+    x, y = arrays((3, 8, 5), (3, 8, 6))
+    for ta, tb, yy in ((True, False, y), (True, True, y.transpose(0, 2, 1).copy())):
+        got = cuda.to_host(cuda.bmm(cuda.from_host(x), cuda.from_host(yy), ta, tb))
+        assert np.allclose(got, ref.bmm(x, yy, ta, tb), **TOL)
+
+
+@pytest.mark.parametrize("seq_len", [8, 33])
+def test_attention_takes_the_rounded_products(cuda, seq_len):
+    """At bf16 attention runs the materialised path (its bmm products round); the flash kernels do not round."""
+    ref = spec()
+    q, k, v, dout = arrays(*[(4, seq_len, 16)] * 4)
+    out, saved = cuda.causal_attention(*(cuda.from_host(t) for t in (q, k, v)), 0.25)
+    assert saved[0] == "materialised"
+    ref_out, ref_saved = ref.causal_attention(q, k, v, 0.25)
+    grads = cuda.causal_attention_backward(cuda.from_host(dout), saved, 0.25)
+    # the softmax kernels' float32 differs from numpy's in the last bit, which can move a probability across a
+    # bf16 rounding boundary: one bf16 step (2^-8 of it) in an input of the next product, no more
+    for got, want in zip((out, *grads), (ref_out, *ref.causal_attention_backward(dout, ref_saved, 0.25))):
+        assert np.abs(cuda.to_host(got) - want).max() <= 2.0**-8 * np.abs(want).max()
+
+
+def test_short_training_run_tracks_the_specification(cuda):
+    config = GPTConfig(vocab_size=11, d_model=16, n_layers=1, head_dims=(4, 4, 8), d_ff=24, seq_len=9)
+    windows = np.random.default_rng(2).integers(0, 11, (4, 2, config.seq_len + 1))
+    ours, theirs = GPT(config, cuda, seed=3), GPT(config, spec(), seed=3)
+    got = [ours.train_step(w, 1e-2) for w in windows]
+    want = [theirs.train_step(w, 1e-2) for w in windows]
+    assert np.allclose(got, want, rtol=0, atol=2e-3), (got, want)
+    params = cuda.to_host(ours.params.data)
+    assert np.abs(params - theirs.params.data).max() < 2e-3
+    fp32 = GPT(config, NumpyBackend(), seed=3)
+    assert [fp32.train_step(w, 1e-2) for w in windows] != got  # bf16 did round
+
+
+def test_a_gpu_without_bf16_tensor_cores_refuses_in_one_line(emulated, monkeypatch):
+    be, _ = emulated
+    monkeypatch.setitem(fake_cupy.DEVICE, "compute_capability", "75")
+    monkeypatch.setitem(fake_cupy.DEVICE, "name", b"Tesla T4")
+    with pytest.raises(BackendUnavailable, match=r"Tesla T4 \(device 0\) is 7\.5.*--precision fp32") as caught:
+        be.use_precision("bf16")
+    assert "\n" not in str(caught.value) and be.precision == "fp32"
+    monkeypatch.setitem(fake_cupy.DEVICE, "compute_capability", "80")
+    be.use_precision("bf16")
+    assert be.precision == "bf16"
