@@ -275,3 +275,34 @@ def test_ctrl_s_is_the_pages_save(browser):
     click_empty_canvas(browser)
     press(browser, Keys.CONTROL, "s")
     wait(browser, lambda d: d.execute_script("return window.saves") == 1)
+
+
+def test_a_group_of_a_stream_to_a_stream_can_repeat_and_opening_it_says_who_shares_it(browser):
+    """Group names one input and one output of the same type alike (x), with the document's dim for the width
+    (stream[d]): set to repeat 3, the check finds nothing wrong with it; opening it says how many instances
+    share the definition."""
+    browser.execute_script("window.confirm = () => true; Canvas.startFrom('graph')")
+    wait(browser, lambda d: sorted(node_ids(d)) == ["embed", "head", "loss", "norm"])
+    click_empty_canvas(browser)
+    node(browser, "norm").click()
+    press(browser, Keys.CONTROL, "g")
+    wait(browser, lambda d: "group1" in node_ids(d))
+    ports = browser.execute_script("const g = EditorModel.draft.document.groups.group1; return [g.inputs, g.outputs]")
+    assert ports == [{"x": "stream[d]"}, {"x": "stream[d]"}]
+    before = browser.execute_script("return document.body.dataset.checked || ''")
+    type_into(browser, '#inspector-node [data-param="repeat"]', "3")
+    wait(browser, lambda d: d.execute_script("return document.body.dataset.checked || ''") != before)
+    wait(browser, lambda d: "≈" in text_of(d, "estimates") and not text_of(d, "graph-errors"))
+    click_empty_canvas(browser)
+    ActionChains(browser).double_click(node(browser, "group1")).perform()
+    wait(browser, lambda d: d.execute_script("return EditorView.path") == ["group1"])
+    assert "group1 is its only instance" in browser.find_element(By.ID, "message").text
+    browser.find_element(By.CSS_SELECTOR, '.crumb[data-depth="0"]').click()
+    wait(browser, lambda d: "group1" in node_ids(d))
+    node(browser, "group1").click()
+    press(browser, Keys.CONTROL, "d")
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, '#editor-nodes .node[data-group="group1"]')) == 2)
+    ActionChains(browser).context_click(node(browser, "group1")).perform()
+    wait(browser, lambda d: menu_actions(d))
+    browser.find_element(By.CSS_SELECTOR, '#context-menu [data-action="open"]').click()
+    wait(browser, lambda d: "2 instances share this definition" in d.find_element(By.ID, "message").text)

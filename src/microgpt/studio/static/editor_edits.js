@@ -145,7 +145,8 @@ const Edits = {
 
   // The selected nodes become a new group of the document, and one instance of it takes their place: each
   // wire into the selection becomes an input port, each value read outside it an output port, typed as the
-  // check typed their wires.
+  // check typed their wires, a width written as the document's dim of that size (stream[d], not stream[64]).
+  // One input and one output of the same type share a name (x), so that the group can repeat.
   group(ids, wireType) {
     const inside = new Set(ids);
     if (!inside.size) return null;
@@ -191,6 +192,15 @@ const Edits = {
         delete draft.layout.positions[`${bodyName}/${n}`];
       }
       body.nodes = body.nodes.filter(n => !inside.has(n.id));
+      const ins = Object.keys(inputs), outs = Object.keys(outputs);
+      if (ins.length === 1 && outs.length === 1 && inputs[ins[0]] === outputs[outs[0]] && ins[0] !== outs[0]) {
+        const [from, to] = [outs[0], ins[0]]; // the output takes the input's name
+        outputs[to] = outputs[from];
+        delete outputs[from];
+        for (const edge of innerEdges) if (edge.to === from) edge.to = to;
+        for (const edge of outerEdges) if (edge.from === `${id}.${from}`) edge.from = `${id}.${to}`;
+      }
+      for (const ports of [inputs, outputs]) for (const key of Object.keys(ports)) ports[key] = withDims(ports[key], doc.dims || {});
       body.nodes.push({id, group: name});
       body.edges = outerEdges;
       draft.layout.positions[`${bodyName}/${id}`] = [Math.round(mean(positions.map(p => p[0]))),
@@ -238,6 +248,14 @@ function insertedBefore(groups, before, name, definition) {
     ordered[key] = value;
   }
   return ordered;
+}
+
+// A port type with its width named by the document's first dim of that size: "stream[64]" -> "stream[d]".
+function withDims(type, dims) {
+  const match = /^(\w+)\[(\d+)\]$/.exec(type);
+  if (!match) return type;
+  const name = Object.keys(dims).find(key => dims[key] === Number(match[2]));
+  return name ? `${match[1]}[${name}]` : type;
 }
 
 function freshGroupName(doc) {

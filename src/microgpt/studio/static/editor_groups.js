@@ -14,11 +14,15 @@ const Groups = {
     const node = EditorModel.node(EditorView.bodyName(), id);
     if (!node || node.group === undefined) return;
     this.go([...EditorView.path, node.group]);
+    const uses = instancesOf(EditorModel.draft.document, node.group);
+    say(uses > 1 ? `editing ${node.group}: its ${uses} instances share this definition, and all change`
+      : `editing ${node.group}: ${id} is its only instance`, false, "canvas");
   },
 
   // Show the body at the end of `path` (a list of group names).
   go(path) {
     this.views[EditorView.bodyName()] = {...EditorView.transform};
+    Pointer.lastDown = {id: null, time: 0}; // a press in the body left is no first half of a double-click here
     EditorView.path = path;
     EditorView.selection = new Set();
     EditorLayout.place(EditorView.bodyName());
@@ -103,3 +107,9 @@ const EditorBreadcrumbs = {
     });
   },
 };
+
+// How many nodes of the document (its top level and its own groups) are instances of group `name`.
+function instancesOf(doc, name) {
+  const bodies = [doc, ...Object.values(doc.groups || {})];
+  return bodies.reduce((count, body) => count + (body.nodes || []).filter(n => n.group === name).length, 0);
+}
