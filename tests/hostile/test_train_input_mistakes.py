@@ -47,8 +47,8 @@ CASES = [  # (the input, what the line says it is, the prepare command it names)
     ("dump.jsonl.gz", "holds gzip-compressed JSON Lines records", "microgpt prepare dump.jsonl.gz --out dump"),
     ("notes.txt.xz", "is xz-compressed text, and train and eval read plain text",
      "microgpt prepare notes.txt.xz --out notes"),
-    ("books", "is a directory but not a prepared dataset (it has no manifest.json); train and eval take a text "
-     "file or a dataset directory", "microgpt prepare books --out books-dataset"),
+    ("books", ("is a directory but not a prepared dataset (it has no manifest.json); train and eval take a text "
+               "file or a dataset directory"), "microgpt prepare books --out books-dataset"),
 ]
 
 

@@ -19,7 +19,7 @@ DEFAULTS = {"gpt": {}, "ensemble": {"cooperative": "d64n3,d64n3"}, "lookahead": 
 
 def documented(name: str) -> list[tuple[str, int]]:
     section = PAGE.read_text(encoding="utf-8").split(f"### {name} (", 1)[1].split("\n### ", 1)[0]
-    return [(path, int(width)) for path, width in re.findall(r"^\| `([^`]+)` \| (\d+) \|$", section, re.M)]
+    return [(path, int(width)) for path, width in re.findall(r"^\| `([^`]+)` \| (\d+) \|$", section, re.MULTILINE)]
 
 
 @pytest.mark.parametrize("name", list(DEFAULTS))
