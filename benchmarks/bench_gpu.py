@@ -8,13 +8,17 @@ Three cases, vocab 65:
 Both sides start from the same weights (ours, copied into TorchGPT), train with
 Adam on the same windows, and read the loss back to the host every step (ours
 returns it; torch calls .item()). Warm-up steps are not timed; the timed steps
-are bracketed by device synchronisation. Everything is float32 and TF32 is
-switched off in PyTorch, so both sides do the same arithmetic.
+are bracketed by device synchronisation. At fp32 (the default) everything is
+float32 and TF32 is switched off in PyTorch, so both sides do the same arithmetic.
+With --precision fp32,bf16 each case also runs microgpt at --precision bf16 (bf16
+product inputs, float32 accumulation; attention on the materialised path) and
+PyTorch eager under `torch.autocast("cuda", dtype=torch.bfloat16)`, on the same GPU.
 
     python3 benchmarks/bench_gpu.py              # all cases
     python3 benchmarks/bench_gpu.py --quick      # fewer steps
     python3 benchmarks/bench_gpu.py --cases a,b --json results.json
     python3 benchmarks/bench_gpu.py --attention flash   # our default path only (both are timed otherwise)
+    python3 benchmarks/bench_gpu.py --precision fp32,bf16 --attention flash   # bf16 against fp32 and autocast
 
 Data: tinyshakespeare from ../shared/data/ (or ../shared/) when it is there,
 otherwise random token ids. Without a usable PyTorch CUDA, ours runs alone.
@@ -42,6 +46,7 @@ from corpus import load_tokens
 VOCAB_SIZE = 65
 LR = 3e-4
 SEED = 0
+BF16_NAME = "microgpt bf16"
 
 try:
     import torch
@@ -92,8 +97,10 @@ def sample_windows(tokens: np.ndarray, case: Case, count: int) -> list[np.ndarra
 
 
 class OursTrainer:
-    def __init__(self, config: GPTConfig, initial: dict[str, np.ndarray], attention: str = "flash"):
+    def __init__(self, config: GPTConfig, initial: dict[str, np.ndarray], attention: str = "flash",
+                 precision: str = "fp32"):
         self.backend = CuBLASBackend(attention=attention)
+        self.backend.use_precision(precision)
         self.model = GPT(config, self.backend, seed=SEED)
         self.model.params.from_host(initial)
 
@@ -115,9 +122,11 @@ class OursTrainer:
 
 class TorchTrainer:
     name = "torch cuda eager"
+    autocast_name = "torch autocast bf16"
 
-    def __init__(self, config: GPTConfig, initial: dict[str, np.ndarray]):
+    def __init__(self, config: GPTConfig, initial: dict[str, np.ndarray], autocast: bool = False):
         self.device = torch.device("cuda")
+        self.autocast = autocast
         self.model = TorchGPT(
             config.vocab_size, config.d_model, config.n_layers, config.head_dims, config.d_ff, config.seq_len
         ).to(self.device)
@@ -126,7 +135,8 @@ class TorchTrainer:
         torch.cuda.reset_peak_memory_stats()
 
     def step(self, windows: np.ndarray) -> float:
-        return train_step(self.model, self.optimizer, torch.from_numpy(windows).to(self.device))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            return train_step(self.model, self.optimizer, torch.from_numpy(windows).to(self.device))
 
     def sync(self) -> None:
         torch.cuda.synchronize()
@@ -157,11 +167,16 @@ def bench_case(case: Case, tokens: np.ndarray, args) -> dict[str, dict]:
     initial = GPT(config, NumpyBackend(), seed=SEED).params.to_host()  # the same start for both sides
     batches = sample_windows(tokens, case, args.warmup + args.steps)
     results = {}
-    trainers = {
-        f"microgpt {kind}": lambda kind=kind: OursTrainer(config, initial, kind) for kind in args.attention
-    }
-    if TORCH_ERROR is None:
-        trainers[TorchTrainer.name] = lambda: TorchTrainer(config, initial)
+    trainers = {}
+    if "fp32" in args.precision:
+        for kind in args.attention:
+            trainers[f"microgpt {kind}"] = lambda kind=kind: OursTrainer(config, initial, kind)
+        if TORCH_ERROR is None:
+            trainers[TorchTrainer.name] = lambda: TorchTrainer(config, initial)
+    if "bf16" in args.precision:  # attention runs materialised at bf16 whatever is asked
+        trainers[BF16_NAME] = lambda: OursTrainer(config, initial, "flash", "bf16")
+        if TORCH_ERROR is None:
+            trainers[TorchTrainer.autocast_name] = lambda: TorchTrainer(config, initial, autocast=True)
     for name, make in trainers.items():
         trainer = None
         try:
@@ -195,11 +210,16 @@ def print_table(all_results: dict[str, dict[str, dict]]) -> None:
             )
     print()
     for case_name, results in all_results.items():
-        theirs = results.get(TorchTrainer.name, {})
         for framework, ours in results.items():
-            if framework.startswith("microgpt") and "tokens_per_s" in ours and "tokens_per_s" in theirs:
-                ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
-                print(f"case {case_name}: {framework}/torch = {ratio:.2f}x  ({CASES[case_name].describe()})")
+            if not framework.startswith("microgpt") or "tokens_per_s" not in ours:
+                continue
+            against = [TorchTrainer.name]
+            if framework == BF16_NAME:  # bf16 against torch at fp32 and under autocast, and our own fp32
+                against += [TorchTrainer.autocast_name, *(name for name in results if name.startswith("microgpt f"))]
+            for other in against:
+                if "tokens_per_s" in results.get(other, {}):
+                    ratio = ours["tokens_per_s"] / results[other]["tokens_per_s"]
+                    print(f"case {case_name}: {framework} / {other} = {ratio:.2f}x  ({CASES[case_name].describe()})")
 
 
 def parse_args(argv=None):
@@ -209,12 +229,17 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument("--quick", action="store_true", help="5 timed steps after 1 warm-up")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--precision", default="fp32",
+                        help="precisions to time, comma-separated: fp32, bf16 or both (default fp32)")
     parser.add_argument("--attention", default="flash,materialised",
                         help="our attention paths to time, comma-separated (default flash,materialised)")
     args = parser.parse_args(argv)
     args.attention = [kind.strip() for kind in args.attention.split(",") if kind.strip()]
     if not args.attention or set(args.attention) - {"flash", "materialised"}:
         parser.error("--attention takes flash, materialised or both")
+    args.precision = [name.strip() for name in args.precision.split(",") if name.strip()]
+    if not args.precision or set(args.precision) - {"fp32", "bf16"}:
+        parser.error("--precision takes fp32, bf16 or both")
     if args.quick:
         args.steps, args.warmup = 5, 1
     args.cases = [name.strip() for name in args.cases.split(",") if name.strip()]
@@ -240,11 +265,13 @@ def main(argv=None) -> int:
     device_name = device_name.decode() if isinstance(device_name, bytes) else device_name
     print(f"device: {device_name}, CuPy {cupy.__version__}")
     print(f"data: {source}")
-    print(f"timing: {args.steps} steps after {args.warmup} warm-up, float32, loss read back every step")
+    precisions = " and ".join(args.precision)
+    print(f"timing: {args.steps} steps after {args.warmup} warm-up, {precisions}, loss read back every step")
     if TORCH_ERROR is None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), TF32 off, eager, SDPA attention")
+        autocast = ", and under autocast bf16" if "bf16" in args.precision else ""
+        print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), TF32 off, eager{autocast}, SDPA attention")
     else:
         print(f"{TORCH_ERROR}: timing microgpt alone")
     all_results = {}

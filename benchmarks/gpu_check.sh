@@ -8,10 +8,13 @@
 # importable with `pip install -e . --no-deps --no-build-isolation` (or, failing that, PYTHONPATH=src).
 # Each stage has a time limit (TEST_TIMEOUT, BENCH_TIMEOUT seconds), and a failing stage does not stop
 # the later ones; the exit status is non-zero when any stage failed. With $OUT set, every stage's
-# output is also written there: env.txt, compile_tests.txt, emulated_ops.txt, gpu_tests.txt (+ .xml), bench_gpu.txt (+ .json).
-# STAGES (default "env compile_tests emulated_ops gpu_tests bench_gpu") picks the stages, e.g. STAGES="env gpu_tests bench_gpu"
+# output is also written there: env.txt, compile_tests.txt, emulated_ops.txt, gpu_tests.txt (+ .xml), bench_gpu.txt (+ .json),
+# bench_bf16.txt (+ .json).
+# STAGES (default "env compile_tests emulated_ops gpu_tests bench_gpu bench_bf16") picks the stages, e.g. STAGES="env gpu_tests bench_bf16"
 # on a lent GPU machine whose minutes are counted (the compile tests run on any CPU, in CI too).
 # The benchmark times both attention paths (flash, the default, and materialised) unless told otherwise.
+# bench_bf16 times --precision bf16 against fp32 (flash attention) and torch autocast bf16 on the same GPU
+# (bench_gpu.py --precision fp32,bf16; bf16 needs compute capability 8.0 or later, and says so otherwise).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +25,7 @@ OUT_DIR=${OUT:-}
 [ -n "$OUT_DIR" ] && mkdir -p "$OUT_DIR"
 status=0
 
-STAGES=${STAGES:-env compile_tests emulated_ops gpu_tests bench_gpu}
+STAGES=${STAGES:-env compile_tests emulated_ops gpu_tests bench_gpu bench_bf16}
 
 # run NAME CMD...: run a stage (if STAGES names it), show its output, keep a copy as $OUT/NAME.txt, remember a failure.
 run() {
@@ -76,14 +79,18 @@ EOF
 run env environment
 # the CPU checks of the kernels: nvcc/NVRTC compiles, and the kernels run on the CPU emulator (needs g++)
 run compile_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/backends/test_kernels_compile.py \
-    tests/backends/test_cuda_emulated.py tests/backends/test_cuda_emulated_determinism.py tests/backends/test_cuda_emulator_selftest.py
+    tests/backends/test_cuda_emulated.py tests/backends/test_cuda_emulated_determinism.py tests/backends/test_cuda_emulator_selftest.py \
+    tests/backends/test_bf16_cuda_emulated.py
 run emulated_ops timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/backends/test_ops.py -k cuda-emulated
 # every gpu-marked test: op parity, flash attention (T = 1..4096, widths 1-128), bit-identical trainings,
-# training on a non-blocking stream, long contexts, tests/backends/test_ops.py on the cuda backend
+# training on a non-blocking stream, long contexts, tests/backends/test_ops.py on the cuda backend, and bf16's
+# products, attention and a short training run against the numpy backend at bf16 (test_bf16_cuda_emulated.py)
 run gpu_tests timeout "$TEST_TIMEOUT" "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider -rs \
     ${OUT_DIR:+--junitxml "$OUT_DIR/gpu_tests.xml"}
 run bench_gpu timeout "$BENCH_TIMEOUT" "$PYTHON" benchmarks/bench_gpu.py "$@" \
     ${OUT_DIR:+--json "$OUT_DIR/bench_gpu.json"}
+run bench_bf16 timeout "$BENCH_TIMEOUT" "$PYTHON" benchmarks/bench_gpu.py --precision fp32,bf16 --attention flash "$@" \
+    ${OUT_DIR:+--json "$OUT_DIR/bench_bf16.json"}
 
 echo "=== gpu_check: $([ "$status" -eq 0 ] && echo "all stages passed" || echo "SOME STAGES FAILED")"
 exit "$status"
