@@ -277,7 +277,7 @@ def test_a_long_value_in_a_config_is_cut_in_the_message(workdir, capsys):
     (workdir / "runs.yaml").write_text("runs:\n  a: {d_model: " + "x" * 100_000 + "}\n")
     assert train("--config", "runs.yaml", "--run", "a") == 2
     line = one_error_line(capsys)
-    assert "d_model must be" in line and "(100,002 characters)" in line and len(line) < 300
+    assert "d_model (run a in runs.yaml) must be" in line and "(100,002 characters)" in line and len(line) < 300
 
 
 def test_eval_keeps_its_batch_within_max_memory(workdir, capsys):
