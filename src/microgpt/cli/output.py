@@ -43,8 +43,14 @@ class GuardedStream(io.TextIOBase):
     def flush(self) -> None:
         self._guarded(self._stream.flush if self._stream is not None else None)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the stream underneath is closed (an atexit hook that kept this stream, as colorama's does,
+        asks before it calls isatty)."""
+        return self._stream is None or self._stream.closed
+
     def isatty(self) -> bool:
-        return self.lost is None and self._stream.isatty()
+        return self.lost is None and not self.closed and self._stream.isatty()
 
     def fileno(self) -> int:
         if self._stream is None:
