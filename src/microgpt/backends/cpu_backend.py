@@ -44,15 +44,15 @@ from microgpt.core.threads import set_threads
 from microgpt.core.version import install_hint
 
 # Element-wise work on arrays at least this large runs in column chunks, one per stream (Adam, AdamW and
-# add_weighted_ from CHUNKED_SIZE, zero_ from ZERO_CHUNKED_SIZE): handing chunks to the pool costs ~35 us,
-# what Adam spends on ~20k entries and zeroing on ~300k (measured on 2 cores).
+# add_weighted_ from CHUNKED_SIZE, zero_ from ZERO_CHUNKED_SIZE): below them, handing chunks to the pool
+# costs more than the work it splits; zeroing, cheaper per entry than Adam's update, needs a larger array.
 CHUNKED_SIZE = 1 << 16
 ZERO_CHUNKED_SIZE = 1 << 20
 
 
 # Sequences at least this long run attention as two halves of the queries: the first against the first
-# half of the keys only, skipping a quarter of the products' work (a sequence of 128: 17% less time for
-# Q K^T and P V, 256: 24%; measured on one thread). Shorter ones gain less than the extra calls cost.
+# half of the keys only, skipping a quarter of the products' work (what it saves: docs/benchmarks.md, "The
+# cpu backend's kernels"). Shorter ones gain less than the extra calls cost.
 HALVES_MIN_LEN = 64
 
 
@@ -161,7 +161,7 @@ class CpuBackend(NumpyBackend):
 
     def sum_rows(self, x):
         # Above BLAS_SIZE entries the one-thread kernel loses to BLAS's multithreaded product with ones
-        # (measured on 2 cores: 2048 x 1536, 154 us against 89 us; 2048 x 64, 6 us against 7 us).
+        # (docs/benchmarks.md, "The cpu backend's kernels", times both).
         if not _contiguous(x) or x.dtype != self.dtype or x.size > self.kernels.column_sums.BLAS_SIZE:
             return super().sum_rows(x)
         out = np.empty((1, x.shape[1]), dtype=self.dtype)  # (1, cols)
