@@ -227,3 +227,16 @@ def test_sampling_settings_are_flags_on_the_command_line_and_keywords_in_python(
         with pytest.raises(UserError) as raised:
             call()
         assert raised.value.key == key and str(raised.value).startswith(said) and "--" not in str(raised.value)
+
+
+def test_a_resumes_notes_name_their_settings_in_each_front_ends_words(workdir, capsys):
+    assert main(["train", "text.txt", *FLAGS, "--steps", "2", "--model", "ck"]) == 0
+    capsys.readouterr()
+    assert main(["train", "text.txt", *FLAGS, "--steps", "4", "--lr", "0.01", "--resume", "ck", "--dry-run"]) == 0
+    flags = capsys.readouterr().out.splitlines()
+    assert "note: --lr 0.01 overrides the checkpoint's 0.003" in flags
+    assert "note: the cosine decay now ends at step 4 (--steps), not 2" in flags
+    keywords = microgpt.plan("text.txt", resume="ck", steps=4, lr=0.01, backend="numpy", threads=1, **SHAPE).describe()
+    assert "note: lr=0.01 overrides the checkpoint's 0.003" in keywords
+    assert "note: the cosine decay now ends at step 4 (steps), not 2" in keywords
+    assert not [line for line in keywords if "--" in line]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, as_flag, as_keyword
 from microgpt.model.gpt import GPTConfig
 from microgpt.settings.named_runs import NamedRun
 from microgpt.settings.sources import Settings
@@ -29,7 +29,8 @@ def test_precedence_default_named_saved_explicit():
     assert settings.value("seed") == 3  # the named run beats the default
     assert settings.value("batch_size") == TrainConfig().batch_size
     assert settings.given("seed") and not settings.given("batch_size")
-    assert settings.origin("seed") == "seed (run r in f.yaml)" and settings.origin("steps") == "--steps"
+    assert as_flag(settings.mention("seed")) == "seed: 3 (run r in f.yaml)"
+    assert as_flag(settings.mention("steps")) == "--steps 9" and as_keyword(settings.mention("steps")) == "steps=9"
 
 
 def test_values_from_python_are_read_and_checked_like_flags():

@@ -76,6 +76,29 @@ def _listed(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
+def worded(parts: tuple, words: Wording) -> str:
+    """A message given in parts, with each setting it names in `words`."""
+    return "".join(words(part) if isinstance(part, Named) else str(part) for part in parts)
+
+
+class Note(str):
+    """A line about a run (not an error: "--lr 0.01 overrides the checkpoint's 0.003") given in parts, as a
+    UserError's message is; the string is the command line's words, and `worded` says it in a front end's."""
+
+    def __new__(cls, *parts):
+        note = super().__new__(cls, worded(parts, as_flag))
+        note.parts = parts
+        return note
+
+    def worded(self, words: Wording) -> str:
+        return worded(self.parts, words)
+
+
+def said(line, words: Wording) -> str:
+    """A line in a front end's words: a Note's, worded; any other string as it is."""
+    return line.worded(words) if isinstance(line, Note) else line
+
+
 class UserError(ValueError):
     """A mistake in what the user gave. The message is given in parts, strings and `Named` settings; `key` is the
     setting at fault (given, or the first named), None where none is."""
@@ -87,7 +110,7 @@ class UserError(ValueError):
 
     def worded(self, words: Wording) -> str:
         """The message with each setting it names in `words`."""
-        return "".join(words(part) if isinstance(part, Named) else str(part) for part in self.parts)
+        return worded(self.parts, words)
 
 
 class ConfigError(UserError):

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from microgpt.core.checks import shown
-from microgpt.core.errors import ConfigError, Named, Placeholder, as_flag
+from microgpt.core.errors import ConfigError, Named, Note, Placeholder
 from microgpt.core.fields import settings_fields
 from microgpt.core.registry import FAMILIES
 from microgpt.data.tokenizer import tokenizer_kind
@@ -87,18 +87,6 @@ class Settings:
         from_run = key not in self.explicit and self.named is not None and key in self.named.values
         return Named(key, self.value(key), self.named.origin if from_run else None)
 
-    def origin(self, key: str) -> str:
-        """Where a given setting came from, in the command line's words: "--d-model" or "d_model (run ID in
-        FILE)"."""
-        if key in self.explicit or self.named is None:
-            return as_flag(Named(key))
-        return f"{key} ({self.named.origin})"
-
-    def describe(self, key: str) -> str:
-        """A given setting with its value, in the command line's words: "--heads 4" or "heads: 1,2,5 (run ID in
-        FILE)" (`mention` keeps it as data, for every front end)."""
-        return as_flag(self.mention(key))
-
     def path(self, key: str) -> Path | None:
         value = self.value(key)
         return None if value is None else Path(value)
@@ -127,12 +115,12 @@ class Settings:
         """Who set a setting's value, for a line about it: the setting as given ("--val-tokens 0"), the
         checkpoint's, the preset's, or its default."""
         if self.given(key):
-            return self.describe(key)
+            return Note(self.mention(key))
         if key in self.saved:
             return f"the checkpoint's {key}"
         if key in self.preset:
             return f"the {self.preset_name} preset"
-        return f"{self.fields[key].flag}'s default"
+        return Note(Named(key), "'s default")
 
     def validation_settings_given(self) -> tuple[Named, ...]:
         """The validation settings given (--eval-every 5), each of which does nothing where no text is held out."""

@@ -12,9 +12,10 @@ An error names each setting as Python does (`lr=0.5`, `save=False`): the error c
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from microgpt.core.errors import in_python_words
+from microgpt.core.errors import as_keyword, in_python_words, said
 from microgpt.core.progress import Progress
 from microgpt.parallel.communicator import communicator
 from microgpt.settings.sources import Settings, known_settings
@@ -42,6 +43,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
             backend, _ = start(chosen, comm)
             run = plan_run(chosen, backend, resume_of(resume), save, init_from=path_or_none(init_from),
                            overwrite=overwrite)
+            run.notes = [said(note, as_keyword) for note in run.notes]  # in Python's words
         with run:
             summary = run.train(Progress(quiet=not progress))
             run.finish(summary)
@@ -56,8 +58,9 @@ def plan(file: str | None = None, *, resume: str | Path | None = None, init_from
     with in_python_words():
         chosen = settings_of(file, settings)
         backend, _ = start(chosen)
-        return plan_of(chosen, backend, resume_of(resume), save, init_from=path_or_none(init_from),
-                       overwrite=overwrite)
+        planned = plan_of(chosen, backend, resume_of(resume), save, init_from=path_or_none(init_from),
+                          overwrite=overwrite)
+    return dataclasses.replace(planned, words=as_keyword)  # its notes in Python's words
 
 
 def settings_of(file, settings: dict) -> Settings:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import Backend, start_backend
-from microgpt.core.errors import ConfigError, Named, Placeholder
+from microgpt.core.errors import ConfigError, Named, Placeholder, Wording, as_flag, said
 from microgpt.data.batches import RandomBatches, SequentialBatches
 from microgpt.data.corpus import Corpus, short_vocabulary, split_validation, with_held_out
 from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, unknown_note
@@ -56,6 +56,7 @@ class Plan:
     seq_len: int
     train: TrainConfig  # the held-out share counted where the tokens are known before encoding; else as resolved
     backend: Backend | None  # the backend the memory was checked on (None: not checked)
+    words: Wording = as_flag  # how `describe` names settings: the command line's, or a front end's (core/errors.py)
 
     def describe(self) -> list[str]:
         """What would be trained, a line each, as `microgpt train --dry-run` prints it."""
@@ -73,12 +74,12 @@ class Plan:
                 needs = estimate_training_bytes(kind, self.config, plan.micro_batch, self.backend)
                 lines.append(f"memory per step: about {needs / 2**20:,.1f} MiB on the {self.backend.name} backend")
         held = ("a tenth of the text, counted once it is encoded" if tc.val_tokens is None else
-                f"{tc.val_tokens:,} tokens held out" if tc.val_tokens else f"none held out ({plan.held_out_by})")
+                f"{tc.val_tokens:,} tokens held out" if tc.val_tokens else f"none held out ({said(plan.held_out_by, self.words)})")
         lines.append(f"training: {tc.steps:,} steps of {tc.batch_size} sequences of {self.seq_len} tokens "
                      f"(micro-batch {plan.micro_batch}), lr {tc.lr:g} ({tc.lr_schedule}), seed {tc.seed}; "
                      f"validation: {held}")
         lines.append(f"saves: {plan.target}" if plan.target is not None else "saves: nothing")
-        return lines + [f"note: {note}" for note in plan.notes]
+        return lines + [f"note: {said(note, self.words)}" for note in plan.notes]
 
 
 def start(settings: Settings, comm=None) -> tuple[Backend, str | None]:

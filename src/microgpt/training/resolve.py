@@ -20,11 +20,10 @@ from enum import Enum
 from pathlib import Path
 
 from microgpt.backends import Backend
-from microgpt.core.errors import ConfigError, Named, Placeholder
+from microgpt.core.errors import ConfigError, Named, Note, Placeholder
 from microgpt.data.corpus import corpus_name
 from microgpt.data.tokenizer import Tokenizer, matches_setting
 from microgpt.model.checkpoint import CheckpointError, is_checkpoint, load_checkpoint
-from microgpt.settings.known import known_settings
 from microgpt.settings.presets import REFERENCE_OPTIMIZER
 from microgpt.settings.sources import Settings
 from microgpt.settings.training import RunConfig, TrainConfig
@@ -236,13 +235,14 @@ def check_tokenizer_against(settings: Settings, tokenizer: Tokenizer, checkpoint
 
 def schedule_overrides(settings: Settings, saved: dict, config: TrainConfig) -> list[str]:
     """On a resume: each optimiser or schedule flag that changes what the checkpoint was trained with."""
-    notes = [f"{known_settings()[key].flag} {settings.value(key)} overrides the checkpoint's {saved.get(key)}"
+    notes = [Note(Named(key, settings.value(key)), f" overrides the checkpoint's {saved.get(key)}")
              for key in REFERENCE_OPTIMIZER if key in settings.explicit and settings.explicit[key] != saved.get(key)]
     if settings.explicit.get("precision", config.precision) != saved.get("precision", "fp32"):  # older: fp32
-        notes.append(f"--precision {config.precision} overrides the checkpoint's {saved.get('precision', 'fp32')}")
+        notes.append(Note(Named("precision", config.precision),
+                          f" overrides the checkpoint's {saved.get('precision', 'fp32')}"))
     old_steps = saved.get("steps")
     if config.lr_schedule == "cosine" and config.decay_steps is None and old_steps not in (None, config.steps):
-        notes.append(f"the cosine decay now ends at step {config.steps} (--steps), not {old_steps}")
+        notes.append(Note(f"the cosine decay now ends at step {config.steps} (", Named("steps"), f"), not {old_steps}"))
     return notes
 
 
