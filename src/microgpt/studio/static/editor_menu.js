@@ -1,5 +1,6 @@
 // The Compose editor's context menu (right-click, or the context-menu key / Shift+F10 on what has the focus):
-// on a node rename, duplicate, copy, cut, delete, group, and for a group instance open and ungroup; on a wire
+// on a node rename, duplicate, copy, cut, delete, group, and for a group instance open, ungroup and rename the
+// group; on a group instance's port rename the port; on a wire
 // delete; on empty canvas add, paste here, select all and fit. Commands holds what the menu and the keys
 // (editor_keys.js) both do. The menu is a list of buttons: the arrows move in it, Enter or Space presses one,
 // Escape closes it and gives the focus back.
@@ -61,7 +62,12 @@ const ContextMenu = {
     const wire = target.closest && target.closest("#editor-wires .wire");
     const at = EditorView.toWorld(clientX, clientY);
     let items, title;
-    if (nodeBox) {
+    const port = target.closest && target.closest("#editor-nodes .node.group-node .port");
+    if (port) {
+      const {node: id, port: name} = splitRef(port.dataset.ref);
+      title = `${port.dataset.side === "in" ? "input" : "output"} ${name} of ${id}`;
+      items = [["Rename port", "", () => Names.editPort(id, port.dataset.side, name)]];
+    } else if (nodeBox) {
       const id = nodeBox.dataset.id;
       if (!EditorView.selection.has(id)) Selection.set([id]);
       items = this.nodeItems(id, clientX, clientY);
@@ -100,7 +106,8 @@ const ContextMenu = {
     const items = [];
     if (!many) items.push(["Rename", "F2", () => Names.editNode(id)]);
     if (!many && node.group !== undefined) {
-      items.push(["Open", "double-click", () => Groups.open(id)], ["Ungroup", "", () => Groups.ungroup(id)]);
+      items.push(["Open", "double-click", () => Groups.open(id)], ["Ungroup", "", () => Groups.ungroup(id)],
+        ["Rename group", "", () => Names.editGroup(id)]);
     }
     items.push(["Duplicate", "Ctrl+D", () => Commands.duplicate()], ["Copy", "Ctrl+C", () => Keys.copy()],
       ["Cut", "Ctrl+X", () => Commands.cut()], ["Group", "Ctrl+G", () => Groups.fromSelection()],
