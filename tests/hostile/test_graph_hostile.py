@@ -9,7 +9,6 @@ import copy
 import itertools
 import json
 import os
-import resource
 import subprocess
 import sys
 import warnings
@@ -19,6 +18,7 @@ import pytest
 
 from error_lines import one_error_line
 from folder_files import fake_checkpoint
+from memory_limits import GIB, held_to
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.model.family import family
@@ -260,11 +260,6 @@ def test_values_that_overflow_are_refused_as_that_not_as_the_future(tmp_path, mo
     assert "sees the future" not in line
 
 
-def limited_memory() -> None:
-    """In the child: at most 1 GiB of address space, so that a document whose numbers it built would fail."""
-    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
-
-
 @pytest.mark.parametrize("command", [
     ["graph", "check", "huge.json"], ["graph", "show", "huge.json"],
     ["graph", "from-family", "--d-model", str(2**29), "--heads", str(2**29)],
@@ -274,7 +269,7 @@ def test_half_a_billion_heads_are_refused_before_any_is_made(command, tmp_path):
     each, minutes); now one line, in a process that cannot take 1 GiB."""
     (tmp_path / "huge.json").write_text(J(changed(lambda d: d["dims"].update(d=2**30, heads=2**29))))
     done = subprocess.run([sys.executable, "-m", "microgpt", *command], cwd=tmp_path, capture_output=True, check=False,
-                          text=True, preexec_fn=limited_memory, timeout=120,
+                          text=True, preexec_fn=held_to(GIB), timeout=120,
                           env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"})
     assert done.returncode == 2, done.stderr
     assert "536,870,912" in done.stderr and "more than 4,096" in done.stderr, done.stderr

@@ -8,22 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 
 import pytest
 
+from memory_limits import GIB, held_to
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
 from microgpt.model.graph import causality
 from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.library import with_library
-
-
-def limited_memory() -> None:
-    """In the child: at most 1 GiB of address space, so that any copy of the huge graph's parameters fails."""
-    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
 
 
 @pytest.fixture
@@ -38,7 +33,7 @@ def test_a_graph_of_d_a_billion_is_refused_in_one_line_before_its_check_allocate
     (tmp_path / "huge.json").write_text(json.dumps(gpt_document), encoding="utf-8")
     count = sum(spec.size for spec in compile_graph(with_library(gpt_document), vocab=65, seq_len=64).specs)  # counted only
     done = subprocess.run([sys.executable, "-m", "microgpt", "graph", "check", "huge.json"], cwd=tmp_path,
-                          capture_output=True, check=False, text=True, preexec_fn=limited_memory, timeout=120,
+                          capture_output=True, check=False, text=True, preexec_fn=held_to(GIB), timeout=120,
                           env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"})
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()

@@ -8,13 +8,13 @@ reads them runs in a subprocess held to MEMORY of address space, its own peak ta
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from memory_limits import GIB, held_to
 from microgpt.cli import main
 from microgpt.core.files import bounded_lines, read_tail, skip_line
 
@@ -22,12 +22,8 @@ TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
         "--backend", "numpy", "--threads", "1", "--gen", "0"]
 HOLE = 2 * 1024**3  # bytes of zeros without a newline: a line no reader may hold whole
-MEMORY = 2 * 1024**3  # the address space a subprocess may take: reading the hole whole needs more
+MEMORY = 2 * GIB  # the address space a subprocess may take: reading the hole whole needs more
 HANG_S = 300
-
-
-def held_to_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
 def run_python(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -36,7 +32,7 @@ def run_python(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     wrapped = (f"import sys\n{code}\nhwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]"
                "\nprint(int(hwm.split()[1]) // 1024, file=sys.stderr)\nsys.exit(code)")
     return subprocess.run([sys.executable, "-c", wrapped, *args], cwd=cwd, capture_output=True, text=True,
-                          check=False, timeout=HANG_S, preexec_fn=held_to_memory)
+                          check=False, timeout=HANG_S, preexec_fn=held_to(MEMORY))
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from memory_limits import GIB, held_to
 from microgpt.cli import main
 from microgpt.data.dataset import MANIFEST
 from tiny_corpus import TEXT
@@ -24,7 +24,7 @@ from tiny_corpus import TEXT
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",
         "--backend", "numpy", "--threads", "1", "--gen", "0"]
 HANG_S = 120  # far past what any of these takes; the old code hung until killed
-MEMORY = 3 * 1024**3  # the address space a subprocess may take: the old code took gigabytes, or aborted
+MEMORY = 3 * GIB  # the address space a subprocess may take: the old code took gigabytes, or aborted
 
 
 @pytest.fixture
@@ -42,11 +42,7 @@ def tokenizer_json(workdir) -> Path:
 def microgpt(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The CLI in its own process, killed (and the test failed) if it hangs, and held to MEMORY."""
     return subprocess.run([sys.executable, "-m", "microgpt", *args], cwd=cwd, capture_output=True, text=True,
-                          check=False, timeout=HANG_S, preexec_fn=held_to_memory)
-
-
-def held_to_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+                          check=False, timeout=HANG_S, preexec_fn=held_to(MEMORY))
 
 
 def one_line(done: subprocess.CompletedProcess, *words: str) -> str:
@@ -194,7 +190,7 @@ def test_runs_reads_results_jsonl_a_line_at_a_time(workdir):
                "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]; "
                "print(int(hwm) // 1024, file=sys.stderr); sys.exit(code)")
     done = subprocess.run([sys.executable, "-c", wrapped, "runs", "--json", "runs"], cwd=workdir,
-                          capture_output=True, text=True, check=False, timeout=HANG_S, preexec_fn=held_to_memory)
+                          capture_output=True, text=True, check=False, timeout=HANG_S, preexec_fn=held_to(MEMORY))
     assert listed(done)["good"]["tokens_per_sec"] > 0  # the record after the long line is read
     assert int(done.stderr.split()[-1]) < 400, done.stderr  # MB at its peak: a line at a time, 64 KiB at most
 
