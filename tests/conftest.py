@@ -19,6 +19,10 @@ starts from every core again.
 `workdir` is tmp_path made the current directory, holding text.txt (tiny_corpus.TEXT), where a command-line
 test runs `microgpt train text.txt`; a file that needs more there (or another text) defines its own.
 
+`checkpoint`, once per test module (the API's and inspect's), is a directory holding text.txt and ck: a gpt of
+two layers with heads 2, 4 and 6 wide, trained 20 steps on it with the numpy backend; a module writes what else
+it needs beside them.
+
 A suite started with Ctrl-C ignored (a shell's background job: `(cmd &)`, nohup) would hand that ignore to every
 subprocess it starts, and the tests that stop a child with SIGINT, as a terminal's Ctrl-C does, would find it
 deaf to it. So the ignore is lifted here, once: children then start with SIGINT at its default, as from a
@@ -40,6 +44,7 @@ import signal
 import numpy as np
 import pytest
 
+import microgpt
 from backend_kinds import BACKENDS
 from cuda_emulator.build import GXX
 from cuda_emulator.fake_cupy import FakeCublas, fake_cupy
@@ -106,6 +111,15 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "text.txt").write_text(TEXT, encoding="utf-8")
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    where = tmp_path_factory.mktemp("checkpoint")
+    (where / "text.txt").write_text(TEXT, encoding="utf-8")
+    microgpt.train(str(where / "text.txt"), steps=20, model=str(where / "ck"), d_model=12, heads="2,4,6",
+                   n_layers=2, d_ff=24, seq_len=16, backend="numpy")
+    return where
 
 
 @pytest.fixture

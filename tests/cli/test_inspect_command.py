@@ -12,17 +12,7 @@ import pytest
 import microgpt
 from microgpt.cli import main
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
-TINY = {"d_model": 12, "heads": "2,4,6", "n_layers": 2, "d_ff": 24, "seq_len": 16, "backend": "numpy"}
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    where = tmp_path_factory.mktemp("inspect")
-    (where / "text.txt").write_text(TEXT)
-    (where / "held.txt").write_text("It was the worst of times, it was the best of times.\n" * 3)
-    microgpt.train(str(where / "text.txt"), steps=20, model=str(where / "ck"), **TINY)
-    return where
+HELD = "It was the worst of times, it was the best of times.\n" * 3  # the text whose loss the heads' ablation ranks
 
 
 def test_a_loaded_checkpoints_trace_gives_its_logits(checkpoint):
@@ -43,7 +33,8 @@ def test_it_draws_both_figures_and_ranks_every_head(checkpoint, capsys):
     pytest.importorskip("matplotlib")
     out = checkpoint / "out"
     out.mkdir(exist_ok=True)
-    assert main(["inspect", str(checkpoint / "ck"), str(checkpoint / "held.txt"), "--backend", "numpy", "--text",
+    (out / "held.txt").write_text(HELD)
+    assert main(["inspect", str(checkpoint / "ck"), str(out / "held.txt"), "--backend", "numpy", "--text",
                  "It was the best", "--attention", str(out / "a.png"), "--logit-lens", str(out / "l.png"),
                  "--ablate-heads", str(out / "heads.csv"), "--mode", "mean"]) == 0
     for figure in ("a.png", "l.png"):
@@ -53,10 +44,9 @@ def test_it_draws_both_figures_and_ranks_every_head(checkpoint, capsys):
         (f"blocks.{layer}.attn.heads[{head}]", str(width)) for layer in range(2) for head, width in enumerate((2, 4, 6)))
     assert [float(r["delta"]) for r in rows] == sorted((float(r["delta"]) for r in rows), reverse=True)
     assert [r["rank"] for r in rows] == [str(i) for i in range(1, 7)]
-    held = (checkpoint / "held.txt").read_text()
     model = microgpt.load(str(checkpoint / "ck"), backend="numpy")
     top = rows[0]
-    assert float(top["loss"]) == pytest.approx(model.loss(held, ablate=[top["path"]], mode="mean"), abs=1e-6)
+    assert float(top["loss"]) == pytest.approx(model.loss(HELD, ablate=[top["path"]], mode="mean"), abs=1e-6)
 
 
 def test_a_figure_without_a_text_is_one_line_and_writes_nothing(checkpoint, capsys, tmp_path):

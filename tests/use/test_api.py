@@ -11,17 +11,9 @@ import pytest
 import microgpt
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError
+from tiny_corpus import TEXT
 
-TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = {"d_model": 12, "heads": "3", "n_layers": 1, "d_ff": 24, "seq_len": 16, "backend": "numpy"}
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    where = tmp_path_factory.mktemp("api")
-    (where / "text.txt").write_text(TEXT)
-    microgpt.train(str(where / "text.txt"), steps=20, model=str(where / "ck"), **TINY)
-    return where
 
 
 def test_load_samples_what_the_cli_prints(checkpoint, capsys):
