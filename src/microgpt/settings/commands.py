@@ -161,5 +161,5 @@ class InspectSettings:
     def __post_init__(self) -> None:
         check_fields(self)
         if self.activations is not None and self.node is None:
-            raise ConfigError("--activations draws one node's output: name it with --node PATH (`microgpt inspect "
-                              "MODEL` lists the paths)")
+            raise ConfigError(Named("activations"), " draws one node's output: name it with ",
+                              Named("node", Placeholder("PATH")), " (`microgpt inspect MODEL` lists the paths)")

@@ -13,7 +13,8 @@
 
 It loads a checkpoint onto a backend started as `train` starts one (`auto`:
 CUDA where a GPU is usable, else the cpu backend, with `threads`), and offers
-what `microgpt sample` and `microgpt eval` do, with the same checks.
+what `microgpt sample` and `microgpt eval` do, with the same checks; an error names each setting as these
+methods take it (`temperature=-1.0`, core/errors.py `in_python_words`).
 """
 
 from __future__ import annotations
