@@ -41,7 +41,7 @@ def tiny(prior: str, router: str):
 
 def mixture(model, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the model's logits (T, V), its experts' logits (n, T, V)) for one window (T,), from its own forward."""
-    mixed, saved = model.passes.own.forward(window[None, :])
+    mixed, saved = model.passes.forward(window[None, :])
     return np.asarray(mixed), np.stack([np.asarray(logits) for logits in saved[2]])
 
 
