@@ -29,7 +29,7 @@ MAX_TOP_LEVEL_ENTRIES = 13
 # What the library (settings, use, training) may import from backends/: the registry, the contract and the
 # reference's constants; and from model/: the family protocol and the parts every family shares.
 BACKEND_FACES = {"microgpt.backends", "microgpt.backends.base", "microgpt.backends.constants"}
-SHARED_MODEL_MODULES = {"family", "params", "thread_split", "decode", "layers", "attention", "rope", "kv_cache",
+SHARED_MODEL_MODULES = {"family", "params", "thread_split", "decode", "transformer", "attention", "rope", "kv_cache",
                         "checkpoint", "memory"}
 LIBRARY = ("settings", "use", "training")
 BUILT_ON_GPT = {("model", "lookahead")}  # families whose trunk is GPT's, by design (docs/families.md)

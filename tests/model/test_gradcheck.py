@@ -23,8 +23,9 @@ import pytest
 
 from finite_differences import assert_grad, check_layer, make_params, numeric_grad
 from microgpt.model.gpt import GPTConfig
-from microgpt.model.gpt.model import GPT
-from microgpt.model.layers import (
+from microgpt.model.rope import RopeTables, rope_tables
+from microgpt.model.transformer import (
+    GPT,
     Attention,
     Block,
     FeedForward,
@@ -33,7 +34,6 @@ from microgpt.model.layers import (
     layer_norm_specs,
     linear_specs,
 )
-from microgpt.model.rope import RopeTables, rope_tables
 
 # ---- ops ----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.checkpoint import save_checkpoint
 from microgpt.model.decode import Rerun
 from microgpt.model.gpt import GPT
-from microgpt.model.gpt.decode import Decoder
+from microgpt.model.transformer import Decoder
 from microgpt.use.choose import choose_token, token_probs
 from microgpt.use.sample import generate, next_logits
 from tiny_gpt import VOCAB, tiny_model

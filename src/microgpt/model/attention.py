@@ -9,7 +9,7 @@ layout `rope_apply` expects for stacked blocks, and (G*B, T, w) blocks for
 `causal_attention`.
 
 `attend` and `attend_backward` are the heads' work, written once for every caller: the transformer's
-`Attention` (model/layers.py: causal, rotated), the lookahead family's gap heads (the gap mask), and the graph's
+`Attention` (model/transformer.py: causal, rotated), the lookahead family's gap heads (the gap mask), and the graph's
 attention op (any mask, rotated or not). The same forward serves training and decoding: given a KV cache (one
 ring per head group, `microgpt.model.kv_cache.KVRing`) and the position of the first new row, it adds the new
 keys and values to the cache and attends to all it holds.

@@ -3,7 +3,7 @@
 - `Rerun`, for any family: re-runs the model on the last seq_len tokens per token. A family without a cache
   returns one from `decoder()`, and `sample --no-cache` uses one for any family;
 - `CachedDecoder`: the bookkeeping of a decoder with key/value caches (the next position, the context
-  consumed, a prompt cropped to seq_len), around the family's own `_forward` (gpt/decode.py, graph/decode.py).
+  consumed, a prompt cropped to seq_len), around the family's own `_forward` (transformer.py's `Decoder`, graph/decode.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A `KVRing` holds `capacity` slots on the backend, position p in slot p % capacity, and each new token
 attends to the positions of the last `window` (the model's seq_len) up to its own. A plain decoder
-(model/gpt/decode.py) has capacity = window and feeds one token at a time; a speculative decoder
+(model/transformer.py's `Decoder`) has capacity = window and feeds one token at a time; a speculative decoder
 (model/lookahead/speculative.py) feeds a few drafted tokens at once and keeps window + drafts slots, so that
 writing them never overwrites a key that an earlier one of them still sees, and so that dropping the
 rejected ones (by moving the position back) leaves every kept key in place.

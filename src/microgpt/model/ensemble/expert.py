@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from microgpt.model.layers import Block, LayerNorm, Linear, block_specs, layer_norm_specs, linear_specs
 from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
 from microgpt.model.specs import ModelSpec
+from microgpt.model.transformer import Block, LayerNorm, Linear, block_specs, layer_norm_specs, linear_specs
 
 
 def expert_specs(prefix: str, spec: ModelSpec, d_ff: int, vocab: int, stream_dim: int, init: str) -> list[ParamSpec]:

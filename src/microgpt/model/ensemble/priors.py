@@ -91,7 +91,7 @@ class Prior:
         """features @ W (+ b): the write (rows, B_stream) of features (rows, V)."""
         write = self.be.matmul(features, self.views.value["prior.proj.w"])  # (rows, B_stream)
         if self.bias:
-            self.be.bias_add(write, self.views.value["prior.proj.b"])  # as model/layers.py's Linear adds it
+            self.be.bias_add(write, self.views.value["prior.proj.b"])  # as model/transformer.py's Linear adds it
         return write
 
     def backward(self, dwrite, saved) -> None:

@@ -1,15 +1,16 @@
 """The gpt family: a decoder-only transformer with RoPE and heads of equal or unequal widths.
 
 The family's face (model/family.py says what a family gives): its settings (`Config`, config.py), its
-parameters (`param_specs`, model.py), `build`, `memory_parts` (model/transformer_memory.py), `describe` and the `--compare`
-specs (model/specs.py, shared with the ensemble's experts).
+parameters (`param_specs`) and model (`GPT`), both model/transformer.py's (the GPT in one file), `build`,
+`memory_parts` (model/transformer_memory.py), `describe` and the `--compare` specs (model/specs.py, shared with
+the ensemble's experts).
 """
 
 from __future__ import annotations
 
 from microgpt.model.gpt.config import GPTConfig, config_from
-from microgpt.model.gpt.model import GPT, param_specs
 from microgpt.model.specs import SPEC_GRAMMAR, format_spec, parse_spec_list
+from microgpt.model.transformer import GPT, param_specs
 from microgpt.model.transformer_memory import stack_parts
 
 Config = GPTConfig

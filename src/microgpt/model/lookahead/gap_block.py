@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from microgpt.backends.base import Backend
 from microgpt.model.attention import attend, attend_backward, head_groups
-from microgpt.model.layers import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
+from microgpt.model.transformer import FeedForward, LayerNorm, Linear, layer_norm_specs, linear_specs
 
 
 def gap_block_specs(name: str, d_model: int, d_ff: int) -> list[ParamSpec]:

@@ -1,6 +1,6 @@
 """The extra heads: each a few blocks over the trunk's last states, then a LayerNorm and an output layer of its own.
 
-`FutureHead` k (mode mtp) predicts the token at t + 1 + k through causal blocks (model/layers.py), so it sees
+`FutureHead` k (mode mtp) predicts the token at t + 1 + k through causal blocks (model/transformer.py), so it sees
 the positions up to t, as the trunk does (Gloeckle et al. 2024). `GapHead` k (mode gap) predicts the token at
 t + 1 through gap blocks (gap_block.py), which add the tokens from t + k + 1 on and hide t + 1 .. t + k.
 `HydraHead` k (mode hydra) predicts the token at t + 1 + k from the trunk's state at t and the embeddings of the
@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from microgpt.backends.base import Backend
-from microgpt.model.layers import Block, LayerNorm, Linear, block_specs, layer_norm_specs, linear_specs
 from microgpt.model.lookahead.config import LookaheadConfig
 from microgpt.model.lookahead.gap_block import GapBlock, gap_block_specs
 from microgpt.model.lookahead.hydra_layer import HydraLayer, hydra_layer_specs
 from microgpt.model.params import ParameterViews, ParamSpec
 from microgpt.model.rope import RopeTables
+from microgpt.model.transformer import Block, LayerNorm, Linear, block_specs, layer_norm_specs, linear_specs
 
 
 def head_specs(config: LookaheadConfig, prefix: str = "") -> list[ParamSpec]:

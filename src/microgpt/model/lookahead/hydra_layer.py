@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 
 from microgpt.backends.base import Backend
-from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs, linear_specs
 from microgpt.model.params import ParameterViews, ParamSpec
+from microgpt.model.transformer import LayerNorm, Linear, layer_norm_specs, linear_specs
 
 
 def hydra_layer_specs(name: str, d_model: int, d_ff: int, k: int) -> list[ParamSpec]:

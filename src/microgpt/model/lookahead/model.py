@@ -18,8 +18,6 @@ import math
 import numpy as np
 
 from microgpt.core.errors import ConfigError
-from microgpt.model.gpt.model import GPT
-from microgpt.model.gpt.model import param_specs as trunk_specs
 from microgpt.model.heads import HeadLogits
 from microgpt.model.lookahead.config import LookaheadConfig
 from microgpt.model.lookahead.distill import soft_cross_entropy_grad, teacher_rows
@@ -27,6 +25,8 @@ from microgpt.model.lookahead.heads import FutureHead, GapHead, HydraHead, head_
 from microgpt.model.lookahead.hydra_draft import HydraDecoder
 from microgpt.model.lookahead.speculative import SpeculativeDecoder
 from microgpt.model.params import ParameterViews, ParamSpec
+from microgpt.model.transformer import GPT
+from microgpt.model.transformer import param_specs as trunk_specs
 
 
 def param_specs(config: LookaheadConfig, prefix: str = "") -> list[ParamSpec]:

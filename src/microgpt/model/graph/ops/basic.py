@@ -3,7 +3,7 @@
 embedding, linear, logits, stream_read, stream_write (linear maps that read or write the ensemble's stream),
 layer_norm, relu, gelu, add (any number of inputs), mul, scale, concat, split and narrow (zero the columns
 past the first `keep`), and `linear_relu`, which the compiler puts in place of a linear whose only reader is
-a relu (the backend's fused bias + ReLU). Linear maps and LayerNorm run through model/layers.py, the
+a relu (the backend's fused bias + ReLU). Linear maps and LayerNorm run through model/transformer.py, the
 families' own, so a graph's arithmetic is theirs op for op.
 """
 
@@ -26,8 +26,8 @@ from microgpt.model.graph.ops.base import (
     number_param,
     whole_param,
 )
-from microgpt.model.layers import LayerNorm, Linear, layer_norm_specs
 from microgpt.model.params import ParamSpec
+from microgpt.model.transformer import LayerNorm, Linear, layer_norm_specs
 
 INITS = ("he", "lecun", "torch", "zero")  # N(0, 2/d_in), N(0, 1/d_in), N(0, 1/(3 d_in)), zeros
 
@@ -49,7 +49,7 @@ def _flag(params: dict, key: str) -> bool:
 
 
 class MatrixKernel(Kernel):
-    """y = x @ w (+ b): a Linear of model/layers.py where there is a bias, its two products where not."""
+    """y = x @ w (+ b): a Linear of model/transformer.py where there is a bias, its two products where not."""
 
     def __init__(self, node, backend, views):
         self.be, self.bias = backend, "b" in node.op.weights(node)
