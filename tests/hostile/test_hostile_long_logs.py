@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from memory_limits import GIB, held_to
+from memory_limits import GIB, THE_CLI, peak_mb, run_held
 from microgpt.cli import main
 from microgpt.core.files import bounded_lines, read_tail, skip_line
 
@@ -27,20 +26,12 @@ HANG_S = 300
 
 
 def run_python(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`code` in its own interpreter held to MEMORY; it prints its peak resident MB (VmHWM, this program's own,
-    unlike ru_maxrss, which a child carries from the forked pytest worker) last on stderr."""
-    wrapped = (f"import sys\n{code}\nhwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]"
-               "\nprint(int(hwm.split()[1]) // 1024, file=sys.stderr)\nsys.exit(code)")
-    return subprocess.run([sys.executable, "-c", wrapped, *args], cwd=cwd, capture_output=True, text=True,
-                          check=False, timeout=HANG_S, preexec_fn=held_to(MEMORY))
+    """`code` in its own interpreter held to MEMORY; it prints its peak resident MB last on stderr."""
+    return run_held(code, *args, cwd=cwd, limit=MEMORY, timeout=HANG_S)
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return run_python("from microgpt.cli import main\ncode = main(sys.argv[1:])", *args, cwd=cwd)
-
-
-def peak_mb(done: subprocess.CompletedProcess) -> int:
-    return int(done.stderr.split()[-1])
+    return run_python(THE_CLI, *args, cwd=cwd)
 
 
 def with_hole_before(path: Path) -> bytes:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from memory_limits import GIB, held_to
+from memory_limits import GIB, THE_CLI, held_to, peak_mb, run_held
 from microgpt.cli import main
 from microgpt.data.dataset import MANIFEST
 from tiny_corpus import TEXT
@@ -184,15 +184,9 @@ def test_runs_reads_results_jsonl_a_line_at_a_time(workdir):
     last = results.read_bytes()
     with open(results, "wb") as f:  # 300 MB of one line, then the run's record: read whole, 600 MB or more
         f.write(b"x" * 300 * 1024**2 + b"\n" + last)
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child forked from a large pytest worker
-    # would report the worker's peak (482 MB seen in CI), while VmHWM is this program's own
-    wrapped = ("import sys; from microgpt.cli import main; code = main(sys.argv[1:]); "
-               "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]; "
-               "print(int(hwm) // 1024, file=sys.stderr); sys.exit(code)")
-    done = subprocess.run([sys.executable, "-c", wrapped, "runs", "--json", "runs"], cwd=workdir,
-                          capture_output=True, text=True, check=False, timeout=HANG_S, preexec_fn=held_to(MEMORY))
+    done = run_held(THE_CLI, "runs", "--json", "runs", cwd=workdir, limit=MEMORY, timeout=HANG_S)
     assert listed(done)["good"]["tokens_per_sec"] > 0  # the record after the long line is read
-    assert int(done.stderr.split()[-1]) < 400, done.stderr  # MB at its peak: a line at a time, 64 KiB at most
+    assert peak_mb(done) < 400, done.stderr  # MB at its peak: a line at a time, 64 KiB at most
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode, so none is unreadable")
