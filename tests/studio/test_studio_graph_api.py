@@ -34,31 +34,11 @@ from microgpt.model.graph.ops.basic import INITS
 from microgpt.model.memory import estimate_training_bytes
 from microgpt.settings.sources import Settings
 from microgpt.studio import graph_api, graph_palette
+from studio_graphs import EXAMPLES, LAYOUT, RUN_SETTINGS, SETTINGS, check, small_gpt
 from studio_server import PORT, TOKEN, one_line_error
 from studio_workspace import ensemble_run
 
 WAIT_S = 60  # only a limit for a hang: a loaded machine takes longer, never fails for it
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "graphs"
-SETTINGS = {"file": "tiny.txt", "seq_len": 16, "batch_size": 4}
-
-
-def small_gpt(d: int = 16) -> dict:
-    """gpt's graph, 2 blocks of d columns."""
-    return {"microgpt_graph": 1, "dims": {"d": d, "d_ff": 2 * d, "heads": 2},
-            "nodes": [{"id": "tok_emb", "op": "embedding"},
-                      {"id": "blocks", "group": "transformer_block", "repeat": 2},
-                      {"id": "final_norm", "op": "layer_norm"}, {"id": "head", "op": "logits"},
-                      {"id": "loss", "op": "cross_entropy"}],
-            "edges": [{"from": "tokens", "to": "tok_emb.ids"}, {"from": "tok_emb.out", "to": "blocks.x"},
-                      {"from": "blocks.x", "to": "final_norm.x"}, {"from": "final_norm.out", "to": "head.x"},
-                      {"from": "head.out", "to": "loss.logits"}, {"from": "head.out", "to": "logits"}]}
-
-
-def check(client, document=None, settings=None, **extra) -> dict:
-    answer = client.post("/api/graph/check", json={"document": document, "settings": settings or SETTINGS,
-                                                   **extra})
-    assert answer.status_code == 200, answer.text
-    return answer.json()
 
 
 def settled(client, document, settings=None) -> dict:
@@ -369,9 +349,6 @@ def test_any_document_is_laid_out_left_to_right_without_overlaps_even_with_a_cyc
 
 # ---- saving and loading graph runs ---------------------------------------------------------------------------
 
-RUN_SETTINGS = {**SETTINGS, "batch_size": 2, "steps": 3, "threads": 1, "backend": "numpy", "gen": 0}
-LAYOUT = {"version": 1, "positions": {"/tok_emb": [0, 0], "/blocks": [0, 120], "transformer_block/ln1": [5, 5]},
-          "collapsed": ["/blocks"], "viewport": {"x": 10, "y": -20, "k": 0.5}}
 
 
 def graph_body(name: str = "g1", **extra) -> dict:

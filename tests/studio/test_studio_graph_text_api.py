@@ -5,7 +5,6 @@ beside them), and a graph with problems saved as a draft that is never a run."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,11 +13,9 @@ from extras import need
 need("studio")
 
 from starlette.testclient import TestClient
-from test_studio_graph_api import LAYOUT, RUN_SETTINGS, SETTINGS, check, small_gpt
 
+from studio_graphs import EXAMPLES, LAYOUT, RUN_SETTINGS, SETTINGS, check, small_gpt
 from studio_server import PORT, TOKEN
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "graphs"
 
 
 def test_every_problem_is_said_at_once_each_on_its_node_and_port(client):
