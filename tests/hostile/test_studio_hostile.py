@@ -42,7 +42,7 @@ def test_a_path_setting_that_points_out_of_the_workspace_is_refused_on_save(clie
         answer = client.post("/api/save", json={"name": "out", **run})
         assert answer.status_code == 400, outside
         assert any("outside the workspace" in error["message"] for error in answer.json()["errors"])
-        assert not (workspace / "studio.yaml").exists()
+        assert not (workspace / "studio.yaml").exists() and not (workspace / "studio" / "drafts").exists()
 
 
 def test_a_named_run_edited_to_write_outside_is_refused_at_start(client, workspace):
@@ -177,13 +177,14 @@ def test_a_malformed_stream_cursor_is_one_line(client, cursor):
     {"family": "gpt", "settings": {}, "document": None, "layout": "x"}, {"document": [1]}, {"document": {}},
     {"family": "graph", "settings": {}, "document": {"microgpt_graph": 1}},
 ])
-def test_a_draft_of_the_wrong_shape_is_one_line(client, draft):
+def test_a_draft_of_the_wrong_shape_is_one_line(client, workspace, draft):
     for answer in (client.post("/api/graph/check", json=draft), client.post("/api/save", json={"name": "g", **draft})):
         assert answer.status_code in (200, 400)
         body = answer.json()
         errors = body.get("errors") or ([{"message": body["error"]}] if "error" in body else [])
         assert all(isinstance(e["message"], str) and "\n" not in e["message"] for e in errors)
     assert answer.status_code == 400, "nothing of the wrong shape is saved"
+    assert not (workspace / "studio" / "drafts").exists(), "not even as a draft"
 
 
 def test_a_nul_byte_in_a_prompt_and_a_bad_extra_value_are_one_line(client, workspace):

@@ -289,7 +289,7 @@ class Studio:
         name = check_run_name(body.get("name"))
         saved = save_run(self.workspace, name, body)
         if "errors" in saved:  # kept as a draft, never a run until its problems are fixed
-            return save_draft(self.workspace, name, body, saved["errors"]), 200
+            return save_draft(self.workspace, name, body, saved["errors"])
         drop_draft(self.workspace, name)
         return saved, 200
 
