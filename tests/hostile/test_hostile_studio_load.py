@@ -59,14 +59,15 @@ def groups_nested_3000_deep(document: dict) -> None:
     document["nodes"][1] = {"id": "blocks", "group": "g2999"}
 
 
-# (the change, the words of its one line, whether a layout refuses it: a draft nested deep is laid out as it is)
+# (the change, the words of its one line, whether it is refused whole: a document of the wrong shape is neither
+# laid out nor kept; one nested too deep is well formed, so it is laid out as it is and saved only as a draft)
 MALFORMED = [(op_an_object, "final_norm: op must be a name", True),
              (group_a_list, "blocks: group must be a name", True),
              (groups_nested_3000_deep, "groups nest deeper than 32", False)]
 
 
 @pytest.mark.parametrize(("change", "words", "unlaid"), MALFORMED, ids=[change.__name__ for change, *_ in MALFORMED])
-def test_a_malformed_document_is_one_line_on_every_graph_route(change, words, unlaid, client):
+def test_a_malformed_document_is_one_line_on_every_graph_route(change, words, unlaid, client, workspace):
     """Each was a 500 (TypeError: unhashable type, RecursionError) on check, layout or save."""
     document = gpt_document()
     change(document)
@@ -76,7 +77,12 @@ def test_a_malformed_document_is_one_line_on_every_graph_route(change, words, un
     laid = client.post("/api/graph/layout", json={"document": document})
     assert words in one_line_error(laid, 400) if unlaid else laid.status_code == 200
     saved = client.post("/api/save", json={"name": "bad", "document": document, "settings": {"file": "tiny.txt"}})
-    assert saved.status_code == 400 and any(words in error["message"] for error in saved.json()["errors"])
+    assert saved.status_code == (400 if unlaid else 200)
+    assert any(words in error["message"] for error in saved.json()["errors"])
+    drafts = sorted(path.name for path in (workspace / "studio" / "drafts").glob("*"))
+    assert drafts == ([] if unlaid else ["bad.json"])
+    runs = workspace / "studio.yaml"  # never a run that could be trained
+    assert not runs.exists() or "bad" not in runs.read_text(encoding="utf-8")
 
 
 # ---- sizes refused from the numbers, before anything is made -------------------------------------------
