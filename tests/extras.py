@@ -27,6 +27,13 @@ def missing_reason(module: str) -> str:
     return f"{top} is not installed: {NOT_IN_AN_EXTRA.get(top, f'pip install {top}')}"
 
 
+def known(module: str) -> None:
+    """Refuse a name that is no module an extra brings (need("studio") would skip a test on every machine)."""
+    top = module.split(".")[0]
+    if top not in EXTRAS and top not in NOT_IN_AN_EXTRA:
+        raise ValueError(f"{module!r} is not a module of an extra; name one of {sorted({**EXTRAS, **NOT_IN_AN_EXTRA})}")
+
+
 def installed(module: str) -> bool:
     return importlib.util.find_spec(module.split(".")[0]) is not None
 
@@ -34,10 +41,13 @@ def installed(module: str) -> bool:
 def need(module: str):
     """The module imported, or the test (or, at a module's top level, the whole file) skipped with the reason."""
     __tracebackhide__ = True  # the skip is reported at the line that asked, not here
+    known(module)
     return pytest.importorskip(module, reason=missing_reason(module))
 
 
 def needs(*modules: str) -> pytest.MarkDecorator:
     """A mark that skips a test, with the reason, unless every one of `modules` is installed."""
+    for module in modules:
+        known(module)
     missing = [module for module in modules if not installed(module)]
     return pytest.mark.skipif(bool(missing), reason=missing_reason(missing[0]) if missing else "")

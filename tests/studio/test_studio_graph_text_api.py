@@ -10,7 +10,8 @@ import pytest
 
 from extras import need
 
-need("studio")
+need("starlette")
+need("httpx")
 
 from starlette.testclient import TestClient
 
