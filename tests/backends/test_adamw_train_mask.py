@@ -15,7 +15,7 @@ from backend_kinds import CUDA_SKIP
 from microgpt.backends import Backend, get_backend
 from microgpt.backends.adamw import adamw_update
 from microgpt.backends.cpu_backend import CHUNKED_SIZE
-from microgpt.backends.cuda import launch
+from microgpt.backends.cuda import kernel_launch as launch
 from microgpt.backends.numpy_backend import NumpyBackend
 
 # 1 and 37: shorter than, and not a multiple of, any vector width or block; 301: past one block of 256 CUDA

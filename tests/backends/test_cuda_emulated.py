@@ -20,7 +20,7 @@ from attention_reference import attention_reference
 from float32_inputs import f32
 from microgpt.backends import get_backend
 from microgpt.backends.adamw import adamw_update
-from microgpt.backends.cuda import launch
+from microgpt.backends.cuda import kernel_launch as launch
 from microgpt.backends.numpy_backend import NumpyBackend
 from microgpt.model.gpt import GPT, GPTConfig
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cuda_emulator.launch import schedule
-from microgpt.backends.cuda import launch
+from microgpt.backends.cuda import kernel_launch as launch
 from microgpt.model.gpt import GPT, GPTConfig
 
 ORDERS = (0, 1, 5, 11)  # ascending, descending, two seeded shuffles

@@ -19,7 +19,7 @@ from graph_case_registry import CASES, case, case_seed, chars_of
 from graph_gradcheck import perturb
 from microgpt.backends import get_backend
 from microgpt.data.tokenizer import CharTokenizer
-from microgpt.export.plan import ExportError
+from microgpt.export.export_plan import ExportError
 from microgpt.export.source import source_of
 
 ONNX_TOLERANCE, TORCH_TOLERANCE = 1e-4, 1e-5  # see the module docstring

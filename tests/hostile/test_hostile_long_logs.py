@@ -15,7 +15,7 @@ import pytest
 
 from memory_limits import GIB, THE_CLI, peak_mb, run_held
 from microgpt.cli import main
-from microgpt.core.files import bounded_lines, read_tail, skip_line
+from microgpt.core.user_files import bounded_lines, read_tail, skip_line
 
 TEXT = "It was the best of times, it was the worst of times.\n" * 30
 TINY = ["--d-model", "12", "--heads", "3", "--n-layers", "1", "--d-ff", "24", "--seq-len", "16", "--quiet",

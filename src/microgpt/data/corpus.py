@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import DataError, Named
-from microgpt.core.files import TooLarge, read_regular
+from microgpt.core.user_files import TooLarge, read_regular
 from microgpt.data.dataset import Dataset, is_dataset, open_dataset
 from microgpt.data.prepare.inputs import kind_of
 from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, train_tokenizer
@@ -43,7 +43,7 @@ def read_corpus(path: str | Path, max_bytes: int, wanted: str = "a text file wit
     only `microgpt prepare` reads is refused naming the command that prepares it (`prepare_first`).
 
     Only a regular file is read: a FIFO would block forever, and /dev/zero or /dev/urandom never end. The
-    file's type and size are those of the descriptor opened (core/files.py's read_regular, whose open never
+    file's type and size are those of the descriptor opened (core/user_files.py's read_regular, whose open never
     waits), so a FIFO put in its place after the name was looked at is refused too; the path's stat only
     chooses the message for a directory, for what `microgpt prepare` reads, and the size an oversized one says.
     """

@@ -1,6 +1,6 @@
 """Models that leave microgpt: a checkpoint as an ONNX model or a torch.nn.Module (docs/export.md).
 
-Every family goes through its graph as one plan of steps (source.py, plan.py), which onnx_export.py and
+Every family goes through its graph as one plan of steps (source.py, export_plan.py), which onnx_export.py and
 torch_module.py each translate once. It imports use/ and model/ (and what they stand on); the CLI imports it.
 """
 
@@ -37,7 +37,7 @@ def export(directory: str | Path, fmt: str | None, out: str | Path, kv_cache: bo
     from microgpt.export.files import check_out, write_atomically
     from microgpt.export.needs import need
     from microgpt.export.onnx_export import onnx_bytes, probe_ids
-    from microgpt.export.plan import ExportError
+    from microgpt.export.export_plan import ExportError
     from microgpt.export.source import read_source
 
     out = Path(out)

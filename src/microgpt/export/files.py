@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from microgpt.export.plan import ExportError
+from microgpt.export.export_plan import ExportError
 from microgpt.model.checkpoint import is_checkpoint
 
 RUN_FILE_SUFFIXES = (".metrics.jsonl", ".loss.png")  # a run's files beside its checkpoint DIR

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 from microgpt.core.version import install_hint
-from microgpt.export.plan import ExportError
+from microgpt.export.export_plan import ExportError
 
 HINTS = {
     "onnx": f"{install_hint('export')}: onnx and onnxruntime",

@@ -1,4 +1,4 @@
-"""`microgpt export DIR --format onnx`: the plan (plan.py) as an ONNX model, checked, verified and saved.
+"""`microgpt export DIR --format onnx`: the plan (export_plan.py) as an ONNX model, checked, verified and saved.
 
 The model takes `ids` int64 [batch, T] (T up to seq_len: ONNX Runtime refuses a longer one,
 `refuse_past_seq_len`) and gives `logits` float32 [batch, T, vocab], row t scoring the token after ids[:, : t
@@ -25,7 +25,7 @@ from microgpt.core.version import install_hint
 from microgpt.export.needs import need
 from microgpt.export.onnx_graph import FLOAT, INT64, OPSET, Builder, Dims
 from microgpt.export.onnx_ops import Emitter
-from microgpt.export.plan import ExportError
+from microgpt.export.export_plan import ExportError
 from microgpt.export.source import Source
 
 # float32 on both sides, summed in other orders: measured below 1e-5 at logits up to 7 on every family; the

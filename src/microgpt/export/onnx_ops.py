@@ -1,4 +1,4 @@
-"""Each plan op (plan.py) as ONNX nodes, over values [batch, T, width] float32 and ids [batch, T] int64.
+"""Each plan op (export_plan.py) as ONNX nodes, over values [batch, T, width] float32 and ids [batch, T] int64.
 
 The arithmetic is the kernels' own: LayerNorm with the biased variance and eps 1e-5; GELU's tanh form; RoPE
 (opset 23's RotaryEmbedding, interleaved) turning each head's pairs of columns (x0 c - x1 s, x1 c + x0 s) by

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.export.plan import ExportError, make_plan
+from microgpt.export.export_plan import ExportError, make_plan
 from microgpt.model.family import family
 
 

@@ -1,7 +1,7 @@
 """A microgpt model as a self-contained torch.nn.Module: `ExportedModel(plan)`, and `save` / `load` of model.pt.
 
 This file needs only PyTorch (it imports nothing of microgpt), so it can be copied next to a training script
-and used without microgpt installed. A plan (microgpt/export/plan.py) lists the model's steps from token ids
+and used without microgpt installed. A plan (microgpt/export/export_plan.py) lists the model's steps from token ids
 to logits; the module runs them with PyTorch's ops, so autograd trains it and torch.compile compiles it:
 
     from microgpt.export.torch_module import load
@@ -26,7 +26,7 @@ from torch import nn
 
 FORMAT = "microgpt-torch"  # the "format" of a model.pt
 FORMAT_VERSION = 1  # its "version"
-PLAN_FORMAT = 1  # the plans this module runs (microgpt/export/plan.py's PLAN_FORMAT)
+PLAN_FORMAT = 1  # the plans this module runs (microgpt/export/export_plan.py's PLAN_FORMAT)
 MASKED_SCORE = -1e9
 ROPE_BASE = 10000.0
 GELU_C = math.sqrt(2.0 / math.pi)

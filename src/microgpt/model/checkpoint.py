@@ -55,7 +55,7 @@ from safetensors.numpy import save_file
 from microgpt.backends.base import Backend
 from microgpt.core.checks import format_bytes
 from microgpt.core.errors import ConfigError, DataError
-from microgpt.core.files import read_regular
+from microgpt.core.user_files import read_regular
 from microgpt.core.version import __version__
 from microgpt.data.tokenizer import Tokenizer, from_json
 from microgpt.model.family import config_dict, family, path_fields, saved_model

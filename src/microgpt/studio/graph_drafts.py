@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from microgpt.core.errors import ConfigError
-from microgpt.core.files import read_json
+from microgpt.core.user_files import read_json
 from microgpt.model.graph.document import MAX_DOCUMENT_BYTES, check_read
 from microgpt.settings.known import known_settings
 from microgpt.studio.graph_run import offered_families

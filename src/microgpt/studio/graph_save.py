@@ -32,7 +32,7 @@ import yaml
 
 from microgpt.core.checks import NumberOrOff, Switch
 from microgpt.core.errors import ConfigError
-from microgpt.core.files import read_json
+from microgpt.core.user_files import read_json
 from microgpt.model.checkpoint import is_checkpoint
 from microgpt.model.family import family
 from microgpt.model.graph.compile import MAX_NODES

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.core.files import open_regular, skip_line
+from microgpt.core.user_files import open_regular, skip_line
 from microgpt.training.plot import PART_METRIC, renumbered
 from microgpt.training.run_files import RunPaths
 

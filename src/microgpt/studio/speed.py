@@ -19,7 +19,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from microgpt.core.files import read_tail
+from microgpt.core.user_files import read_tail
 from microgpt.training.run_files import MAX_LOG_LINE
 from microgpt.training.run_list import results_files
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.core.files import bounded_lines, open_regular
+from microgpt.core.user_files import bounded_lines, open_regular
 from microgpt.core.version import install_hint
 from microgpt.training.run_files import MAX_LOG_LINE, open_own
 from microgpt.training.run_list import bits_per_char, validation_of

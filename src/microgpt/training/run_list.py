@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from microgpt.core.errors import ConfigError
-from microgpt.core.files import bounded_lines, open_regular
+from microgpt.core.user_files import bounded_lines, open_regular
 from microgpt.model.checkpoint import (
     CONFIG,
     FILES,

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
-from microgpt.core.files import bounded_lines, open_regular
+from microgpt.core.user_files import bounded_lines, open_regular
 from microgpt.core.progress import Progress
 from microgpt.model.checkpoint import (
     CheckpointError,

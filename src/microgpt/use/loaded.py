@@ -38,7 +38,7 @@ from microgpt.use.evaluate import Evaluation, evaluate
 from microgpt.use.fill import DEFAULT_MASK, Filled, fill_text
 from microgpt.use.inspect import Trace, ablated_loss, trace_text
 from microgpt.use.inspect.interventions import edits_for
-from microgpt.use.inspect.runs import Graph
+from microgpt.use.inspect.windows import Graph
 from microgpt.use.routing import Routing, no_routing, routing_of
 from microgpt.use.sample import generate
 from microgpt.use.speculative import Speculation
@@ -123,7 +123,7 @@ class LoadedModel:
 
     @cached_property
     def graph(self) -> Graph:
-        """The model as its graph, with its weights (use/inspect/runs.py): what trace and loss run."""
+        """The model as its graph, with its weights (use/inspect/windows.py): what trace and loss run."""
         return Graph(self)
 
     def trace(self, text, ablate=(), mode: str = "zero", patch: dict | None = None) -> Trace:

@@ -2,7 +2,7 @@
 
 - backend.py: `CuBLASBackend`, its state and `is_usable`;
 - loader.py: finding CuPy and cuBLAS, and the kernel sources NVRTC compiles (`kernels/*.cu`);
-- launch.py: compiling a kernel once, and the grid and block shapes of row and element-wise launches;
+- kernel_launch.py: compiling a kernel once, and the grid and block shapes of row and element-wise launches;
 - arrays.py: device arrays, the checks on an op's arguments, every host<->device copy, the plumbing ops;
 - gemm.py: the products on cuBLAS (matmul, matmul_into, bmm, transpose);
 - softmax.py, layer_norm.py, elementwise.py, embedding.py, adam.py: the ops on our kernels;

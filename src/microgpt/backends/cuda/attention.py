@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from microgpt.backends.cuda import launch
+from microgpt.backends.cuda import kernel_launch as launch
 
 FLASH_MAX_WIDTH = 128  # attention.cu's MAX_WIDTH: wider heads take the materialised path
 FLASH_ROWS = 8  # attention.cu's ROWS_PER_BLOCK: one warp per row, blocks of (32, FLASH_ROWS) threads

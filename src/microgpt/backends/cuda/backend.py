@@ -3,7 +3,7 @@
 Every Mat is a float32 `cupy.ndarray` on the current CuPy device. The products
 go through cuBLAS (gemm.py); the row and element-wise ops are our CUDA C kernels
 in `kernels/*.cu`, compiled with NVRTC by `cupy.RawModule` on first use and kept
-for the life of the process (launch.py; CuPy also caches the binaries on disk).
+for the life of the process (kernel_launch.py; CuPy also caches the binaries on disk).
 This class holds the state the mixins share, which `__init__` sets.
 
 At --precision bf16 (`use_precision`) the products read their inputs rounded to
@@ -30,7 +30,7 @@ from microgpt.backends.cuda.device_memory import DeviceMemory
 from microgpt.backends.cuda.elementwise import ElementwiseKernels
 from microgpt.backends.cuda.embedding import EmbeddingKernels
 from microgpt.backends.cuda.gemm import CublasProducts
-from microgpt.backends.cuda.launch import KernelLaunches
+from microgpt.backends.cuda.kernel_launch import KernelLaunches
 from microgpt.backends.cuda.layer_norm import LayerNormKernels
 from microgpt.backends.cuda.softmax import SoftmaxKernels
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from microgpt.backends.cuda import launch
+from microgpt.backends.cuda import kernel_launch as launch
 
 COLUMN_TILE, ROW_LANES = 32, 8  # reduce_columns.cu's block shape
 ROWS_PER_CHUNK = 128  # rows one column_sums block sums before its partial row is reduced again

@@ -38,7 +38,7 @@ import numpy as np
 from tokenizers import Tokenizer as LibraryTokenizer
 
 from microgpt.core.errors import ConfigError, DataError
-from microgpt.core.files import TooLarge, read_json
+from microgpt.core.user_files import TooLarge, read_json
 from microgpt.data.tokenizer.bpe import LONE_SURROGATE, MAX_VOCAB, byte_alphabet
 
 FILE_NAME = "tokenizer.json"  # what a directory given as the tokenizer holds (a model's folder from the hub)

@@ -19,7 +19,7 @@ import numpy as np
 from microgpt.core.errors import ConfigError
 from microgpt.use.evaluate import nll_rows
 from microgpt.use.inspect.paths import Place, attention_paths, head_columns, node_paths, resolve
-from microgpt.use.inspect.runs import Graph, Span
+from microgpt.use.inspect.windows import Graph, Span
 
 MODES = ("zero", "mean")
 

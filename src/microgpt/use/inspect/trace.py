@@ -22,7 +22,7 @@ import numpy as np
 from microgpt.use.inspect.attention import head_weights
 from microgpt.use.inspect.lens import LogitLens, logit_lens
 from microgpt.use.inspect.paths import attention_paths, node_paths, path_widths, resolve
-from microgpt.use.inspect.runs import Graph, Span
+from microgpt.use.inspect.windows import Graph, Span
 
 
 @dataclass
