@@ -135,7 +135,7 @@ def sampling(model_dir: str, prompts: list[str]) -> list[dict]:
     from microgpt.use.speculative import Speculation
 
     loaded = microgpt.load(model_dir, backend="cpu", threads=1)
-    loaded.sample(20, prompt=prompts[0], temperature=0, speculation=Speculation())  # compiled, warm
+    loaded.sample(20, prompt=prompts[0], temperature=0, speculative=Speculation())  # compiled, warm
     rows = []
     for temperature in TEMPERATURES:
         speculation, rounds = Speculation(), []
@@ -146,7 +146,7 @@ def sampling(model_dir: str, prompts: list[str]) -> list[dict]:
                 for spent, spec in ((plain, None), (drafted, speculation)):
                     wall, cpu = time.perf_counter(), time.process_time()
                     texts.append(loaded.sample(SAMPLED, prompt=prompt, temperature=temperature, seed=seed,
-                                               speculation=spec))
+                                               speculative=spec))
                     spent[0] += time.perf_counter() - wall
                     spent[1] += time.process_time() - cpu
                 if temperature == 0 and texts[0] != texts[1]:

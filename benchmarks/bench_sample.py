@@ -60,8 +60,8 @@ NLL_TOLERANCE = 1e-5  # float32 logits on both sides, summed in float64: they di
 EVAL_BATCH = 32  # eval's default --batch-size
 
 
-def ours_sampler(model, tokenizer, n_tokens: int, use_cache: bool = True):
-    return lambda: generate(model, tokenizer, "\n", n_tokens, temperature=0, use_cache=use_cache)
+def ours_sampler(model, tokenizer, n_tokens: int, cache: bool = True):
+    return lambda: generate(model, tokenizer, "\n", n_tokens, temperature=0, cache=cache)
 
 
 def torch_sampler(model, tokenizer, n_tokens: int, threads: int):
@@ -119,7 +119,7 @@ def bench_shape(name: str, config: GPTConfig, tokens: np.ndarray, args) -> tuple
 
     n = args.tokens
     sampling = {"microgpt cpu": ours_sampler(cpu, tokenizer, n), "microgpt numpy": ours_sampler(numpy_model, tokenizer, n),
-                "microgpt cpu, no cache": ours_sampler(cpu, tokenizer, n, use_cache=False)}
+                "microgpt cpu, no cache": ours_sampler(cpu, tokenizer, n, cache=False)}
     sampling.update({f"torch KV cache, {t} thread{'s' * (t > 1)}": torch_sampler(theirs, tokenizer, n, t)
                      for t in thread_counts})
     seconds, texts = rotate_rounds(sampling, args.rounds)

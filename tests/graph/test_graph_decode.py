@@ -119,7 +119,7 @@ def test_sampling_runs_through_either_decoder():
     rerun = prefix_mean_model()
     cached_face = generate(rerun, TOKENIZER, "abc", n_tokens, temperature=0.8, seed=2)
     assert len(cached_face) == n_tokens
-    assert cached_face == generate(rerun, TOKENIZER, "abc", n_tokens, temperature=0.8, seed=2, use_cache=False)
+    assert cached_face == generate(rerun, TOKENIZER, "abc", n_tokens, temperature=0.8, seed=2, cache=False)
 
 
 def one_layer_graph() -> dict:

@@ -91,5 +91,5 @@ def test_on_the_emulated_gpu_the_heads_run_one_by_one_and_greedy_text_is_plain_g
     model = drafter(backend, "mtp")
     assert model.speculative_decoder().stack is None  # a GPU backend: the heads one by one
     speculation = Speculation()
-    drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculation=speculation)
+    drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculative=speculation)
     assert drafted == generate(model, TOKENIZER, "abc", 30, temperature=0) and speculation.passes > 0

@@ -89,7 +89,7 @@ def test_on_the_emulated_gpu_the_heads_run_their_own_forward_and_greedy_text_is_
     model = drafter(backend, "hydra")
     assert model.speculative_decoder().stack is None  # a GPU backend: the heads' own forward
     speculation = Speculation()
-    drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculation=speculation)
+    drafted = generate(model, TOKENIZER, "abc", 30, temperature=0, speculative=speculation)
     assert drafted == generate(model, TOKENIZER, "abc", 30, temperature=0) and speculation.passes > 0
 
 

@@ -192,7 +192,7 @@ def test_cached_and_uncached_generation_give_the_same_text_for_one_layer_past_se
     for prompt in ("a", "abc", "abcdefgh"):  # shorter than, and longer than, seq_len 6
         for temperature, seed in ((0, 0), (1.0, 4)):
             cached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed)
-            uncached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed, use_cache=False)
+            uncached = generate(model, TOKENIZER, prompt, 30, temperature=temperature, seed=seed, cache=False)
             assert cached == uncached
 
 
@@ -200,7 +200,7 @@ def test_cached_and_uncached_generation_agree_while_the_context_fits(backend_nam
     model = tiny_model(backend_name, n_layers=3, head_dims=(2, 2, 4))
     for temperature, seed in ((0, 0), (1.0, 4)):
         cached = generate(model, TOKENIZER, "a", 5, temperature=temperature, seed=seed)  # context ends at seq_len
-        assert cached == generate(model, TOKENIZER, "a", 5, temperature=temperature, seed=seed, use_cache=False)
+        assert cached == generate(model, TOKENIZER, "a", 5, temperature=temperature, seed=seed, cache=False)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

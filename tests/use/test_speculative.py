@@ -11,6 +11,7 @@ every draft scores (tested alongside).
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from microgpt.core.errors import ConfigError
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
 from microgpt.use.choose import token_probs
+from microgpt.use.loaded import LoadedModel
 from microgpt.use.sample import generate
 from microgpt.use.speculative import Speculation, accept_or_resample
 
@@ -91,7 +93,7 @@ def test_at_temperature_0_the_text_is_greedy_samplings(dtype, head_layers, mode)
         for n_tokens in (0, 1, 2, 3, 60):
             plain = generate(model, tokenizer, prompt, n_tokens, temperature=0)
             speculation = Speculation()
-            drafted = generate(model, tokenizer, prompt, n_tokens, temperature=0, speculation=speculation)
+            drafted = generate(model, tokenizer, prompt, n_tokens, temperature=0, speculative=speculation)
             assert drafted == plain and len(plain) == n_tokens, (prompt, n_tokens)
             assert speculation.made == n_tokens
 
@@ -105,7 +107,7 @@ def test_on_the_cpu_backend_the_text_at_temperature_0_is_greedy_samplings(mode):
     model.params.from_host(reference.params.to_host())
     for prompt in ["abcdefghijk"[:n] for n in range(1, 12)]:
         speculation = Speculation()
-        drafted = generate(model, tokenizer, prompt, 60, temperature=0, speculation=speculation)
+        drafted = generate(model, tokenizer, prompt, 60, temperature=0, speculative=speculation)
         assert drafted == generate(model, tokenizer, prompt, 60, temperature=0), prompt
         assert speculation.made == 60 and sum(speculation.kept) > 0  # drafts were kept, not only refused
 
@@ -130,7 +132,7 @@ def chi_square(model, tokenizer, settings: dict, speculation: bool, samples: int
     prompt = [int(t) for t in tokenizer.encode("a")]
     counts = dict.fromkeys(itertools.product(range(tokenizer.size), repeat=length), 0)
     for seed in range(samples):
-        text = generate(model, tokenizer, "a", length, seed=seed, speculation=Speculation() if speculation else None,
+        text = generate(model, tokenizer, "a", length, seed=seed, speculative=Speculation() if speculation else None,
                         **settings)
         counts[tuple(int(t) for t in tokenizer.encode(text))] += 1
     bins, pooled = [], [0, 0.0]  # (count, expected) per bin; the pooled bin's
@@ -170,7 +172,7 @@ def test_at_temperature_above_0_the_tokens_are_distributed_as_the_main_heads(set
     assert chi2 < CHI2_BOUND[df], (chi2, df)
     speculation = Speculation()
     for seed in range(20):
-        generate(model, tokenizer, "a", 3, seed=seed, speculation=speculation, **settings)
+        generate(model, tokenizer, "a", 3, seed=seed, speculative=speculation, **settings)
     assert 0 < speculation.kept[0] < speculation.checked[0] and speculation.checked[1] > 0  # kept and refused
 
 
@@ -195,13 +197,13 @@ def test_the_chi_square_check_catches_a_sampler_that_keeps_every_draft(monkeypat
 def test_speculation_without_the_cache_is_refused():
     model, tokenizer = tiny()
     with pytest.raises(ConfigError, match="--no-cache turns off"):
-        generate(model, tokenizer, "a", 3, use_cache=False, speculation=Speculation())
+        generate(model, tokenizer, "a", 3, cache=False, speculative=Speculation())
 
 
 def test_one_token_left_needs_no_pass():
     model, tokenizer = tiny()
     speculation = Speculation()
-    generate(model, tokenizer, "a", 1, temperature=0, speculation=speculation)
+    generate(model, tokenizer, "a", 1, temperature=0, speculative=speculation)
     assert speculation.passes == 0 and speculation.report().startswith("speculative: 1 token in 0 passes")
 
 
@@ -209,13 +211,26 @@ def test_gap_heads_cannot_draft():
     model, tokenizer = tiny(lookahead_mode="gap")
     with pytest.raises(ConfigError, match="gap heads .* cannot draft; --speculative needs a model trained with "
                                           "--lookahead-mode mtp or hydra"):
-        generate(model, tokenizer, "a", 3, speculation=Speculation())
+        generate(model, tokenizer, "a", 3, speculative=Speculation())
 
 
 def test_a_model_without_heads_is_refused():
     kind = family("gpt")
     model = kind.build(kind.Config(vocab_size=11, d_model=4, n_layers=1, d_ff=4, seq_len=8),
                        get_backend("numpy"), TOKENIZER, 0)
-    with pytest.raises(ConfigError, match=r"--speculative needs a model with draft heads \(microgpt train ... "
-                                          r"--lookahead K\)"):
-        generate(model, TOKENIZER, "a", 3, speculation=Speculation())
+    with pytest.raises(ConfigError, match=r"--speculative needs a model with draft heads \(a lookahead run: "
+                                          r"microgpt train ... --lookahead K\)") as refused:
+        generate(model, TOKENIZER, "a", 3, speculative=Speculation())
+    assert refused.value.key == "speculative"
+
+
+def test_python_words_the_refusal_with_its_own_keywords():
+    """LoadedModel.sample takes the settings `microgpt sample` does, by the same names (cache, speculative), and
+    its errors name them as keywords."""
+    model, tokenizer = tiny(lookahead_mode="gap")
+    loaded = LoadedModel(model, "lookahead", tokenizer, Path("tiny"), max_memory=2**30)
+    with pytest.raises(ConfigError, match=r"\(lookahead_mode='gap'\): .* speculative needs a model trained with "
+                                          r"lookahead_mode=mtp or hydra$"):
+        loaded.sample(3, speculative=True)
+    with pytest.raises(ConfigError, match="^speculative checks its drafts against the KV cache, which cache=False"):
+        loaded.sample(3, speculative=True, cache=False)

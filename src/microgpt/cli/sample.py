@@ -49,8 +49,8 @@ def run(args) -> int:
         if i:
             write(SEPARATOR)
         text = model.sample(chosen.tokens, prompt=chosen.prompt, temperature=chosen.temperature,
-                            seed=chosen.seed + i, top_k=chosen.top_k, top_p=chosen.top_p, use_cache=chosen.cache,
-                            on_text=write, speculation=speculation)
+                            seed=chosen.seed + i, top_k=chosen.top_k, top_p=chosen.top_p, cache=chosen.cache,
+                            on_text=write, speculative=speculation)
         samples.append(text)
     write("\n")
     if speculation is not None:

@@ -407,7 +407,7 @@ class Decoder(CachedDecoder):
     alone, so memory stays bounded by seq_len however many tokens are generated). The keys and values are the
     ones computed when each token arrived, so for a model of two or more layers this differs from re-running the
     model on the cropped last seq_len tokens (there, every hidden state depends on where the window starts); for
-    one layer, and for any model while the context fits in seq_len, the two agree. `generate(..., use_cache=False)`
+    one layer, and for any model while the context fits in seq_len, the two agree. `generate(..., cache=False)`
     is the cropped re-run (model/decode.py's `Rerun`).
     """
 

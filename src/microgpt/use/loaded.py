@@ -78,13 +78,13 @@ class LoadedModel:
 
     @in_python_words()
     def sample(self, n_tokens: int = 200, prompt: str = "", temperature: float = 0.8, top_k: int = 0,
-               top_p: float = 1.0, seed: int = 0, use_cache: bool = True,
-               on_text: Callable[[str], None] | None = None, speculation: Speculation | None = None) -> str:
+               top_p: float = 1.0, seed: int = 0, cache: bool = True,
+               on_text: Callable[[str], None] | None = None, speculative: bool | Speculation = False) -> str:
         """n_tokens tokens of text continuing `prompt` (the tokenizer's start text when empty, a newline where it
-        has one), without the prompt itself, as `microgpt sample` prints them; with a `speculation` (microgpt.use.speculative), drafted by the
-        model's lookahead heads, and counted there."""
+        has one), without the prompt itself, as `microgpt sample` prints them; with `speculative`, drafted by the
+        model's lookahead heads (pass a microgpt.use.speculative.Speculation to read how many drafts were kept)."""
         return generate(self.model, self.tokenizer, prompt, n_tokens, temperature=temperature, seed=seed,
-                        on_text=on_text, top_k=top_k, top_p=top_p, use_cache=use_cache, speculation=speculation)
+                        on_text=on_text, top_k=top_k, top_p=top_p, cache=cache, speculative=speculative)
 
     @in_python_words()
     def complete(self, prompt: str, stop: str = "\n", max_tokens: int | None = None) -> str:

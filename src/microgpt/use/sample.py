@@ -6,7 +6,7 @@ tokens and to the nucleus (the most likely tokens whose probabilities add up
 to top-p). `generate` extends a prompt one token at a time, streaming the text
 through the tokenizer's incremental decoder (so a token that ends inside a
 UTF-8 character waits for the rest of it); the model sees at most seq_len
-tokens. With `use_cache` (the default) it runs through the model's own
+tokens. With `cache` (the default) it runs through the model's own
 `decoder()`: for GPT the prompt is run once and each new token reuses the keys
 and values already computed, O(T) per token, and past seq_len the cache slides
 (sliding-window attention over the last seq_len positions at every layer).
@@ -19,29 +19,25 @@ the text made contains it, and the text returned (and streamed) ends before it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from microgpt.core.errors import ConfigError, DataError, Named
 from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.decode import Rerun
 from microgpt.use.choose import check_finite, check_sampling, choose_token, token_probs
-
-if TYPE_CHECKING:
-    from microgpt.use.speculative import Speculation
-
+from microgpt.use.speculative import Speculation
 
 def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperature: float = 1.0, seed: int = 0,
              on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
-             use_cache: bool = True, stop: str = "", speculation: Speculation | None = None) -> str:
+             cache: bool = True, stop: str = "", speculative: bool | Speculation = False) -> str:
     """The prompt's continuation as text: n_tokens tokens of it, or, with `stop`, what comes before stop's first
     appearance, generation ending with the token that completes stop. on_text receives the same text as it is
     made: a piece per token (none while a character is incomplete, or while the end could begin stop), and at
-    the end what an incomplete tail decodes to. With a `speculation` (speculative.py) the model's heads draft
-    and the main head checks them; it counts what was accepted."""
+    the end what an incomplete tail decodes to. With `speculative` (True, or a Speculation of speculative.py
+    that counts what was accepted) the model's heads draft and the main head checks them."""
     check_sampling(temperature, top_k, top_p)
-    if speculation is not None and not use_cache:
+    speculation = Speculation() if speculative is True else speculative or None
+    if speculation is not None and not cache:
         raise ConfigError(Named("speculative"), " checks its drafts against the KV cache, which ",
                           Named("cache", False), " turns off; drop one of them")
     rng = np.random.default_rng(seed)
@@ -54,7 +50,7 @@ def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperatur
                                                                                           top_p), rng,
                                     greedy=temperature == 0)
     else:
-        tokens = one_at_a_time(model.decoder() if use_cache else Rerun(model), context, n_tokens,
+        tokens = one_at_a_time(model.decoder() if cache else Rerun(model), context, n_tokens,
                                lambda logits: choose_token(logits, temperature, rng, top_k, top_p))
     text = tokenizer.decoder()
     made, shown = "", 0  # the text so far, and how much of it on_text has had

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.use.choose import check_finite
 
 
@@ -137,8 +137,8 @@ class Speculation:
     def decoder_for(model):
         """The model's speculative decoder; a ConfigError, before anything is sampled, where it has none."""
         if not hasattr(model, "speculative_decoder"):
-            raise ConfigError("--speculative needs a model with draft heads (microgpt train ... --lookahead K); "
-                              "this one has none: sample without --speculative")
+            raise ConfigError(Named("speculative"), " needs a model with draft heads (a lookahead run: microgpt "
+                              "train ... --lookahead K); this one has none: sample without ", Named("speculative"))
         return model.speculative_decoder()
 
     def report(self) -> str:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Placeholder
 from microgpt.model.heads import HeadLogits
 from microgpt.model.lookahead.config import LookaheadConfig
 from microgpt.model.lookahead.distill import soft_cross_entropy_grad, teacher_rows
@@ -146,7 +146,8 @@ class Lookahead(GPT):
         """A decoder that feeds the main head's token and the heads' drafts in one pass (speculative.py; with
         hydra heads, hydra_draft.py)."""
         if not self.config.drafts:
-            raise ConfigError(f"this model's heads are gap heads (--lookahead-mode {self.config.lookahead_mode}): "
-                              "they see text after the token they predict, so they cannot draft; --speculative "
-                              "needs a model trained with --lookahead-mode mtp or hydra")
+            raise ConfigError("this model's heads are gap heads (", Named("lookahead_mode", self.config.lookahead_mode),
+                              "): they see text after the token they predict, so they cannot draft; ",
+                              Named("speculative"), " needs a model trained with ",
+                              Named("lookahead_mode", Placeholder("mtp or hydra")), key="speculative")
         return HydraDecoder(self) if self.config.lookahead_mode == "hydra" else SpeculativeDecoder(self)
