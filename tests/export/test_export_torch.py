@@ -63,7 +63,8 @@ def test_model_pt_loads_with_the_shipped_module_alone(tmp_path, capsys):
     imported = {n.module or "" for n in ast.walk(ast.parse(shipped.read_text())) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(ast.parse(shipped.read_text())) if isinstance(n, ast.Import) for a in n.names}
     assert not {name for name in imported if name.startswith("microgpt")}
-    from microgpt.export import export_plan as plan, torch_module
+    from microgpt.export import export_plan as plan
+    from microgpt.export import torch_module
 
     assert torch_module.PLAN_FORMAT == plan.PLAN_FORMAT  # the shipped module runs the plans export writes
     (tmp_path / "alone").mkdir()

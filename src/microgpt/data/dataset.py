@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import DataError
-from microgpt.core.user_files import TooLarge, parse_json, read_regular
 from microgpt.core.threads import available_cores
+from microgpt.core.user_files import TooLarge, parse_json, read_regular
 from microgpt.data.shards import DTYPES, HEADER_BYTES, ShardedTokens, open_shard, read_header
 from microgpt.data.tokenizer import Tokenizer, from_json
 

@@ -34,10 +34,10 @@ def export(directory: str | Path, fmt: str | None, out: str | Path, kv_cache: bo
     """Write the checkpoint at `directory` to `out` as `fmt` (onnx or torch; None: from out's suffix); a line
     saying what was written. ExportError (a ConfigError), CheckpointError or FileNotFoundError, each one line,
     with nothing written."""
+    from microgpt.export.export_plan import ExportError
     from microgpt.export.files import check_out, write_atomically
     from microgpt.export.needs import need
     from microgpt.export.onnx_export import onnx_bytes, probe_ids
-    from microgpt.export.export_plan import ExportError
     from microgpt.export.source import read_source
 
     out = Path(out)

@@ -22,10 +22,10 @@ import json
 import numpy as np
 
 from microgpt.core.version import install_hint
+from microgpt.export.export_plan import ExportError
 from microgpt.export.needs import need
 from microgpt.export.onnx_graph import FLOAT, INT64, OPSET, Builder, Dims
 from microgpt.export.onnx_ops import Emitter
-from microgpt.export.export_plan import ExportError
 from microgpt.export.source import Source
 
 # float32 on both sides, summed in other orders: measured below 1e-5 at logits up to 7 on every family; the

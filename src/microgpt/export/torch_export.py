@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from microgpt.export.needs import need
 from microgpt.export.export_plan import ExportError
+from microgpt.export.needs import need
 from microgpt.export.source import Source
 
 # float32 on both sides, the same operations summed in other orders (matmul blocking, softmax and LayerNorm

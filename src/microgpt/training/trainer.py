@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.core.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
-from microgpt.core.user_files import bounded_lines, open_regular
 from microgpt.core.progress import Progress
+from microgpt.core.user_files import bounded_lines, open_regular
 from microgpt.model.checkpoint import (
     CheckpointError,
     UnsoundWeights,

@@ -19,6 +19,7 @@ the text made contains it, and the text returned (and streamed) ends before it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+
 import numpy as np
 
 from microgpt.core.errors import ConfigError, DataError, Named
@@ -26,6 +27,7 @@ from microgpt.data.tokenizer import Tokenizer
 from microgpt.model.decode import Rerun
 from microgpt.use.choose import check_finite, check_sampling, choose_token, token_probs
 from microgpt.use.speculative import Speculation
+
 
 def generate(model, tokenizer: Tokenizer, prompt: str, n_tokens: int, temperature: float = 1.0, seed: int = 0,
              on_text: Callable[[str], None] | None = None, top_k: int = 0, top_p: float = 1.0,
