@@ -30,7 +30,7 @@ from microgpt.model.graph.program import Instance, Program
 from microgpt.model.graph.rewrite import fuse
 from microgpt.model.params import ParamSpec
 
-MAX_NODES = 20_000  # primitives after flattening: a 96-layer GPT is 1,060; a graph this size checks in 4 s
+MAX_NODES = 20_000  # primitives after flattening: a 96-layer GPT is 1,060 (what the limit costs: docs/benchmarks.md)
 MAX_NESTING = 32  # groups inside groups
 MAX_REPEAT = 1000  # copies of one group
 

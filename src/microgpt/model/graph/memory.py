@@ -48,8 +48,8 @@ def _private(program: Program, node, rows: int, batch: int, backend) -> tuple[in
             kept += group_kept
             temporary = max(temporary, group_temporary)
         # two thirds of the backend's figure, which is for a family holding every layer through its backward:
-        # here the temporaries of an attention backward overlap less, measured within 5% of the numpy peak at
-        # T 64 to 256 (benchmarks/bench_graph.py)
+        # here the temporaries of an attention backward overlap less (benchmarks/bench_graph.py holds the
+        # estimate against the numpy peak; its figures are in docs/benchmarks.md)
         return kept, 2 * temporary // 3 + 6 * rows * width
     if name == "cross_entropy":  # its temporaries come in forward (program_parts counts them there)
         return rows * program.dims["vocab"], 0
