@@ -2,10 +2,10 @@
 
 Learning: the default run (`microgpt train`'s shape and settings) and the d128
 run, trained --steps steps on tinyshakespeare (char tokens) on the cpu backend,
-at fp32 from 3 seeds (their spread: how far the seed alone moves the result) and
-at bf16 from the first seed; each run's validation loss on the same held-out
-tokens at its end, and whether bf16's lies within the fp32 spread (widened by
-nothing).
+at fp32 and at bf16 from the same 3 seeds (a precision's spread: how far the seed
+alone moves the result); each run's validation loss on the same held-out tokens
+at its end, the two spreads side by side, bf16's mean against fp32's, and how
+many of bf16's seeds lie within fp32's spread (widened by nothing).
 
 Speed: whole training runs through `microgpt.train`, tokens/s, the median of
 --rounds rounds with the variants alternating, side by side: microgpt fp32 on
@@ -29,6 +29,7 @@ everything between them.
 
     python benchmarks/bench_precision.py --quick   # about 3 minutes on 2 cores
     python benchmarks/bench_precision.py           # 600 steps a run, four shapes: about 20 minutes on 2 cores
+    python benchmarks/bench_precision.py --only learning   # (or speed) one of the two parts
 
 The text is read from ../shared/data/tinyshakespeare.txt (beside the checkout), never copied into it.
 """
@@ -107,27 +108,33 @@ def blas_set(name: str | None):
 
 
 def learning(path: Path, args) -> None:
-    print(f"\nvalidation loss after {args.steps} steps ({args.val_tokens:,} held-out tokens), cpu backend, "
-          f"fp32 on {blas.NAMES[blas.choose()]}; fp32 from seeds {', '.join(map(str, SEEDS))}, bf16 from seed "
-          f"{SEEDS[0]}")
-    print("| run | fp32 seed " + " | fp32 seed ".join(map(str, SEEDS)) + " | fp32 spread | bf16 | bf16 - fp32 same "
-          "seed | bf16 within the spread |")
-    print("| --- |" + " ---: |" * (len(SEEDS) + 4))
     missing = mkl_bf16.unavailable()
+    print(f"\nvalidation loss after {args.steps} steps ({args.val_tokens:,} held-out tokens), cpu backend, "
+          f"fp32 on {blas.NAMES[blas.choose()]}, fp32 and bf16 each from seeds {', '.join(map(str, SEEDS))}")
+    seeds = " | ".join(f"{{}} seed {seed}" for seed in SEEDS)
+    print(f"| run | {seeds.format(*['fp32'] * len(SEEDS))} | fp32 spread | {seeds.format(*['bf16'] * len(SEEDS))} | "
+          "bf16 spread | bf16 - fp32, mean of the seeds | bf16 seeds within fp32's spread |")
+    print("| --- |" + " ---: |" * (2 * len(SEEDS) + 4))
     for name in args.learning:
         settings, batch, _ = SHAPES[name]
         run = {"val_tokens": args.val_tokens, "eval_every": args.steps, **settings}
         fp32 = [ours(path, run, batch, "fp32", args.steps, args.threads, seed=seed)[2] for seed in SEEDS]
-        low, high = min(fp32), max(fp32)
+        cells = [*(f"{v:.4f}" for v in fp32), spread(fp32)]
         if missing:
-            bf16_cells = ["not run", "", ""]
+            cells += ["not run"] * len(SEEDS) + ["", "", ""]
         else:
-            bf16 = ours(path, run, batch, "bf16", args.steps, args.threads, seed=SEEDS[0])[2]
-            bf16_cells = [f"{bf16:.4f}", f"{bf16 - fp32[0]:+.4f}", "yes" if low <= bf16 <= high else "no"]
-        print(f"| {name} (B {batch}) | " + " | ".join(f"{v:.4f}" for v in fp32) +
-              f" | {low:.4f} to {high:.4f} ({high - low:.4f}) | " + " | ".join(bf16_cells) + " |", flush=True)
+            bf16 = [ours(path, run, batch, "bf16", args.steps, args.threads, seed=seed)[2] for seed in SEEDS]
+            inside = sum(min(fp32) <= v <= max(fp32) for v in bf16)
+            cells += [*(f"{v:.4f}" for v in bf16), spread(bf16), f"{np.mean(bf16) - np.mean(fp32):+.4f}",
+                      f"{inside} of {len(SEEDS)}"]
+        print(f"| {name} (B {batch}) | " + " | ".join(cells) + " |", flush=True)
     if missing:
         print(f"bf16: {missing}")
+
+
+def spread(losses: list[float]) -> str:
+    """'low to high (width)' of the losses."""
+    return f"{min(losses):.4f} to {max(losses):.4f} ({max(losses) - min(losses):.4f})"
 
 
 def speed(path: Path, args, peak: dict[str, float]) -> None:
@@ -184,20 +191,28 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="shorter runs, the default and d128 shapes only")
     parser.add_argument("--text", type=Path, help="the text (default: ../shared/data/tinyshakespeare.txt)")
+    parser.add_argument("--only", choices=("learning", "speed"), help="run one part (default: both)")
+    parser.add_argument("--shapes", nargs="+", choices=tuple(SHAPES),
+                        help="these shapes only (default: default and d128 for learning, all four for speed)")
     args = parser.parse_args(argv)
     defaults = (150, 10_000, 8) if args.quick else (600, 20_000, 20)
     args.steps, args.val_tokens, args.speed_steps = (given if given is not None else default for given, default in
                                                      zip((args.steps, args.val_tokens, args.speed_steps), defaults))
     args.learning, args.speed = ("default", "d128"), ("default", "d128") if args.quick else tuple(SHAPES)
+    if args.shapes:
+        args.learning = args.speed = tuple(args.shapes)
     path = args.text or text_file()
     flags = mkl_bf16.cpu_flags()
     features = ", ".join(f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f in flags) or "none of AMX, AVX-512"
     print(f"bench_precision: {machine.describe()}; {args.threads} threads; cpu features: {features}; "
           f"MKL: {mkl_bf16.mkl_library_path() or 'not installed'}; text {path}")
-    peak = peaks()
-    print(f"peak, one thread, {PEAK_SIZE}^3: " + ", ".join(f"{name} {rate:,.0f} GFLOP/s" for name, rate in peak.items()))
-    speed(path, args, peak)
-    learning(path, args)
+    if args.only != "learning":
+        peak = peaks()
+        print(f"peak, one thread, {PEAK_SIZE}^3: " +
+              ", ".join(f"{name} {rate:,.0f} GFLOP/s" for name, rate in peak.items()))
+        speed(path, args, peak)
+    if args.only != "speed":
+        learning(path, args)
     print(f"\nafter: {machine.describe()}")
 
 
