@@ -25,7 +25,10 @@ process: OpenBLAS fp32 (NumPy), MKL fp32 (`cblas_sgemm`) and MKL bf16
 products' FLOPs (forward and backward, causal attention counted at half) over
 the step's whole time, against the peak of its library times the threads: a
 lower bound on the products' own share, since the step's time includes
-everything between them.
+everything between them. Then one more run of each variant with every product
+clocked (benchmarks/product_clock.py): the products' share of the threads' time,
+what of it is rounding to bf16 (and copies) outside MKL, and the BLAS's own rate
+in them against its 1024^3 peak.
 
     python benchmarks/bench_precision.py --quick   # about 3 minutes on 2 cores
     python benchmarks/bench_precision.py           # 600 steps a run, four shapes: about 20 minutes on 2 cores
@@ -52,6 +55,7 @@ from bench_cpu import Case, _config, step_flops
 from microgpt.backends import blas, mkl_bf16
 from microgpt.core import machine
 from microgpt.core.threads import available_cores
+from product_clock import ProductClock
 
 SHAPES = {  # name -> (microgpt.train's settings, batch, the config FLOPs are counted on)
     "default": ({}, 12, _config(96, 4, 4, 384, 64)),
@@ -148,6 +152,7 @@ def speed(path: Path, args, peak: dict[str, float]) -> None:
     except ImportError:
         torch_columns = ()
     labels = [f"{precision} {blas.NAMES[lib] if lib else 'MKL'}" for precision, lib in variants]
+    clocked = []  # (shape, variant, its library's peak, seconds, steps, ProductClock) of the clocked runs
     print(f"\ntokens/s, median of {args.rounds} rounds of {args.speed_steps} steps (a quarter at d256 and d384); "
           f"in brackets the products' share of {args.threads} threads' peak")
     print("| shape | B | " + " | ".join([*labels, *torch_columns]) + " |")
@@ -167,12 +172,39 @@ def speed(path: Path, args, peak: dict[str, float]) -> None:
         cells = []
         for i, (precision, lib) in enumerate(variants):
             rate = float(np.median(rates[i]))
-            library_peak = peak["MKL bf16" if precision == "bf16" else f"{blas.NAMES[lib]} fp32"] * args.threads
-            cells.append(f"{rate:,.0f} ({flops_per_token * rate / 1e9 / library_peak:.0%})")
+            cells.append(f"{rate:,.0f} ({flops_per_token * rate / 1e9 / (peak_of(peak, precision, lib) * args.threads):.0%})")
         for autocast in (False, True)[:len(torch_columns)]:
             torch_rates = [torch_rate(path, settings_for_torch(name), batch, steps, autocast) for _ in range(args.rounds)]
             cells.append(f"{np.median(torch_rates):,.0f}")
         print(f"| {name} | {batch} | " + " | ".join(cells) + " |", flush=True)
+        for precision, lib in variants:  # one more run of each, its products clocked
+            with blas_set(lib), ProductClock() as clock:
+                rate = ours(path, settings, batch, precision, steps, args.threads)[0]
+            clocked.append((name, f"{precision} {blas.NAMES[lib] if lib else 'MKL'}", peak_of(peak, precision, lib),
+                            steps * batch * config.seq_len / rate, steps, clock))
+    print_clocked(clocked, args.threads)
+
+
+def peak_of(peak: dict[str, float], precision: str, lib: str | None) -> float:
+    """The one-thread 1024^3 rate (GFLOP/s) of the library a variant multiplies with."""
+    return peak["MKL bf16" if precision == "bf16" else f"{blas.NAMES[lib]} fp32"]
+
+
+def print_clocked(clocked: list, threads: int) -> None:
+    """Where the time goes, from the clocked runs: the products' share of the threads' time, what of it is
+    rounding, and the products' own rate against the peak."""
+    print(f"\nwhere the time goes: one more run of each, every product clocked (ProductClock), {threads} threads")
+    print("| shape | precision, BLAS | ms/step | product GFLOP/step (as run) | products' share of the threads' time "
+          "| of it, rounding and copies outside the BLAS | the BLAS's GFLOP/s a thread | that / 1-thread peak |")
+    print("| --- | --- |" + " ---: |" * 6)
+    for name, label, library_peak, seconds, steps, clock in clocked:
+        thread_seconds = seconds * threads
+        mkl = "MKL" in label  # MKL's own seconds are clocked apart from the rounding around them; OpenBLAS's are all
+        rate = clock.flops / (clock.library_seconds if mkl else clock.product_seconds) / 1e9  # a thread, in the BLAS
+        rounding = (clock.product_seconds - clock.library_seconds) / thread_seconds if mkl else None
+        print(f"| {name} | {label} | {1000 * seconds / steps:.1f} | {clock.flops / steps / 1e9:.3f} | "
+              f"{clock.product_seconds / thread_seconds:.0%} | {'' if rounding is None else f'{rounding:.0%}'} | "
+              f"{rate:.0f} | {rate / library_peak:.0%} |", flush=True)
 
 
 def settings_for_torch(name: str) -> dict:
@@ -211,6 +243,8 @@ def main(argv=None) -> None:
         print(f"peak, one thread, {PEAK_SIZE}^3: " +
               ", ".join(f"{name} {rate:,.0f} GFLOP/s" for name, rate in peak.items()))
         speed(path, args, peak)
+        print("peak again after the speed runs (the table used the one before): " +
+              ", ".join(f"{name} {rate:,.0f} GFLOP/s" for name, rate in peaks().items()))
     if args.only != "speed":
         learning(path, args)
     print(f"\nafter: {machine.describe()}")
