@@ -4,7 +4,8 @@ Routes (all behind guard.Guard): `/` the page; `/static/NAME` its scripts and st
 `/api/graph/settings`, `/api/graph/check`, `/api/graph/from-family` and `/api/graph/layout` the node editor's
 primitives, run settings, check, family graphs and layouts (graph_palette.py, graph_run.py, graph_api.py);
 `/api/graph/text`, `/api/graph/examples` and `/api/graph/example` its text view and the example documents
-(graph_text.py); `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml (graph_save.py),
+(graph_text.py); `/api/blocks` the workspace's library of blocks, listed (GET) and saved to (POST:
+graph_blocks.py); `/api/configs`, `/api/config` and `/api/save` the named runs of studio.yaml (graph_save.py),
 and the drafts a graph with problems is saved as (graph_drafts.py); `/api/runs` every run of
 the workspace, and `/api/runs/NAME/start|resume|stop`; `/api/metrics` a run's curves, `/api/stream` the
 records runs append (server-sent events) and `/api/csv` the selection's records; `/api/sample` a completion
@@ -50,6 +51,7 @@ from microgpt.settings.known import known_settings
 from microgpt.settings.named_runs import load_all_runs, load_run
 from microgpt.settings.sources import Settings
 from microgpt.studio.graph_api import check_request, from_family_request, layout_request
+from microgpt.studio.graph_blocks import blocks, save_block
 from microgpt.studio.graph_drafts import drafts, drop_draft, load_draft, save_draft
 from microgpt.studio.graph_palette import palette
 from microgpt.studio.graph_run import settings_form
@@ -151,6 +153,7 @@ class Studio:
             Route("/api/graph/layout", self.graph_layout, methods=["POST"]),
             Route("/api/graph/text", self.graph_text, methods=["POST"]),
             Route("/api/graph/examples", self.graph_examples), Route("/api/graph/example", self.graph_example),
+            Route("/api/blocks", self.blocks), Route("/api/blocks", self.save_block, methods=["POST"]),
             Route("/api/files", self.files), Route("/api/free-name", self.free_name), Route("/api/log", self.log),
         ]
         handlers = {**{kind: self.error for kind in USER_ERRORS}, HTTPException: self.no_route, OSError: file_error,
@@ -262,6 +265,15 @@ class Studio:
 
     async def graph_example(self, request: Request) -> JSONResponse:
         return JSONResponse(example(request.query_params.get("name")))
+
+    async def blocks(self, request: Request) -> JSONResponse:
+        return JSONResponse(await anyio.to_thread.run_sync(blocks, self.workspace, limiter=self.history_readers))
+
+    async def save_block(self, request: Request) -> JSONResponse:
+        """A group saved into the workspace's library (graph_blocks.py); a name another block has is refused
+        (409) unless the body says "overwrite": true."""
+        body = await self.body(request)
+        return JSONResponse(await anyio.to_thread.run_sync(save_block, self.workspace, body, limiter=self.saving))
 
     async def configs(self, request: Request) -> JSONResponse:
         runs = [named.id for named in load_all_runs(self.workspace.config)] if self.workspace.config.exists() else []
