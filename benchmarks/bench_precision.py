@@ -5,7 +5,10 @@ run, trained --steps steps on tinyshakespeare (char tokens) on the cpu backend,
 at fp32 and at bf16 from the same 3 seeds (a precision's spread: how far the seed
 alone moves the result); each run's validation loss on the same held-out tokens
 at its end, the two spreads side by side, bf16's mean against fp32's, and how
-many of bf16's seeds lie within fp32's spread (widened by nothing).
+many of bf16's seeds lie within fp32's spread (widened by nothing). With
+--order-control, fp32 is trained from the same seeds on the other BLAS too: its
+float32 products add in another order, and how far that alone moves each seed's
+loss is the yardstick for how far bf16 moves it.
 
 Speed: whole training runs through `microgpt.train`, tokens/s, the median of
 --rounds rounds with the variants alternating, side by side: microgpt fp32 on
@@ -119,6 +122,11 @@ def learning(path: Path, args) -> None:
     print(f"| run | {seeds.format(*['fp32'] * len(SEEDS))} | fp32 spread | {seeds.format(*['bf16'] * len(SEEDS))} | "
           "bf16 spread | bf16 - fp32, mean of the seeds | bf16 seeds within fp32's spread |")
     print("| --- |" + " ---: |" * (2 * len(SEEDS) + 4))
+    other = "mkl" if blas.choose() == "openblas" else "openblas"  # --order-control's fp32 runs multiply on it
+    if args.order_control and mkl_bf16.mkl_library_path() is None:
+        print("--order-control: MKL is not installed, so there is no other BLAS to add float32 in another order")
+        args.order_control = False
+    controls = []  # (run, bf16's losses, fp32's, fp32's on the other BLAS) for --order-control
     for name in args.learning:
         settings, batch, _ = SHAPES[name]
         run = {"val_tokens": args.val_tokens, "eval_every": args.steps, **settings}
@@ -131,9 +139,25 @@ def learning(path: Path, args) -> None:
             inside = sum(min(fp32) <= v <= max(fp32) for v in bf16)
             cells += [*(f"{v:.4f}" for v in bf16), spread(bf16), f"{np.mean(bf16) - np.mean(fp32):+.4f}",
                       f"{inside} of {len(SEEDS)}"]
+            if args.order_control:
+                with blas_set(other):
+                    reordered = [ours(path, run, batch, "fp32", args.steps, args.threads, seed=seed)[2]
+                                 for seed in SEEDS]
+                controls.append((f"{name} (B {batch})", bf16, fp32, reordered))
         print(f"| {name} (B {batch}) | " + " | ".join(cells) + " |", flush=True)
     if missing:
         print(f"bf16: {missing}")
+    if controls:
+        print(f"\nthe same seed moved by bf16, and by fp32's products on {blas.NAMES[other]} instead (float32 "
+              "added in another order): validation loss less fp32's")
+        print("| run | " + " | ".join(f"bf16, seed {seed}" for seed in SEEDS) + " | " +
+              " | ".join(f"fp32 {blas.NAMES[other]}, seed {seed}" for seed in SEEDS) +
+              " | mean size, bf16 | mean size, other order |")
+        print("| --- |" + " ---: |" * (2 * len(SEEDS) + 2))
+        for label, bf16, fp32, reordered in controls:
+            moved = [np.subtract(bf16, fp32), np.subtract(reordered, fp32)]
+            print(f"| {label} | " + " | ".join(f"{d:+.4f}" for d in np.concatenate(moved)) + " | " +
+                  " | ".join(f"{np.abs(d).mean():.4f}" for d in moved) + " |", flush=True)
 
 
 def spread(losses: list[float]) -> str:
@@ -223,6 +247,10 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="shorter runs, the default and d128 shapes only")
     parser.add_argument("--text", type=Path, help="the text (default: ../shared/data/tinyshakespeare.txt)")
+    parser.add_argument("--order-control", action="store_true",
+                        help="also train fp32 from the same seeds on the other BLAS (OpenBLAS or MKL): how far a "
+                             "change in the order of float32's additions alone moves each seed's result, beside "
+                             "how far bf16 moves it")
     parser.add_argument("--only", choices=("learning", "speed"), help="run one part (default: both)")
     parser.add_argument("--shapes", nargs="+", choices=tuple(SHAPES),
                         help="these shapes only (default: default and d128 for learning, all four for speed)")
