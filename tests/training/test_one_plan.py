@@ -13,7 +13,7 @@ import pytest
 import microgpt
 from extras import need
 from microgpt.cli import main
-from microgpt.core.errors import ConfigError, UserError
+from microgpt.core.errors import ConfigError, TrainingStopped, UserError
 from microgpt.settings import named_runs
 from microgpt.training import plan as planning
 
@@ -240,3 +240,15 @@ def test_a_resumes_notes_name_their_settings_in_each_front_ends_words(workdir, c
     assert "note: lr=0.01 overrides the checkpoint's 0.003" in keywords
     assert "note: the cosine decay now ends at step 4 (steps), not 2" in keywords
     assert not [line for line in keywords if "--" in line]
+
+
+def test_a_diverged_runs_stop_names_its_settings_in_each_front_ends_words(workdir, capsys):
+    """A stop is no user error, yet its message carries its settings as data (core/errors.py InParts): the
+    command line says --no-save and --lr, Python save=False and lr."""
+    assert main(["train", "text.txt", *FLAGS, "--steps", "30", "--lr", "1e9", "--no-save"]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert line.startswith("training stopped: the loss became ")
+    assert line.endswith("; nothing was saved (--no-save). Try a lower --lr.")
+    with pytest.raises(TrainingStopped) as stopped:
+        microgpt.train("text.txt", steps=30, lr=1e9, **QUIET, **SHAPE)
+    assert str(stopped.value) == line.replace("(--no-save). Try a lower --lr.", "(save=False). Try a lower lr.")

@@ -63,10 +63,11 @@ def as_keyword(named: Named) -> str:
 
 @contextlib.contextmanager
 def in_python_words() -> Iterator[None]:
-    """A user's error raised inside, with its settings named as Python's keywords (`as_keyword`)."""
+    """An error given in parts raised inside (a user's, a stopped run's, a checkpoint's), with its settings named as
+    Python's keywords (`as_keyword`)."""
     try:
         yield
-    except UserError as exc:
+    except InParts as exc:
         exc.args = (exc.worded(as_keyword),)  # the same error, its type and data kept, said in Python's words
         raise
 
@@ -99,18 +100,28 @@ def said(line, words: Wording) -> str:
     return line.worded(words) if isinstance(line, Note) else line
 
 
-class UserError(ValueError):
-    """A mistake in what the user gave. The message is given in parts, strings and `Named` settings; `key` is the
-    setting at fault (given, or the first named), None where none is."""
+class InParts(Exception):
+    """An error whose message is given in parts, strings and `Named` settings: its text is the command line's
+    words, and `worded` says it in a front end's. A base beside a built-in type: UserError (a ValueError),
+    TrainingStopped (a RuntimeError), a checkpoint's CheckpointError (a ValueError)."""
 
-    def __init__(self, *parts, key: str | None = None):
-        named = [part.key for part in parts if isinstance(part, Named)]
-        self.parts, self.key = parts, key if key is not None else (named[0] if named else None)
+    def __init__(self, *parts):
+        self.parts = parts
         super().__init__(self.worded(as_flag))
 
     def worded(self, words: Wording) -> str:
         """The message with each setting it names in `words`."""
         return worded(self.parts, words)
+
+
+class UserError(InParts, ValueError):
+    """A mistake in what the user gave, its message given in parts; `key` is the setting at fault (given, or the
+    first named), None where none is."""
+
+    def __init__(self, *parts, key: str | None = None):
+        named = [part.key for part in parts if isinstance(part, Named)]
+        self.key = key if key is not None else (named[0] if named else None)
+        super().__init__(*parts)
 
 
 class ConfigError(UserError):
@@ -125,8 +136,9 @@ class DistributedError(ConfigError):
     """Several processes were started but cannot train together; the message says why and what to do."""
 
 
-class TrainingStopped(RuntimeError):
-    """Training stopped early (a non-finite loss); the message says why and what was kept."""
+class TrainingStopped(InParts, RuntimeError):
+    """Training stopped early (a non-finite loss); the message, given in parts, says why, what was kept and what
+    to try."""
 
 
 class WriterStopped(TrainingStopped):

@@ -44,7 +44,7 @@ def train(file: str | None = None, *, resume: str | Path | None = None, init_fro
             run = plan_run(chosen, backend, resume_of(resume), save, init_from=path_or_none(init_from),
                            overwrite=overwrite)
             run.notes = [said(note, as_keyword) for note in run.notes]  # in Python's words
-        with run:
+        with run, in_python_words():  # a stop, too, in Python's words
             summary = run.train(Progress(quiet=not progress))
             run.finish(summary)
     return run, summary

@@ -43,7 +43,15 @@ from pathlib import Path
 
 import numpy as np
 
-from microgpt.core.errors import HungRanks, NonFiniteLoss, TrainingStopped, WriterStopped
+from microgpt.core.errors import (
+    HungRanks,
+    Named,
+    NonFiniteLoss,
+    TrainingStopped,
+    WriterStopped,
+    as_flag,
+    worded,
+)
 from microgpt.core.progress import Progress
 from microgpt.core.user_files import bounded_lines, open_regular
 from microgpt.model.checkpoint import (
@@ -62,6 +70,8 @@ from microgpt.training.optim import Optimizer
 from microgpt.training.run_files import MAX_LOG_LINE, RunPaths, open_own
 from microgpt.training.tensorboard_log import open_board
 from microgpt.training.validation import validation_every
+
+TRY_LOWER_LR = (". Try a lower ", Named("lr"), ".")  # a stop's last words: the fix a diverged run most often needs
 
 
 @dataclass
@@ -121,10 +131,11 @@ class Trainer:
         try:
             save_checkpoint(directory, self.model, self.tokenizer, self.train_state(), family_name=self.family_name)
         except UnsoundWeights as exc:
-            message = f"training stopped at step {self.model.params.step}: {exc}; {self._kept()}. Try a lower --lr."
+            stopped = WriterStopped(f"training stopped at step {self.model.params.step}: {exc}; ", *self._kept(),
+                                    *TRY_LOWER_LR)
             if directory == self.paths.checkpoint and self._saved_step is not None:
-                record_failure(self.paths.failure, self.model.params.step, self._saved_step, message)
-            raise WriterStopped(message) from None
+                record_failure(self.paths.failure, self.model.params.step, self._saved_step, str(stopped))
+            raise stopped from None
         if directory == self.paths.checkpoint:
             self._saved_step = self.model.params.step
             clear_failure(self.paths.failure)
@@ -232,12 +243,13 @@ class Trainer:
                 return train_step(self.threads, windows, self.optimizer, self.comm, self.config.grad_accum,
                                   self._stop_signal is not None, self._save_signal is not None)
         except NonFiniteLoss as exc:
-            message = f"training stopped: {exc}; {self._kept()}. Try a lower --lr."
+            stopped = TrainingStopped(f"training stopped: {exc}; ", *self._kept(), *TRY_LOWER_LR)
             if self.comm.is_writer and self._saved_step is not None:
-                record_failure(self.paths.failure, exc.step, self._saved_step, message)
-            raise TrainingStopped(message) from None
+                record_failure(self.paths.failure, exc.step, self._saved_step, str(stopped))
+            raise stopped from None
         except HungRanks as exc:  # no save: the checkpoint on disk stays the last whole one
-            kept = self._kept() if self.comm.is_writer else "the checkpoint on disk is the last one saved"
+            kept = (worded(self._kept(), as_flag) if self.comm.is_writer else
+                    "the checkpoint on disk is the last one saved")
             raise exc.adding(kept) from None
 
     @staticmethod
@@ -248,13 +260,13 @@ class Trainer:
             record["grad_norm"] = result.update.grad_norm
         return record
 
-    def _kept(self) -> str:
-        """What is on disk after a stop, truthfully."""
+    def _kept(self) -> tuple:
+        """What is on disk after a stop, truthfully: a message's parts."""
         if self.paths.checkpoint is None:
-            return "nothing was saved (--no-save)"
+            return "nothing was saved (", Named("save", False), ")"
         if self._saved_step is None:
-            return "no checkpoint had been saved yet"
-        return f"the checkpoint at {self.paths.checkpoint} (step {self._saved_step}) was kept as it was"
+            return ("no checkpoint had been saved yet",)
+        return (f"the checkpoint at {self.paths.checkpoint} (step {self._saved_step}) was kept as it was",)
 
     def _metrics_log(self, first_step: int):
         """The JSONL metrics file, or no log with --no-save. A resumed run keeps the records up to its
