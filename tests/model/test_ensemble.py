@@ -21,8 +21,10 @@ import pytest
 from finite_differences import RTOL, numeric
 from microgpt.backends import get_backend
 from microgpt.cli import main
+from microgpt.core.errors import ConfigError, as_keyword
 from microgpt.data.tokenizer import CharTokenizer
 from microgpt.model.family import family
+from microgpt.model.priors import ngram_table
 from microgpt.model.thread_split import ThreadSplit
 
 TOKENIZER = CharTokenizer("0123456789+= \nab")
@@ -362,3 +364,12 @@ def test_one_seed_starts_the_experts_and_the_router_alike_with_every_prior():
         assert {name for name in weights if not name.startswith("prior.")} == set(shared), prior
         for name, value in shared.items():
             np.testing.assert_array_equal(weights[name], value, err_msg=f"{prior}: {name}")
+
+
+def test_a_prior_on_too_short_a_text_is_refused_naming_its_setting_in_each_front_ends_words():
+    with pytest.raises(ConfigError) as raised:
+        ngram_table("trigram", np.array([1, 2]), 4)
+    assert raised.value.key == "prior"
+    assert str(raised.value) == "--prior trigram counts runs of 3 tokens, and the training text has 2; give a longer text"
+    assert raised.value.worded(as_keyword) == ("prior='trigram' counts runs of 3 tokens, and the training text has 2; "
+                                               "give a longer text")

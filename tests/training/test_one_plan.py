@@ -252,3 +252,36 @@ def test_a_diverged_runs_stop_names_its_settings_in_each_front_ends_words(workdi
     with pytest.raises(TrainingStopped) as stopped:
         microgpt.train("text.txt", steps=30, lr=1e9, **QUIET, **SHAPE)
     assert str(stopped.value) == line.replace("(--no-save). Try a lower --lr.", "(save=False). Try a lower lr.")
+
+
+SHAPE_FLAGS = FLAGS[:10]
+# (flags, keywords, the setting at fault, the end of the command line's line, the end of Python's): the checks of
+# the library's modules below the settings (the memory cap, the batch's split, a prior's needs, the checkpoint's
+# directory), which name settings too
+LIBRARY_CHECKS = [
+    ([*SHAPE_FLAGS, "--batch-size", "5", "--grad-accum", "2"], {**SHAPE, "batch_size": 5, "grad_accum": 2},
+     "batch_size",
+     "--batch-size 5 (the global batch) does not split evenly over 1 process x --grad-accum 2; use a multiple of 2",
+     "batch_size=5 (the global batch) does not split evenly over 1 process x grad_accum=2; use a multiple of 2"),
+    ([*SHAPE_FLAGS, "--max-memory", "1KiB"], {**SHAPE, "max_memory": "1KiB"}, "batch_size",
+     ("but --max-memory is 1.0 KiB; use a smaller --batch-size (now 12) or --seq-len (now 16), a smaller model, or "
+      "raise --max-memory"),
+     ("but max_memory is 1.0 KiB; use a smaller batch_size (now 12) or seq_len (now 16), a smaller model, or raise "
+      "max_memory")),
+    (["--family", "ensemble", "--cooperative", "d8n1", "--prior", "calculator", "--tokenizer", "bpe"],
+     {"family": "ensemble", "cooperative": "d8n1", "prior": "calculator", "tokenizer": "bpe"}, "prior",
+     "--prior calculator reads characters; train it with --tokenizer char",
+     "prior='calculator' reads characters; train it with tokenizer='char'"),
+]
+
+
+@pytest.mark.parametrize(("flags", "keywords", "key", "flag_end", "keyword_end"), LIBRARY_CHECKS)
+def test_the_library_checks_name_their_settings_in_each_front_ends_words(
+        workdir, capsys, flags, keywords, key, flag_end, keyword_end):
+    assert main(["train", "text.txt", *BASE, "--no-save", *flags]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    with pytest.raises(UserError) as raised:
+        microgpt.train("text.txt", **QUIET, **keywords)
+    said = str(raised.value)
+    assert raised.value.key == key and line.endswith(flag_end) and said.endswith(keyword_end)
+    assert line.removesuffix(flag_end) == said.removesuffix(keyword_end)  # the rest, naming no setting, alike

@@ -23,7 +23,7 @@ from types import ModuleType
 import numpy as np
 
 from microgpt.core.checks import format_bytes
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.model.family import n_params
 from microgpt.model.thread_split import slice_count
 
@@ -54,13 +54,11 @@ def check_memory(family: ModuleType, config, batch_size: int, backend, cap: int,
     needed = sum(parts.values())
     if needed > cap:
         slices = slice_count(backend, batch_size)
+        slice_gradients = (f"the gradients of {slices} slices of the batch (one per thread) "
+                           f"{format_bytes(parts['slice_gradients'])}, " if parts["slice_gradients"] else "")
         raise ConfigError(
             f"training {label} needs about {format_bytes(needed)} (weights, gradients and Adam moments "
-            f"{format_bytes(parts['state'])}, "
-            + (f"the gradients of {slices} slices of the batch (one per thread) "
-               f"{format_bytes(parts['slice_gradients'])}, " if parts["slice_gradients"] else "")
-            + f"activations {format_bytes(parts['activations'])}, workspace "
-            f"{format_bytes(parts['workspace'])}) but --max-memory is {format_bytes(cap)}; use a smaller "
-            f"--batch-size (now {batch_size}) or --seq-len (now {config.seq_len}), a smaller model, "
-            f"or raise --max-memory"
-        )
+            f"{format_bytes(parts['state'])}, {slice_gradients}activations {format_bytes(parts['activations'])}, "
+            f"workspace {format_bytes(parts['workspace'])}) but ", Named("max_memory"), f" is {format_bytes(cap)}; "
+            "use a smaller ", Named("batch_size"), f" (now {batch_size}) or ", Named("seq_len"),
+            f" (now {config.seq_len}), a smaller model, or raise ", Named("max_memory"), key="batch_size")

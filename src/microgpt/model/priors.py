@@ -18,7 +18,7 @@ import string
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.data.tokenizer.char import CharTokenizer
 
 CALCULATOR_CHARACTERS = "0123456789+= \n"
@@ -91,11 +91,12 @@ def check_calculator_tokenizer(tokenizer) -> dict[str, int]:
     """The ids of the characters the calculator reads, from a char tokenizer that has them all."""
     vocab = getattr(tokenizer, "vocab", None)
     if tokenizer.kind != "char" or vocab is None:
-        raise ConfigError("--prior calculator reads characters; train it with --tokenizer char")
+        raise ConfigError(Named("prior", "calculator"), " reads characters; train it with ",
+                          Named("tokenizer", "char"))
     missing = [ch for ch in CALCULATOR_CHARACTERS if ch not in vocab]
     if missing:
-        raise ConfigError(f"--prior calculator needs the digits, '+', '=', ' ' and newlines in the text, and it "
-                          f"has no {''.join(missing)!r}; train it on sums (examples/addition.py writes some)")
+        raise ConfigError(Named("prior", "calculator"), " needs the digits, '+', '=', ' ' and newlines in the "
+                          f"text, and it has no {''.join(missing)!r}; train it on sums (examples/addition.py writes some)")
     return {ch: vocab.index(ch) for ch in CALCULATOR_CHARACTERS}
 
 
@@ -104,8 +105,8 @@ def ngram_table(kind: str, tokens, vocab: int) -> np.ndarray:
     array of tokens or a prepared dataset's (anything with `chunks(size)`), counted a chunk at a time."""
     order = 2 if kind == "bigram" else 3
     if len(tokens) < order:
-        raise ConfigError(f"--prior {kind} counts runs of {order} tokens, and the training text has {len(tokens)}; "
-                          "give a longer text")
+        raise ConfigError(Named("prior", kind), f" counts runs of {order} tokens, and the training text has "
+                          f"{len(tokens)}; give a longer text")
     chunks = tokens.chunks(COUNT_CHUNK) if hasattr(tokens, "chunks") else [np.asarray(tokens)]
     bigram = np.ones((vocab, vocab))  # (V, V): add-one smoothing
     trigram = np.ones((vocab * vocab, vocab)) if kind == "trigram" else None  # (V*V, V)

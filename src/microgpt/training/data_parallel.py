@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from microgpt.core.errors import ConfigError, NonFiniteLoss
+from microgpt.core.errors import ConfigError, Named, NonFiniteLoss
 from microgpt.training.optim import Optimizer, StepInfo
 
 
@@ -27,10 +27,9 @@ def micro_batch_size(batch_size: int, grad_accum: int, ranks: int) -> int:
     """The sequences in one forward/backward pass; the global batch must split evenly."""
     parts = ranks * grad_accum
     if batch_size % parts:
-        raise ConfigError(
-            f"--batch-size {batch_size} (the global batch) does not split evenly over {ranks} process"
-            f"{'es' if ranks > 1 else ''} x --grad-accum {grad_accum}; use a multiple of {parts}"
-        )
+        raise ConfigError(Named("batch_size", batch_size), " (the global batch) does not split evenly over "
+                          f"{ranks} process{'es' if ranks > 1 else ''} x ", Named("grad_accum", grad_accum),
+                          f"; use a multiple of {parts}")
     return batch_size // parts
 
 
