@@ -285,3 +285,29 @@ def test_the_library_checks_name_their_settings_in_each_front_ends_words(
     said = str(raised.value)
     assert raised.value.key == key and line.endswith(flag_end) and said.endswith(keyword_end)
     assert line.removesuffix(flag_end) == said.removesuffix(keyword_end)  # the rest, naming no setting, alike
+
+
+def test_a_refused_checkpoint_directory_names_model_in_each_front_ends_words(workdir, capsys):
+    assert main(["train", "text.txt", *FLAGS, "--steps", "1", "--model", "."]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert line == ("--model . is the current directory or one above it; saving there would replace it; give a new "
+                    "directory, e.g. --model checkpoints/mine")
+    with pytest.raises(ConfigError) as raised:
+        microgpt.train("text.txt", steps=1, model=".", backend="numpy", threads=1, **SHAPE)
+    assert raised.value.key == "model"
+    assert str(raised.value) == ("model='.' is the current directory or one above it; saving there would replace it; "
+                                 "give a new directory, e.g. model='checkpoints/mine'")
+
+
+def test_a_resume_on_another_backend_names_the_one_that_continues_exactly_in_each_front_ends_words(workdir, capsys):
+    assert main(["train", "text.txt", *FLAGS, "--steps", "2", "--model", "ck"]) == 0
+    capsys.readouterr()
+    assert main(["train", *SHAPE_FLAGS, "--backend", "cpu", "--threads", "1", "--gen", "0", "--quiet", "--steps", "4",
+                 "--resume", "ck"]) == 0
+    moved = "its losses differ from an unbroken run's in the last bits"
+    said = capsys.readouterr()
+    (flags,) = [line for line in (said.out + said.err).splitlines() if moved in line]
+    assert flags.endswith(f"{moved} (--backend numpy continues exactly)")
+    run, _ = microgpt.train("text.txt", resume="ck", steps=6, backend="numpy", threads=1, gen=0, **SHAPE)  # back
+    assert (f"resuming on the numpy backend, and ck trained on cpu: from here {moved} (backend='cpu' continues "
+            "exactly)") in run.notes

@@ -317,15 +317,17 @@ def test_the_python_api_takes_overwrite_and_resume_auto(workdir, monkeypatch):
     stopped_at(monkeypatch, 10, "--model", "ck")
     settings = {"d_model": 12, "heads": 3, "n_layers": 1, "d_ff": 24, "seq_len": 16, "backend": "numpy",
                 "threads": 1, "model": "ck", "steps": 20}
-    with pytest.raises(ConfigError, match=r"^ck holds an unfinished run \(step 10 of 20\)"):
+    with pytest.raises(ConfigError) as refused:
         microgpt.train("text.txt", **settings)
+    assert str(refused.value) == ("ck holds an unfinished run (step 10 of 20); continue it with resume='ck', or start "
+                                  "again with overwrite=True")  # the keywords train takes, as Python says them
     run, summary = microgpt.train("text.txt", resume="auto", **settings)
     assert run.resumed and summary.steps == 20 and summary.steps_run == 10
     before = files(workdir)
     run, summary = microgpt.train("text.txt", resume="auto", **settings)
     assert run.done and summary.steps == 20 and summary.steps_run == 0 and files(workdir) == before
     run, summary = microgpt.train("text.txt", overwrite=True, **settings)
-    assert summary.steps_run == 20 and run.notes == ["replacing the finished checkpoint ck (step 20; --overwrite)"]
+    assert summary.steps_run == 20 and run.notes == ["replacing the finished checkpoint ck (step 20; overwrite=True)"]
 
 
 def test_under_procs_rank_0_refuses_for_every_rank_and_resume_auto_continues(workdir, monkeypatch):

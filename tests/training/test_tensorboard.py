@@ -14,8 +14,10 @@ import time
 
 import pytest
 
+import microgpt
 from extras import need
 from microgpt.cli import main
+from microgpt.core.errors import ConfigError
 from microgpt.training.tensorboard_log import tag_of
 
 TEXT = "the cat sat on the mat; the dog sat on the log.\n" * 80
@@ -162,6 +164,21 @@ def test_refused_without_the_extra_with_no_save_or_over_a_symlink(workdir, monke
     assert not (workdir / "m").exists() and not any((workdir / "elsewhere").iterdir())
     assert {p.name for p in workdir.iterdir()} == before | {"elsewhere", "m.tensorboard"}
 
+
+def test_a_file_in_the_events_directorys_place_names_log_and_model_in_each_front_ends_words(workdir, capsys):
+    need("tensorboardX")
+    (workdir / "m.tensorboard").write_text("")
+    assert main(["train", "text.txt", "--steps", "3", "--model", "m", "--log", "tensorboard", *GPT, *TINY]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert line == ("m.tensorboard is not a directory; --log tensorboard writes its event files in a directory of "
+                    "that name, so remove it or pick another --model")
+    with pytest.raises(ConfigError) as raised:
+        microgpt.train("text.txt", steps=3, model="m", log="tensorboard", d_model=16, n_layers=1, backend="numpy",
+                       threads=1, seq_len=16, batch_size=4, val_tokens=200, gen=0)
+    assert raised.value.key == "model"
+    assert str(raised.value) == ("m.tensorboard is not a directory; log='tensorboard' writes its event files in a "
+                                 "directory of that name, so remove it or pick another model")
+    assert not (workdir / "m").exists()
 
 def test_only_the_writing_process_has_an_events_directory():
     """A process other than the writer (rank > 0) resolves no checkpoint (training/resolve.py), so no events."""

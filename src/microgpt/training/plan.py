@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from microgpt.backends import Backend, start_backend
-from microgpt.core.errors import ConfigError, Named, Placeholder, Wording, as_flag, said
+from microgpt.core.errors import ConfigError, Named, Note, Placeholder, Wording, as_flag, said
 from microgpt.data.batches import RandomBatches, SequentialBatches
 from microgpt.data.corpus import Corpus, short_vocabulary, split_validation, with_held_out
 from microgpt.data.tokenizer import Tokenizer, tokenizer_kind, unknown_note
@@ -199,9 +199,9 @@ def resumed_model(planned: Plan, tokenizer: Tokenizer, backend: Backend) -> tupl
     """A resumed run's model: the checkpoint's, with its optimiser state."""
     plan = planned.settings
     trained_on = plan.source.train_state.get("backend")
-    moved = (f"resuming on the {backend.name} backend, and {plan.source.path} trained on {trained_on}: from here "
-             f"its losses differ from an unbroken run's in the last bits (--backend {trained_on} continues exactly)"
-             if trained_on not in (None, backend.name) else None)
+    moved = (Note(f"resuming on the {backend.name} backend, and {plan.source.path} trained on {trained_on}: from "
+                  "here its losses differ from an unbroken run's in the last bits (", Named("backend", trained_on),
+                  " continues exactly)") if trained_on not in (None, backend.name) else None)
     return plan.source.model, [moved or backend.keep_blas(plan.source.train_state.get("blas"))]
 
 

@@ -25,7 +25,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named, Note
 from microgpt.model.checkpoint import TRAIN_STATE, is_checkpoint, state_step
 from microgpt.training.run_files import RunPaths, open_own
 
@@ -34,37 +34,40 @@ class RunDirError(ConfigError):
     """The checkpoint directory cannot be used; the message names it, the reason and the fix."""
 
 
+OVERWRITE = Named("overwrite", True)  # a way out of a refusal: --overwrite on the command line, overwrite=True in Python
+
+
 def check_target(directory: Path) -> None:
     """Refuse, before any training, a checkpoint directory whose save would replace what is not ours."""
     try:
         resolved = directory.resolve(strict=False)
     except (RuntimeError, OSError) as exc:  # Python 3.10-3.12 raise RuntimeError on a loop; later, OSError
-        raise RunDirError(f"--model {directory} cannot be resolved ({exc}); is it a symlink loop? "
-                          "Pick another --model") from None
+        raise RunDirError(Named("model", str(directory)), f" cannot be resolved ({exc}); is it a symlink loop? "
+                          "Pick another ", Named("model")) from None
     if directory.is_symlink():
         what = "a symlink to nothing (or a symlink loop)" if not directory.exists() else f"a symlink to {resolved}"
-        raise RunDirError(f"--model {directory} is {what}; a save replaces the directory, so give the real "
-                          "directory as --model (or pick another)")
+        raise RunDirError(Named("model", str(directory)), f" is {what}; a save replaces the directory, so give the "
+                          "real directory as ", Named("model"), " (or pick another)")
     inside = next((parent for parent in resolved.parents if is_checkpoint(parent)), None)
     if inside is not None:
-        raise RunDirError(f"--model {directory} is inside the checkpoint {inside}; a run writes files beside its "
-                          "checkpoint, which would spoil that one; pick a place outside it")
+        raise RunDirError(Named("model", str(directory)), f" is inside the checkpoint {inside}; a run writes files "
+                          "beside its checkpoint, which would spoil that one; pick a place outside it")
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
-        raise RunDirError(f"--model {directory} is the current directory or one above it; saving there would "
-                          "replace it; give a new directory, e.g. --model checkpoints/mine")
+        raise RunDirError(Named("model", str(directory)), " is the current directory or one above it; saving there "
+                          "would replace it; give a new directory, e.g. ", Named("model", "checkpoints/mine"))
     for path in (directory, RunPaths(directory).best):
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             raise RunDirError(f"{path} is a {'symlink' if path.is_symlink() else 'file'}, not a checkpoint "
-                              "directory; saving would replace it; pick another --model")
+                              "directory; saving would replace it; pick another ", Named("model"))
         if path.is_dir() and any(path.iterdir()) and not is_checkpoint(path):
             raise RunDirError(f"{path} exists and is not a microgpt checkpoint (it holds other files); saving "
-                              "would replace them; pick another --model or empty it")
+                              "would replace them; pick another ", Named("model"), " or empty it")
         if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
             raise RunDirError(f"{path} is not writable, and a save replaces it; make it writable (chmod u+w) or "
-                              "pick another --model")
+                              "pick another ", Named("model"))
 
 
-def check_replaceable(directory: Path, overwrite: bool) -> str | None:
+def check_replaceable(directory: Path, overwrite: bool) -> Note | None:
     """Before a new run saves over `directory`: None when it holds no checkpoint; with `overwrite`, a note naming
     the checkpoint the run replaces; without it, a RunDirError naming what is there (a finished run, an
     unfinished one, weights only) and the ways out, since a new run there would lose it. Where `directory`
@@ -76,40 +79,42 @@ def check_replaceable(directory: Path, overwrite: bool) -> str | None:
         return None
     refusal, note = replacing(place, directory)
     if overwrite:
-        return f"replacing {note}; --overwrite)"
-    raise RunDirError(refusal)
+        return Note("replacing ", *note, "; ", OVERWRITE, ")")
+    raise RunDirError(*refusal, key="model")
 
 
-def replacing(place: Path, directory: Path) -> tuple[str, str]:
+def replacing(place: Path, directory: Path) -> tuple[tuple, tuple]:
     """(the refusal of a new run at `directory` over the checkpoint at `place`, the note's words for replacing it,
-    less their closing ')')."""
+    less their closing ')'), each a message's parts."""
     path = place / TRAIN_STATE
-    fresh = "start again with --overwrite, or pick another --model"
+    fresh = ("start again with ", OVERWRITE, ", or pick another ", Named("model"))
     if not path.exists():
-        return (f"{place} holds weights only (no training state); {fresh}",
-                f"the checkpoint {place} (weights only, no training state to resume")
+        return ((f"{place} holds weights only (no training state); ", *fresh),
+                (f"the checkpoint {place} (weights only, no training state to resume",))
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         state = None
     step = state_step(state)
     if step is None:
-        return (f"{path} cannot be read, so whether its run finished is unknown; {fresh}",
-                f"the checkpoint {place} (its training state cannot be read")
+        return ((f"{path} cannot be read, so whether its run finished is unknown; ", *fresh),
+                (f"the checkpoint {place} (its training state cannot be read",))
     config = state.get("train_config")
     steps = config.get("steps") if isinstance(config, dict) else None
     if not isinstance(steps, int) or isinstance(steps, bool):
-        return (f"{place} holds a run at step {step} that records no --steps; {fresh}",
-                f"the checkpoint {place} (step {step}; it records no --steps")
+        return ((f"{place} holds a run at step {step} that records no ", Named("steps"), "; ", *fresh),
+                (f"the checkpoint {place} (step {step}; it records no ", Named("steps")))
+    resume = Named("resume", str(place))
     if step >= steps:
-        return ((f"{place} holds a finished run (step {step}); train it on with --resume {place} --steps "
-                f"{step + 1000}, {fresh}"), f"the finished checkpoint {place} (step {step}")
+        return ((f"{place} holds a finished run (step {step}); train it on with ", resume, " ",
+                 Named("steps", step + 1000), ", ", *fresh), (f"the finished checkpoint {place} (step {step}",))
     if place == directory:
-        return ((f"{place} holds an unfinished run (step {step} of {steps}); continue it with --resume {place}, or "
-                "start again with --overwrite"), f"the unfinished checkpoint {place} (step {step} of {steps}")
-    return ((f"{place} holds the best checkpoint (step {step} of {steps}) of a run that never saved {directory}; "
-            f"continue it with --resume {place} --model {directory}, or start again with --overwrite"),
-            f"the best checkpoint {place} (step {step} of {steps}) of a run that never saved {directory}")
+        return ((f"{place} holds an unfinished run (step {step} of {steps}); continue it with ", resume,
+                 ", or start again with ", OVERWRITE), (f"the unfinished checkpoint {place} (step {step} of {steps}",))
+    never_saved = f"(step {step} of {steps}) of a run that never saved {directory}"
+    return ((f"{place} holds the best checkpoint {never_saved}; continue it with ", resume, " ",
+             Named("model", str(directory)), ", or start again with ", OVERWRITE),
+            (f"the best checkpoint {place} {never_saved}",))
 
 
 def checkpoint_bytes(n_params: int) -> int:
@@ -127,12 +132,12 @@ def check_writable(directory: Path, n_params: int) -> None:
             pass
     except OSError as exc:
         raise RunDirError(f"cannot write in {parent} ({exc.strerror or exc}); the checkpoint, metrics and plots "
-                          "go there; pick a writable --model") from None
+                          "go there; pick a writable ", Named("model")) from None
     needed = 2 * checkpoint_bytes(n_params)
     free = shutil.disk_usage(parent).free
     if free < needed:
         raise RunDirError(f"{parent} has {free:,} bytes free, but saving this model needs about {needed:,}; "
-                          "free some space or pick another --model")
+                          "free some space or pick another ", Named("model"))
 
 
 def check_run_files(directory: Path) -> None:
@@ -151,11 +156,11 @@ def check_plain_file(path: Path) -> None:
     if not stat.S_ISREG(info.st_mode):
         what = "a symlink" if stat.S_ISLNK(info.st_mode) else "a directory" if stat.S_ISDIR(info.st_mode) else (
             "not a regular file")
-        raise RunDirError(f"{path} is {what}; the run writes its own file there, so remove it or pick another "
-                          "--model")
+        raise RunDirError(f"{path} is {what}; the run writes its own file there, so remove it or pick another ",
+                          Named("model"))
     if not os.access(path, os.W_OK):
         raise RunDirError(f"{path} is not writable by this user (owner uid {info.st_uid}); the run writes to it, "
-                          "so pick another --model")
+                          "so pick another ", Named("model"))
 
 
 class WriterLock:
@@ -173,7 +178,7 @@ class WriterLock:
             lock_file = open_own(self.path, "a+")  # held open while the run lives
         except OSError as exc:
             raise RunDirError(f"cannot use the lock file {self.path} ({exc.strerror or exc}); remove it if it is "
-                              "not a run's, or pick another --model") from None
+                              "not a run's, or pick another ", Named("model")) from None
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -184,7 +189,7 @@ class WriterLock:
             holder = lock_file.read().strip() or "another process"
             lock_file.close()
             raise RunDirError(f"{self.directory} is being written by process {holder}; wait for it to finish, "
-                              "or pick another --model") from None
+                              "or pick another ", Named("model")) from None
         lock_file.seek(0)
         lock_file.truncate()
         lock_file.write(f"{os.getpid()}\n")

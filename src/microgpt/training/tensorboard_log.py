@@ -23,7 +23,7 @@ import stat
 import time
 from pathlib import Path
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.model.checkpoint import CheckpointError
 
 FLUSH_SECONDS = 5  # how often the writer's thread puts pending events on disk, for a board watching the run
@@ -48,11 +48,11 @@ def check_board_dir(directory: Path) -> None:
     info = directory.lstat()
     if not stat.S_ISDIR(info.st_mode):
         what = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a directory"
-        raise ConfigError(f"{directory} is {what}; --log tensorboard writes its event files in a directory of that "
-                          "name, so remove it or pick another --model")
+        raise ConfigError(f"{directory} is {what}; ", Named("log", "tensorboard"), " writes its event files in a "
+                          "directory of that name, so remove it or pick another ", Named("model"), key="model")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ConfigError(f"{directory} is not writable by this user; --log tensorboard writes its event files "
-                          "there, so pick another --model")
+        raise ConfigError(f"{directory} is not writable by this user; ", Named("log", "tensorboard"), " writes its "
+                          "event files there, so pick another ", Named("model"), key="model")
 
 
 class BoardLog:
