@@ -14,6 +14,7 @@ import microgpt
 from extras import need
 from microgpt.cli import main
 from microgpt.core.errors import ConfigError, TrainingStopped, UserError
+from microgpt.model.checkpoint import CheckpointError
 from microgpt.settings import named_runs
 from microgpt.training import plan as planning
 
@@ -311,3 +312,17 @@ def test_a_resume_on_another_backend_names_the_one_that_continues_exactly_in_eac
     run, _ = microgpt.train("text.txt", resume="ck", steps=6, backend="numpy", threads=1, gen=0, **SHAPE)  # back
     assert (f"resuming on the numpy backend, and ck trained on cpu: from here {moved} (backend='cpu' continues "
             "exactly)") in run.notes
+
+
+def test_a_checkpoint_over_the_memory_cap_names_max_memory_in_each_front_ends_words(workdir, capsys):
+    """A checkpoint's refusal is given in parts too (model/checkpoint.py CheckpointError), so resuming one says the
+    cap as Python takes it."""
+    assert main(["train", "text.txt", *FLAGS, "--steps", "1", "--model", "ck"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "ck", "--max-memory", "1KiB", "--steps", "2", "--backend", "numpy"]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("microgpt train: error: ")
+    assert line.startswith("ck/config.json describes a model") and line.endswith(
+        "over the 1.0 KiB cap; raise --max-memory if it is really meant")
+    with pytest.raises(CheckpointError) as raised:
+        microgpt.train(resume="ck", max_memory="1KiB", steps=2, backend="numpy")
+    assert str(raised.value) == line.replace("raise --max-memory", "raise max_memory")

@@ -54,7 +54,7 @@ from safetensors.numpy import save_file
 
 from microgpt.backends.base import Backend
 from microgpt.core.checks import format_bytes
-from microgpt.core.errors import ConfigError, DataError
+from microgpt.core.errors import ConfigError, DataError, InParts, Named
 from microgpt.core.user_files import read_regular
 from microgpt.core.version import __version__
 from microgpt.data.tokenizer import Tokenizer, from_json
@@ -71,8 +71,9 @@ WEIGHT_LIMIT = 1e4
 MAX_JSON_BYTES = 32 * 1024**2  # config.json or train_state.json: kilobytes, a graph's document at most 4 MiB
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message says what is wrong and what to do."""
+class CheckpointError(InParts, ValueError):
+    """A checkpoint that cannot be used; the message, given in parts (core/errors.py), says what is wrong and what
+    to do."""
 
 
 class UnsoundWeights(CheckpointError):
@@ -105,7 +106,7 @@ def save_checkpoint(directory: str | Path, model, tokenizer: Tokenizer, train_st
         raise UnsoundWeights(f"not saving {directory}: {problem}")
     if directory.is_symlink():
         raise CheckpointError(f"not saving {directory}: it is a symlink, and a save replaces the directory; give "
-                              f"the directory it points to ({directory.resolve()}) as --model")
+                              f"the directory it points to ({directory.resolve()}) as ", Named("model"))
     tmp = prev = None
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
@@ -370,8 +371,8 @@ def state_step(state) -> int | None:
 def _check_cap(directory: Path, kind, config, needed: int, cap: int) -> None:
     if needed > cap:
         raise CheckpointError(f"{directory / CONFIG} describes a model ({kind.describe(config)}) that needs about "
-                              f"{format_bytes(needed)}, over the {format_bytes(cap)} cap; raise --max-memory if it "
-                              "is really meant")
+                              f"{format_bytes(needed)}, over the {format_bytes(cap)} cap; raise ", Named("max_memory"),
+                              " if it is really meant")
 
 
 class Mixed(CheckpointError):
