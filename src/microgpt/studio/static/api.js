@@ -16,6 +16,11 @@ const studioToken = (() => {
   }
 })();
 
+// The studio's one tokens/s, said once: Watch's rows, the tokens/s chart and Compare show it for a run (the
+// server's metrics.add_speed), and Compose estimates it for a draft; each shows this where it shows the figure.
+const TOKENS_PER_S = "tokens/s: tokens trained per second since the run began (steps × batch × context over " +
+  "its wall-clock time, validation and saving included)";
+
 async function api(path, options = {}) {
   const init = {method: options.method || "GET", headers: {"X-Studio-Token": studioToken}};
   if (options.body !== undefined) {
@@ -112,26 +117,27 @@ async function freeRunName() {
   return (await api("/api/free-name")).name;
 }
 
-// send(name, overwrite) makes the request that saves (or saves and starts) run `name`. Where the server
+// send(name, overwrite) makes the request that saves (or saves and starts) run `name` (or another `what`, such
+// as a block of the library). Where the server
 // answers 409 {"exists": true, "suggested"}, a dialog asks: save under another name (the suggested one, the
 // default button), replace, or cancel; the request is then sent again as chosen. Resolves to {name, result,
 // replaced} (the name used; replaced: true where the user chose to replace), or null when cancelled.
-async function saveOrAsk(name, send) {
+async function saveOrAsk(name, send, what = "run") {
   try {
     return {name, result: await send(name, false), replaced: false};
   } catch (err) {
     if (!(err.details && err.details.exists)) throw err;
-    const choice = await askName(err.message, name, err.details.suggested);
+    const choice = await askName(err.message, name, err.details.suggested, what);
     if (choice === null) return null;
     if (choice.replace) return {name, result: await send(name, true), replaced: true};
-    return saveOrAsk(choice.name, send);  // the name typed may be taken too: ask again
+    return saveOrAsk(choice.name, send, what);  // the name typed may be taken too: ask again
   }
 }
 
 // The dialog: {name} to save under another name, {replace: true}, or null (cancelled, Escape).
-function askName(text, name, suggested) {
+function askName(text, name, suggested, what = "run") {
   document.getElementById("name-dialog")?.remove();
-  const field = element("input", {id: "name-dialog-name", value: suggested, size: 24, "aria-label": "new run name"});
+  const field = element("input", {id: "name-dialog-name", value: suggested, size: 24, "aria-label": `new ${what} name`});
   const saveAs = element("button", {id: "name-dialog-save-as", type: "submit", value: "save-as"}, `Save as ${suggested}`);
   const replace = element("button", {id: "name-dialog-replace", type: "submit", value: "replace"}, `Replace ${name}`);
   const cancel = element("button", {id: "name-dialog-cancel", type: "submit", value: "cancel"}, "Cancel");

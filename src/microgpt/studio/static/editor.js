@@ -22,6 +22,7 @@ const Canvas = {
     Pointer.init(area);
     Keys.init();
     Palette.init();
+    Blocks.load(); // the workspace's library: the palette shows it once it is in
     AddMenu.init();
     Groups.init();
     TextView.init();

@@ -13,12 +13,16 @@ const Edits = {
     }, options);
   },
 
-  // A node of the palette entry `item` ({op} or {group}) at `at` (the canvas's coordinates).
+  // A node of the palette entry `item` (an op, a group, or a block of the library, whose groups the document
+  // takes in as a paste's: under a fresh name where it has another group of that name) at `at` (the canvas's
+  // coordinates).
   addNode(item, at) {
     let added = null;
     this.onBody(`add ${item.name}`, (body, bodyName, draft) => {
       const id = EditorModel.freshId(bodyName, item.name);
-      const node = item.kind === "op" ? {id, op: item.name} : {id, group: item.name};
+      const group = item.kind === "block"
+        ? carryGroups(draft.document, bodyName, Blocks.find(item.name).groups)[item.name] || item.name : item.name;
+      const node = item.kind === "op" ? {id, op: item.name} : {id, group};
       const params = defaultParams(item);
       if (Object.keys(params).length) node.params = params;
       body.nodes.push(node);

@@ -1,6 +1,6 @@
 // The Compose editor's context menu (right-click, or the context-menu key / Shift+F10 on what has the focus):
-// on a node rename, duplicate, copy, cut, delete, group, and for a group instance open, ungroup and rename the
-// group; on a group instance's port rename the port; on a wire
+// on a node rename, duplicate, copy, cut, delete, group, and for a group instance open, ungroup, rename the
+// group and save it to the workspace's blocks (editor_blocks.js); on a group instance's port rename the port; on a wire
 // delete; on empty canvas add, paste here, select all and fit. Commands holds what the menu and the keys
 // (editor_keys.js) both do. The menu is a list of buttons: the arrows move in it, Enter or Space presses one,
 // Escape closes it and gives the focus back.
@@ -107,7 +107,8 @@ const ContextMenu = {
     if (!many) items.push(["Rename", "F2", () => Names.editNode(id)]);
     if (!many && node.group !== undefined) {
       items.push(["Open", "double-click", () => Groups.open(id)], ["Ungroup", "", () => Groups.ungroup(id)],
-        ["Rename group", "", () => Names.editGroup(id)]);
+        ["Rename group", "", () => Names.editGroup(id)],
+        ["Save to my blocks", "", () => Blocks.save(id).catch(err => say(err.message, true, "canvas"))]);
     }
     items.push(["Duplicate", "Ctrl+D", () => Commands.duplicate()], ["Copy", "Ctrl+C", () => Keys.copy()],
       ["Cut", "Ctrl+X", () => Commands.cut()], ["Group", "Ctrl+G", () => Groups.fromSelection()],

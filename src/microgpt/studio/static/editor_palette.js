@@ -1,5 +1,5 @@
-// The Compose editor's palette: the primitives and library groups of /api/graph/palette (and the document's
-// own groups), searchable; drag one onto the canvas, or click it to add it in the middle of the view. The
+// The Compose editor's palette: the primitives and library groups of /api/graph/palette, the document's own
+// groups and the workspace's blocks (under "My blocks", editor_blocks.js), searchable; drag one onto the canvas, or click it to add it in the middle of the view. The
 // add menu offers the same at the pointer (double-click the canvas), with its own search box. The list is one
 // Tab stop: the arrows, Home and End move in it (ArrowDown from the search box enters it), Enter or Space adds.
 "use strict";
@@ -9,8 +9,10 @@ const Palette = {
     const own = Object.entries(EditorModel.draft.document.groups || {})
       .filter(([name]) => !(name in Ports.library))
       .map(([name, group]) => ({kind: "group", name, doc: group.description || "a group of this document"}));
+    const blocks = Blocks.list.map(block => ({kind: "block", name: block.name,
+      doc: block.description || "a block of this workspace's library (blocks/)"}));
     return [...Ports.palette.ops.map(op => ({kind: "op", name: op.name, doc: op.doc, params: op.params})),
-      ...Ports.palette.groups.map(group => ({kind: "group", name: group.name, doc: group.description})), ...own];
+      ...Ports.palette.groups.map(group => ({kind: "group", name: group.name, doc: group.description})), ...own, ...blocks];
   },
 
   matching(query) {
@@ -54,16 +56,18 @@ const Palette = {
     const query = document.getElementById("palette-search").value;
     const items = this.matching(query);
     const stop = items.some(item => item.name === this.current) ? this.current : (items[0] || {}).name;
-    list.replaceChildren(...items.map(item => {
+    const entries = items.map(item => {
       const entry = element("li", {class: `palette-item ${item.kind}`, "data-kind": item.kind, "data-name": item.name,
         title: item.doc || "", tabindex: item.name === stop ? 0 : -1, role: "button", "aria-label": `add ${item.kind} ${item.name}`},
-      element("span", {class: "item-kind"}, item.kind === "op" ? "op" : "group"), item.name);
+      element("span", {class: "item-kind"}, item.kind), item.name);
       entry.addEventListener("pointerdown", event => this.drag(event, item));
       entry.addEventListener("keydown", event => {
         if (event.key === "Enter" || event.key === " ") { event.preventDefault(); addAndShow(item, EditorView.centre()); }
       });
       return entry;
-    }));
+    });
+    const isBlock = (_, i) => items[i].kind === "block";
+    list.replaceChildren(...entries.filter((e, i) => !isBlock(e, i)), ...blocksSection(entries.filter(isBlock), query));
   },
 
   // A drag from the palette: dropped on the canvas it adds the node there; a click adds it in view.
