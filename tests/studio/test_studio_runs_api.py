@@ -190,10 +190,11 @@ def write_log(path, steps: int, eval_every: int, tail: bytes = b"") -> None:
         log.write(tail)
 
 
-def test_tokens_per_second_is_over_the_last_records_alike_in_the_chart_and_the_row(tmp_path):
-    """A step every 10 ms of 64 tokens, with a validation of 0.5 s after step 100: tokens/s at a record is over
-    the 50 records before it, in the history the chart draws and in the row's progress, which agree."""
-    from microgpt.studio.metrics import SPEED_WINDOW, read_history
+def test_one_tokens_per_second_in_the_chart_the_row_and_compare(tmp_path):
+    """A step every 10 ms of 64 tokens, with a validation of 0.5 s after step 100: tokens/s at a record is the
+    run's tokens so far over its time so far (validation included), the same figure in the history the chart
+    draws, the row's live progress (and its ETA at that speed) and the whole run's row in Compare."""
+    from microgpt.studio.metrics import add_speed, last_record, read_history
     from microgpt.studio.progress import Progress
 
     checkpoint = tmp_path / "run"
@@ -201,11 +202,14 @@ def test_tokens_per_second_is_over_the_last_records_alike_in_the_chart_and_the_r
         log.writelines(json.dumps({"step": step, "loss": 1.0, "time": step * 0.01 + (0.5 if step > 100 else 0)}) + "\n"
                        for step in range(1, 201))
     speeds = read_history(tmp_path / "run.metrics.jsonl", 64, 2000)["columns"]["tokens_per_s"]
-    assert SPEED_WINDOW == 50 and speeds[0] is None
-    assert speeds[99] == pytest.approx(50 * 64 / 0.5)  # steps 50 to 100: no validation in them
-    assert speeds[120] == pytest.approx(50 * 64 / 1.0)  # steps 71 to 121: the validation's 0.5 s among them
-    assert speeds[199] == pytest.approx(50 * 64 / 0.5)
-    assert Progress(checkpoint, 200, 64).read()["tokens_per_s"] == pytest.approx(speeds[199])
+    assert speeds[99] == pytest.approx(100 * 64 / 1.0)  # step 100 at 1 s: no validation yet
+    assert speeds[199] == pytest.approx(200 * 64 / 2.5)  # step 200 at 2.5 s, the validation's 0.5 s among them
+    shown = Progress(checkpoint, 400, 64).read()
+    assert shown["tokens_per_s"] == pytest.approx(speeds[199])
+    assert shown["eta_s"] == pytest.approx(200 * 64 / speeds[199])  # 200 steps left at that speed
+    last = last_record(tmp_path / "run.metrics.jsonl")  # what Compare's row reads (app.whole_run_figures)
+    add_speed(last, 64)
+    assert last["tokens_per_s"] == pytest.approx(speeds[199])
 
 
 def test_a_long_logs_history_is_an_even_sample_with_every_validation_record(tmp_path):
@@ -215,7 +219,6 @@ def test_a_long_logs_history_is_an_even_sample_with_every_validation_record(tmp_
     write_log(log, 100_000, 1000, tail=b'{"step": 100001, "lo')  # a line being written is left for the stream
     history = read_history(log, 64, 400)
     assert history["records"] == 100_000 and history["offset"] == log.stat().st_size - len(b'{"step": 100001, "lo')
-    assert history["recent"][-1] == [100_000, 1000.0] and len(history["recent"]) == history["speed_window"] + 1
     columns = history["columns"]
     assert len(columns["step"]) <= 400 and columns["step"][-1] == 100_000
     assert sum(v is not None for v in columns["val_loss"]) == 100  # each of the 100 evaluations, one a bucket

@@ -59,7 +59,7 @@ from microgpt.studio.graph_save import run_for_editor, save_run
 from microgpt.studio.graph_text import example, examples, text_request
 from microgpt.studio.guard import MAX_BODY_BYTES, Guard
 from microgpt.studio.last_resort import LastResort, failure, file_error
-from microgpt.studio.metrics import Tail, charts_of, each_record, last_record, log_of, read_history
+from microgpt.studio.metrics import Tail, add_speed, charts_of, each_record, last_record, log_of, read_history
 from microgpt.studio.names import NameTaken, first_free
 from microgpt.studio.routing import MAX_ROUTED_CHARACTERS
 from microgpt.studio.runs import RunManager, check_run_name
@@ -344,9 +344,9 @@ class Studio:
         if last is None or not last.get("time"):
             return
         row["seconds"] = round(last["time"], 1)
-        per_step = self.tokens_per_step(checkpoint)
-        if per_step:
-            row["tokens_per_sec"] = round(last["step"] * per_step / last["time"], 1)
+        add_speed(last, self.tokens_per_step(checkpoint))
+        if "tokens_per_s" in last:
+            row["tokens_per_sec"] = round(last["tokens_per_s"], 1)
 
     async def log(self, request: Request) -> JSONResponse:
         """The tail of the output of a run this studio started ({"name", "lines"}), for a failed run's row."""

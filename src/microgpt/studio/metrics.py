@@ -1,8 +1,7 @@
 """A run's metrics log (`<checkpoint>.metrics.jsonl`) as the studio's curves read it.
 
-`read_history` reads the log (and gives the last records' steps and times, to go on from), adds `tokens_per_s`
-(the tokens a step trains, over the SPEED_WINDOW records before each: the speed the run's row in Watch shows,
-progress.py) and returns it as columns of at most `points` values
+`read_history` reads the log and returns it, with `tokens_per_s` at each record (`add_speed`: the studio's one
+tokens/s, which Watch's row and Compare show too, and the page says what it counts), as columns of at most `points` values
 each: consecutive records are averaged in buckets, so that a run of 100,000 steps is a few thousand points
 (a log of more than SAMPLES records a bucket is read as an even sample of SAMPLES a bucket, with every
 validation record: `sampled`). `Tail` follows a log as it grows, from a byte offset,
@@ -16,7 +15,6 @@ old numbering is read in today's (training/plot.py's `renumbered`): the prior is
 
 from __future__ import annotations
 
-import collections
 import json
 import math
 import os
@@ -32,7 +30,6 @@ from microgpt.training.run_files import RunPaths
 
 DEFAULT_POINTS = 2000
 LAST_BYTES = 16 * 1024  # the end of a log that holds its last record
-SPEED_WINDOW = 50  # records a speed is measured over: tokens/s at a record is since the 50th record before it
 SAMPLES = 3  # records read per bucket of a long log's history (read_history)
 CHUNK = 4 * 2**20  # the block a log is read in
 MAX_LINE = 64 * 1024  # a record is a few hundred bytes
@@ -64,29 +61,26 @@ def records_of(lines: list[str]) -> list[dict]:
 
 
 def with_speed(records: list[dict], tokens_per_step: int | None) -> list[dict]:
-    """Each record with tokens_per_s since the SPEED_WINDOW-th record before it (or the first), where the tokens
-    per step are known: over one record the clock's rounding and a validation between two steps swing it."""
-    for i, record in enumerate(records):
-        add_speed(record, records[max(0, i - SPEED_WINDOW)], tokens_per_step)
+    """Each record with its tokens_per_s (add_speed), where the tokens per step are known."""
+    for record in records:
+        add_speed(record, tokens_per_step)
     return records
 
 
-def add_speed(record: dict, since: dict, tokens_per_step: int | None) -> None:
-    """The record's tokens_per_s since the record `since`, where the tokens per step are known."""
-    seconds = record.get("time", 0) - since.get("time", 0)
-    if tokens_per_step and seconds > 0:
-        record["tokens_per_s"] = (record["step"] - since["step"]) * tokens_per_step / seconds
+def add_speed(record: dict, tokens_per_step: int | None) -> None:
+    """The record's tokens_per_s: the tokens of its steps (steps x batch x context) over its time, both counted
+    from the run's start (a record's time goes on across resumes), so validation and saving are included."""
+    if tokens_per_step and record.get("time", 0) > 0:
+        record["tokens_per_s"] = record["step"] * tokens_per_step / record["time"]
 
 
 def each_record(log: Path, tokens_per_step: int | None):
     """Every whole record of a log with its tokens_per_s (as with_speed gives it), read a line at a time (a line
     past MAX_LINE in pieces, none of them a record), so that a download of a long log streams in little memory."""
-    window: collections.deque = collections.deque(maxlen=SPEED_WINDOW + 1)
     with open_regular(log) as f:
         while line := f.readline(MAX_LINE):
             for record in records_of([line.decode("utf-8", errors="replace")]):
-                window.append(record)
-                add_speed(record, window[0], tokens_per_step)
+                add_speed(record, tokens_per_step)
                 yield record
 
 
@@ -141,14 +135,12 @@ def read_history(log: Path, tokens_per_step: int | None, points: int = DEFAULT_P
                 return HISTORIES[key]
             lines, count, offset = sampled(f, max(1, info.st_size // (points * SAMPLES)))
     except FileNotFoundError:
-        return {"columns": {}, "charts": {}, "offset": 0, "inode": None, "records": 0, "recent": [],
-                "speed_window": SPEED_WINDOW}
+        return {"columns": {}, "charts": {}, "offset": 0, "inode": None, "records": 0}
     records = with_speed(records_of(b"\n".join(lines).decode("utf-8", errors="replace").splitlines()),
                          tokens_per_step)
-    recent = [[r["step"], r["time"]] for r in records[-SPEED_WINDOW - 1:] if "time" in r]  # the page goes on
     columns = columns_of(records, points)
     history = {"columns": columns, "charts": charts_of(columns), "offset": offset, "inode": info.st_ino,
-               "records": count, "recent": recent, "speed_window": SPEED_WINDOW}
+               "records": count}
     if len(HISTORIES) >= MAX_HISTORIES:
         del HISTORIES[next(iter(HISTORIES))]
     HISTORIES[key] = history

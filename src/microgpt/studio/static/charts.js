@@ -14,7 +14,7 @@ const Watch = {
   POINTS: 2000,
   POINT_BUDGET: 4000, // the points of every followed run's history together, down to MIN_POINTS a run
   MIN_POINTS: 400,
-  runs: {},       // path -> {columns, charts, offset, inode, perStep, recent, window, points}
+  runs: {},       // path -> {columns, charts, offset, inode, perStep, points}
   followed: [],   // paths, in the order they were chosen
   source: null,
   states: [],
@@ -69,7 +69,7 @@ const Watch = {
       Math.floor(this.POINT_BUDGET / Math.max(1, this.followed.length))));
     const history = await api(`/api/metrics?run=${encodeURIComponent(path)}&points=${points}`);
     this.runs[path] = {columns: history.columns, charts: history.charts, offset: history.offset, inode: history.inode,
-      perStep: history.tokens_per_step, recent: history.recent, window: history.speed_window, points};
+      perStep: history.tokens_per_step, points};
   },
 
   openStream() {
@@ -113,10 +113,8 @@ const Watch = {
   },
 
   append(run, row) {
-    if (typeof row.time === "number") {  // tokens/s over the run's last `window` records, as the server's
-      run.recent = [...run.recent, [row.step, row.time]].slice(-run.window - 1);
-      const [[step0, time0], [step1, time1]] = [run.recent[0], run.recent[run.recent.length - 1]];
-      if (run.perStep && time1 > time0) row.tokens_per_s = (step1 - step0) * run.perStep / (time1 - time0);
+    if (typeof row.time === "number" && row.time > 0 && run.perStep) {  // TOKENS_PER_S, as the server's
+      row.tokens_per_s = row.step * run.perStep / row.time;
     }
     const columns = run.columns;
     const length = columns.step ? columns.step.length : 0;
@@ -199,6 +197,7 @@ const Watch = {
     groups.forEach(([group, series], index) => {
       let div = document.getElementById("chart-" + group);
       if (!div) div = element("div", {class: "chart", id: "chart-" + group, "data-group": group});
+      if (group === "tokens_per_s") div.title = TOKENS_PER_S;
       const charts = area.querySelectorAll(".chart");
       if (charts[index] !== div) area.insertBefore(div, charts[index] || null);  // in order; left be when it is
       const traces = series.map(({path, key, label}) => {

@@ -35,7 +35,8 @@ const Compare = {
     });
     const head = element("tr", {}, element("th", {}, ""));
     for (const [key, title] of COLUMNS) {
-      head.append(element("th", {"data-key": key, onclick: () => this.sortBy(key)}, title));
+      head.append(element("th", {"data-key": key, onclick: () => this.sortBy(key),
+        ...(key === "tokens_per_sec" ? {title: TOKENS_PER_S} : {})}, title));
     }
     document.querySelector("#runs-table thead").append(head);
     document.getElementById("csv").addEventListener("click", event => {

@@ -159,7 +159,7 @@ const EditorCheck = {
     const figures = good ? [
       element("span", {id: "parameters"}, `${good.parameters.toLocaleString()} parameters`),
       element("span", {id: "memory"}, `memory ≈ ${good.memory} per training step`),
-      element("span", {id: "speed", title: `estimated from ${good.speed_basis}`},
+      element("span", {id: "speed", title: `${TOKENS_PER_S}; for this draft, estimated from ${good.speed_basis}`},
         `≈ ${good.tokens_per_second ? Math.round(good.tokens_per_second).toLocaleString() : "?"} tokens/s here`)] : [];
     const note = ok ? [] : [element("span", {class: "stale-note", id: "stale-note"},
       good ? `stale: the last good figures (${count} problem${count === 1 ? "" : "s"} below)`

@@ -31,7 +31,8 @@ const RunList = {
     const made = element("div", {class: "run-row", "data-run": row.path},
       element("label", {}, RunColours.swatch(row.path), box, " " + row.path), actions,
       element("span", {class: "status " + status.split(" ")[0]}, status),
-      element("span", {class: "progress", "data-run": row.path}, this.progressText(row, studio && studio.progress)));
+      element("span", {class: "progress", "data-run": row.path, title: TOKENS_PER_S},
+        this.progressText(row, studio && studio.progress)));
     const error = (studio && studio.error) || (row.status === "failed" ? row.error : null);
     if (error) made.append(this.errorOf(row, name, error, Boolean(studio && studio.error)));
     return made;
