@@ -75,11 +75,12 @@ def test_compose_a_two_expert_ensemble_and_see_an_error_appear_and_clear(browser
     wait(browser, lambda d: "parameters" in text_of(d, "estimates"))
     type_into(browser, '#inspector [data-setting="cooperative"]', "d2x8n1,d2x8")
     wait(browser, lambda d: "model spec 'd2x8' is not valid" in text_of(d, "graph-errors"))
-    assert "parameters" not in text_of(browser, "estimates")
+    # the figures bar keeps the last good figures, marked stale, while the settings have a problem (issue 49 item 3)
+    assert text_of(browser, "estimates").startswith("stale: the last good figures (1 problem below)")
     shot(browser, "compose-family")
     setting(browser, "cooperative").send_keys("n1")
     wait(browser, lambda d: not text_of(d, "graph-errors")
-         and "parameters" in text_of(d, "estimates"))
+         and "parameters" in text_of(d, "estimates") and "stale" not in text_of(d, "estimates"))
     # the ensemble drawn as it is: two experts on the stream, their logits into the mix
     wait(browser, lambda d: {"expert1", "expert2", "mix", "router"} <= set(d.execute_script(
         "return [...document.querySelectorAll('#editor-nodes .node')].map(n => n.dataset.id)")))
