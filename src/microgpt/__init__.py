@@ -21,9 +21,10 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     if name == "load":
+        from microgpt.core.errors import in_python_words
         from microgpt.use.loaded import load
 
-        return load
+        return in_python_words()(load)  # its refusals name settings as its keywords: max_memory=, not --max-memory
     raise AttributeError(f"module 'microgpt' has no attribute {name!r}")
 
 
