@@ -219,8 +219,9 @@ def print_clocked(clocked: list, threads: int) -> None:
     rounding, and the products' own rate against the peak."""
     print(f"\nwhere the time goes: one more run of each, every product clocked (ProductClock), {threads} threads")
     print("| shape | precision, BLAS | ms/step | product GFLOP/step (as run) | products' share of the threads' time "
-          "| of it, rounding and copies outside the BLAS | the BLAS's GFLOP/s a thread | that / 1-thread peak |")
-    print("| --- | --- |" + " ---: |" * 6)
+          "| of it, rounding and copies outside the BLAS | the BLAS's GFLOP/s a thread | that / 1-thread peak "
+          f"| the step's products / {threads} threads' peak |")
+    print("| --- | --- |" + " ---: |" * 7)
     for name, label, library_peak, seconds, steps, clock in clocked:
         thread_seconds = seconds * threads
         mkl = "MKL" in label  # MKL's own seconds are clocked apart from the rounding around them; OpenBLAS's are all
@@ -228,7 +229,8 @@ def print_clocked(clocked: list, threads: int) -> None:
         rounding = (clock.product_seconds - clock.library_seconds) / thread_seconds if mkl else None
         print(f"| {name} | {label} | {1000 * seconds / steps:.1f} | {clock.flops / steps / 1e9:.3f} | "
               f"{clock.product_seconds / thread_seconds:.0%} | {'' if rounding is None else f'{rounding:.0%}'} | "
-              f"{rate:.0f} | {rate / library_peak:.0%} |", flush=True)
+              f"{rate:.0f} | {rate / library_peak:.0%} | {clock.flops / seconds / 1e9 / (library_peak * threads):.0%} |",
+              flush=True)
 
 
 def settings_for_torch(name: str) -> dict:
