@@ -1,7 +1,9 @@
 """The studio in headless Chromium (Selenium, with Debian's chromium and chromium-driver), for the browser tests
 in tests/studio/: the marks that skip them, with the reason, where Chromium is missing; a browser opened on the
 studio's page once it is ready; and what every such test does with it (wait for something, switch a tab, read
-the header's message, save a screenshot). A test module asks for the studio extra (extras.need("selenium"))
+the header's message, save a screenshot) and on Compose's canvas (a node, a port, a palette entry dragged
+onto the canvas, a wire dragged port to port, a key chord, whether the latest check is clean), shared with
+benchmarks/bench_studio_editor.py. A test module asks for the studio extra (extras.need("selenium"))
 before importing this.
 
 With STUDIO_SCREENSHOTS=DIR, `shot` saves each view it is given there as a PNG (the pictures of docs/studio.md).
@@ -17,6 +19,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -87,3 +90,55 @@ def tab(driver, view: str) -> None:
 
 def message(driver) -> str:
     return driver.find_element(By.ID, "message").text
+
+
+def node_ids(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('#editor-nodes .node:not(.wall)')]"
+                                 ".map(n => n.dataset.id)")
+
+
+def wires(driver) -> set[tuple[str, str]]:
+    return {tuple(pair) for pair in driver.execute_script(
+        "return [...document.querySelectorAll('#editor-wires .wire')].map(w => [w.dataset.from, w.dataset.to])")}
+
+
+def node(driver, node_id: str):
+    return driver.find_element(By.CSS_SELECTOR, f'#editor-nodes .node[data-id="{node_id}"] .node-head')
+
+
+def port(driver, ref: str, side: str):
+    return driver.find_element(By.CSS_SELECTOR, f'#editor-nodes .port.{side}[data-ref="{ref}"] circle')
+
+
+def canvas(driver):
+    return driver.find_element(By.ID, "editor-area")
+
+
+def press(driver, *keys: str) -> None:
+    chain = ActionChains(driver)
+    for key in keys[:-1]:
+        chain.key_down(key)
+    chain.send_keys(keys[-1])
+    for key in reversed(keys[:-1]):
+        chain.key_up(key)
+    chain.perform()
+
+
+def drag_from_palette(driver, kind: str, name: str, x: int, y: int) -> None:
+    """Palette entry `name` of `kind` (found by the palette's search) dragged onto the canvas, dropped (x, y) px
+    from the canvas's centre."""
+    type_into(driver, "#palette-search", name)
+    item = driver.find_element(By.CSS_SELECTOR, f'.palette-item.{kind}[data-name="{name}"]')
+    ActionChains(driver).click_and_hold(item).move_by_offset(20, 0).move_to_element_with_offset(canvas(driver), x, y) \
+        .release().perform()
+
+
+def drag_wire(driver, source: str, target: str) -> None:
+    ActionChains(driver).click_and_hold(port(driver, source, "out")).move_to_element(port(driver, target, "in")) \
+        .release().perform()
+
+
+def clean(driver) -> bool:
+    """Whether the latest check found no problem and gave the figures."""
+    return not text_of(driver, "graph-errors") and "parameters" in text_of(driver, "estimates") \
+        and "stale" not in text_of(driver, "estimates")

@@ -25,7 +25,23 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from studio_browser import MARKS, shot, start_browser, tab, text_of, type_into, wait
+from studio_browser import (
+    MARKS,
+    canvas,
+    clean,
+    drag_from_palette,
+    drag_wire,
+    node,
+    node_ids,
+    port,
+    press,
+    shot,
+    start_browser,
+    tab,
+    type_into,
+    wait,
+    wires,
+)
 
 pytestmark = MARKS
 
@@ -47,52 +63,6 @@ def browser(served):
     driver = start_browser(served[0], size="1440,900")
     yield driver
     driver.quit()
-
-
-def node_ids(driver) -> list[str]:
-    return driver.execute_script("return [...document.querySelectorAll('#editor-nodes .node:not(.wall)')]"
-                                 ".map(n => n.dataset.id)")
-
-
-def wires(driver) -> set[tuple[str, str]]:
-    return {tuple(pair) for pair in driver.execute_script(
-        "return [...document.querySelectorAll('#editor-wires .wire')].map(w => [w.dataset.from, w.dataset.to])")}
-
-
-def node(driver, node_id: str):
-    return driver.find_element(By.CSS_SELECTOR, f'#editor-nodes .node[data-id="{node_id}"] .node-head')
-
-
-def port(driver, ref: str, side: str):
-    return driver.find_element(By.CSS_SELECTOR, f'#editor-nodes .port.{side}[data-ref="{ref}"] circle')
-
-
-def canvas(driver):
-    return driver.find_element(By.ID, "editor-area")
-
-
-def press(driver, *keys: str) -> None:
-    chain = ActionChains(driver)
-    for key in keys[:-1]:
-        chain.key_down(key)
-    chain.send_keys(keys[-1])
-    for key in reversed(keys[:-1]):
-        chain.key_up(key)
-    chain.perform()
-
-
-def drag_from_palette(driver, kind: str, name: str, x: int, y: int) -> None:
-    """Palette entry `name` of `kind` (found by the palette's search) dragged onto the canvas, dropped (x, y) px
-    from the canvas's centre."""
-    type_into(driver, "#palette-search", name)
-    item = driver.find_element(By.CSS_SELECTOR, f'.palette-item.{kind}[data-name="{name}"]')
-    ActionChains(driver).click_and_hold(item).move_by_offset(20, 0).move_to_element_with_offset(canvas(driver), x, y) \
-        .release().perform()
-
-
-def drag_wire(driver, source: str, target: str) -> None:
-    ActionChains(driver).click_and_hold(port(driver, source, "out")).move_to_element(port(driver, target, "in")) \
-        .release().perform()
 
 
 def click_empty_canvas(driver) -> None:
@@ -119,12 +89,6 @@ def rename_in_place(driver, target, action: str, name: str) -> None:
 
 def checked(driver) -> str:
     return driver.execute_script("return document.body.dataset.checked || ''")
-
-
-def clean(driver) -> bool:
-    """Whether the latest check found no problem and gave the figures."""
-    return not text_of(driver, "graph-errors") and "parameters" in text_of(driver, "estimates") \
-        and "stale" not in text_of(driver, "estimates")
 
 
 def message(driver) -> str:
