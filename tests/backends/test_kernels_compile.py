@@ -28,7 +28,8 @@ import pytest
 from cuda_emulator import launch as emulator_launch
 from cuda_emulator.signatures import kernel_parameters
 from microgpt.backends import BackendUnavailable, cuda, resolve_auto
-from microgpt.backends.cuda import CuBLASBackend, launch
+from microgpt.backends.cuda import CuBLASBackend
+from microgpt.backends.cuda import kernel_launch as launch
 from microgpt.backends.cuda.loader import INCLUDE_LINE, kernel_files, kernel_source
 
 NVCC = shutil.which("nvcc")
