@@ -351,6 +351,12 @@ class Backend(abc.ABC):
         self.add_(scaled, self.from_host(np.tile(mask, (n, 1))))  # (n*Tq, Tk): one mask per head
         return self.softmax_rows(scaled)
 
+    def rounded_memory(self, elements: int) -> int:
+        """Elements of the backend's dtype that the bf16 bits kept beside `elements` kernel outputs take (the
+        cpu backend's LayerNorm and ReLU outputs at --precision bf16, kept so the products that read them do
+        not round them again): none in this default, for the memory estimate."""
+        return 0
+
     def attention_memory(self, blocks: int, seq_len: int, width: int) -> tuple[int, int]:
         """(kept, temporary), in elements, for `blocks` square (T, width) blocks (heads times sequences):
         what `causal_attention` keeps for its backward besides q, k and v, and the largest temporary
@@ -480,4 +486,5 @@ def extension_ops() -> list[str]:
     """The operations of ours beyond the reference's API that every backend has, with defaults in `Backend` (inherited or
     fused): attention, the memory estimate, AdamW and the streams that run a batch's slices."""
     return ["causal_attention", "causal_attention_backward", "gap_attention", "gap_attention_backward",
-            "masked_attention", "masked_attention_backward", "window_attention", "attention_memory", "adamw_step", "run_streams", "add_weighted_"]
+            "masked_attention", "masked_attention_backward", "window_attention", "attention_memory", "rounded_memory",
+            "adamw_step", "run_streams", "add_weighted_"]

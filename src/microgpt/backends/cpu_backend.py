@@ -4,7 +4,8 @@ Dense products (the d x d projections, the feed-forward, the head, and
 attention's batched Q K^T and P V) stay on BLAS: in float32 the BLAS chosen
 for this machine (`blas`: OpenBLAS through NumPy, as in the parent class, or
 MKL's cblas_sgemm; backends/blas.py); at --precision bf16 MKL's bf16 products
-(`_product`, backends/mkl_bf16.py), on the inputs rounded as the parent rounds them. Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
+(`_product`, backends/mkl_bf16.py), on the inputs rounded as the parent rounds them.
+Attention's causal softmax and its backward, LayerNorm, bias + ReLU,
 softmax + cross-entropy, RoPE, the embedding gather and scatter-add, the bias
 gradients, Adam and AdamW, and decoding's attention over a KV cache's ring run
 as numba kernels (`cpu_kernels/`), each in one thread, every reduction in a
@@ -18,6 +19,12 @@ order. Adam, AdamW, the gradient combination and `zero_` run in column chunks,
 one per thread, above a size threshold. So a run is bit-identical run after run for the same
 thread count; another count sums the slices differently and agrees to rounding.
 
+At bf16 the rounding of a product's input is written by the kernel that makes
+it, where that is one of ours (`RoundedOutputs`: LayerNorm's and bias + ReLU's
+outputs, ReLU's backward; attention's softmax hands its bits to the product
+directly), and every other input (the weights, the residual stream's
+gradients, q and k) is rounded by one compiled pass (`cpu_kernels/bf16.py`).
+
 float32 by default; `CpuBackend(dtype=np.float64)` for gradient checks (the
 kernels compile once per dtype). `threads` (default: every core) goes to
 `microgpt.core.threads.set_threads`, which sets BLAS's and numba's pools together;
@@ -29,6 +36,7 @@ view) falls back to the NumPy parent, so the contract holds for every input.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -78,6 +86,34 @@ def _transposed(bits):
     return None if bits is None else bits.transpose(0, 2, 1)
 
 
+class RoundedOutputs:
+    """The bfloat16 bits a kernel wrote beside its float32 output, found again when a product reads that output
+    or a whole view of it (a reshape, its transpose): LayerNorm's output is read by three products forward
+    (q, k, v) and three backward (their weights' gradients), and rounded once. An output is made read-only while
+    its bits are kept, so nothing can change it under them; its bits go when it does (a weak reference)."""
+
+    def __init__(self):
+        self._kept: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(output) -> (output, its bits)
+
+    def keep(self, out: np.ndarray, bits: np.ndarray) -> None:
+        out.flags.writeable = False
+        key, kept = id(out), self._kept
+        kept[key] = (weakref.ref(out, lambda _, key=key: kept.pop(key, None)), bits)
+
+    def find(self, x: np.ndarray):
+        """The bits of x (uint16, x's shape, a view) when x is a kept output or the whole of one, else None."""
+        owner = x if id(x) in self._kept else x.base
+        entry = self._kept.get(id(owner)) if owner is not None else None
+        if entry is None or entry[0]() is not owner or x.size != owner.size:
+            return None
+        bits = entry[1]
+        if x.flags.c_contiguous:  # the output itself, or a reshape of it
+            return bits.reshape(x.shape)
+        if x.ndim == 2 and x.T.flags.c_contiguous:  # its transpose (a weight gradient's x^T)
+            return bits.reshape(x.T.shape).T
+        return None
+
+
 def _contiguous(*arrays) -> bool:
     return all(a.flags.c_contiguous for a in arrays)
 
@@ -92,6 +128,7 @@ class CpuBackend(NumpyBackend):
         self.streams = self.threads  # the trainer splits a batch into this many slices, run at once
         self._pool = StreamPool(self.threads)
         self.blas = blas.choose()  # float32's BLAS: MICROGPT_BLAS's, else measured once per machine
+        self._rounded = RoundedOutputs()  # at bf16, the bits our kernels wrote beside their outputs
 
     @classmethod
     def start(cls, threads=None):
@@ -126,7 +163,7 @@ class CpuBackend(NumpyBackend):
         a already rounded, by the kernel that made it), accumulated in float32; into out or a new array."""
         if self.precision == "bf16":
             def product(x, y, into, add):
-                mkl_bf16.gemm_bits(bf16_bits(x) if a_bits is None else a_bits, bf16_bits(y), into, add)
+                mkl_bf16.gemm_bits(self._bits(x) if a_bits is None else a_bits, self._bits(y), into, add)
         elif self.blas == "mkl" and a.dtype == b.dtype == np.float32 and (out is None or out.dtype == np.float32):
             product = mkl_bf16.sgemm
         else:
@@ -138,6 +175,30 @@ class CpuBackend(NumpyBackend):
         if out is None:
             out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
         product(a, b, out, accumulate)
+        return out
+
+    def _bits(self, x):
+        """x's bfloat16 bits as a product reads them: those the kernel that made x wrote (RoundedOutputs), else
+        rounded now in one compiled pass (a view of x's own layout: a transpose stays one)."""
+        found = self._rounded.find(x)
+        if found is not None:
+            return found
+        if x.dtype != np.float32 or x.ndim not in (2, 3):
+            return bf16_bits(x)
+        if x.strides[-1] != x.itemsize and x.strides[-2] == x.itemsize:  # a transpose: round it as it lies
+            return np.swapaxes(self._bits(np.swapaxes(x, -1, -2)), -1, -2)
+        bits = np.empty(x.shape, dtype=np.uint16)  # (n, rows, cols) or (rows, cols)
+        self.kernels.bf16.round_words(x.view(np.uint32).reshape((-1, *x.shape[-2:])) if x.ndim == 3 else
+                                      x.view(np.uint32)[None], bits.reshape((-1, *x.shape[-2:])))
+        return bits
+
+    def rounded_memory(self, elements):
+        return elements * 2 // self.dtype.itemsize if self.precision == "bf16" else 0  # 2 bytes of bits each
+
+    def _keep_bits(self, out, bits):
+        """out, with the bits its kernel wrote (None at fp32) kept for the products that read it."""
+        if bits is not None:
+            self._rounded.keep(out, bits)
         return out
 
     def run_streams(self, tasks):
@@ -262,24 +323,24 @@ class CpuBackend(NumpyBackend):
     def fused_bias_relu(self, x, bias):
         if not _contiguous(x, bias) or bias.shape != (1, x.shape[1]):
             return super().fused_bias_relu(x, bias)
-        out, mask = np.empty_like(x), np.empty_like(x)  # (rows, cols) each
-        self.kernels.relu.bias_relu_forward(x, bias, out, mask)
-        return out, mask
+        out, mask, bits = np.empty_like(x), np.empty_like(x), self._bits_for(x)  # (rows, cols) each
+        self.kernels.relu.bias_relu_forward(x, bias, out, mask, bits)
+        return self._keep_bits(out, bits), mask
 
     def relu_backward(self, grad, mask):
         if not _contiguous(grad, mask) or grad.shape != mask.shape:
             return super().relu_backward(grad, mask)
-        out = np.empty_like(grad)  # (rows, cols)
-        self.kernels.relu.relu_backward(grad, mask, out)
-        return out
+        out, bits = np.empty_like(grad), self._bits_for(grad)  # (rows, cols) each
+        self.kernels.relu.relu_backward(grad, mask, out, bits)
+        return self._keep_bits(out, bits)
 
     def layer_norm_forward(self, x, gamma, beta):
         if not _contiguous(x, gamma, beta):
             return super().layer_norm_forward(x, gamma, beta)
-        out, norm = np.empty_like(x), np.empty_like(x)  # (rows, cols) each
+        out, norm, bits = np.empty_like(x), np.empty_like(x), self._bits_for(x)  # (rows, cols) each
         std_inv = np.empty((x.shape[0], 1), dtype=self.dtype)  # (rows, 1)
-        self.kernels.layer_norm.layer_norm_forward(x, gamma, beta, self._typed(LN_EPS), out, norm, std_inv)
-        return out, norm, std_inv
+        self.kernels.layer_norm.layer_norm_forward(x, gamma, beta, self._typed(LN_EPS), out, norm, std_inv, bits)
+        return self._keep_bits(out, bits), norm, std_inv
 
     def layer_norm_backward(self, grad, norm, std_inv, gamma):
         if not _contiguous(grad, norm, std_inv, gamma):

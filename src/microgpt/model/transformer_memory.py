@@ -9,8 +9,9 @@ In elements of the backend's dtype (N = batch x seq_len rows, d = d_model, V = v
   mask (2 x N x d_ff), what the backend's attention keeps for each head group
   (`Backend.attention_memory`: the probabilities, batch x heads x seq_len^2,
   or with flash attention each head's output and row log-sum-exps), and the
-  two norms' 1/std columns (2 x N); the residual stream itself is not kept;
-- after the blocks: the final norm's output and normalised input (2 x N x d + N),
+  two norms' 1/std columns (2 x N), and at bf16 on the cpu backend the bits kept beside the two norms'
+  and the ReLU's outputs (`Backend.rounded_memory`); the residual stream itself is not kept;
+- after the blocks: the final norm's output (and its bits) and normalised input (2 x N x d + N),
   and the logits and their gradient (2 x N x V), alive through all of backward;
 - the largest short-lived workspace on top of that: the attention backward's
   temporaries of the widest head group (as the backend reports them) plus a
@@ -39,8 +40,9 @@ def stack_parts(head_dims: tuple[int, ...], n_layers: int, d_ff: int, vocab: int
         kept, temporary = backend.attention_memory(batch * group.count, T, group.width)
         attention_kept += kept
         attention_temporary = max(attention_temporary, temporary)
-    per_layer = 8 * rows * d + 2 * rows * d_ff + attention_kept + 2 * rows
-    activations = n_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
+    rounded = backend.rounded_memory(2 * rows * d + rows * d_ff)  # the bits of the two norms' and the ReLU's outputs
+    per_layer = 8 * rows * d + 2 * rows * d_ff + attention_kept + 2 * rows + rounded
+    activations = n_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab + backend.rounded_memory(rows * d)
     workspace = max(attention_temporary + 6 * rows * d, 2 * rows * vocab, 2 * rows * d_ff)
     element = np.dtype(backend.dtype).itemsize
     return {"activations": activations * element, "workspace": workspace * element}

@@ -33,6 +33,7 @@ def _import_kernels() -> SimpleNamespace:
         from microgpt.backends.cpu_kernels import (
             adam,
             attention,
+            bf16,
             column_sums,
             cross_entropy,
             embedding,
@@ -50,7 +51,7 @@ def _import_kernels() -> SimpleNamespace:
             "fix: pip install numba (or use --backend numpy)"
         ) from exc
     return SimpleNamespace(
-        adam=adam, attention=attention, column_sums=column_sums, cross_entropy=cross_entropy,
+        adam=adam, attention=attention, bf16=bf16, column_sums=column_sums, cross_entropy=cross_entropy,
         embedding=embedding, hydra_draft=hydra_draft, jit=jit, layer_norm=layer_norm, relu=relu, rope=rope,
         weighted_sum=weighted_sum, window_attention=window_attention,
     )
@@ -128,14 +129,20 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
     for bits in (None, np.empty((4, 4), np.uint16)) if dtype == np.float32 else (None,):  # fp32's and bf16's
         k.attention.causal_softmax(square, one, np.empty_like(square), 4, 0, bits)
         k.attention.causal_softmax_backward(square, square, one, np.empty_like(square), 4, 0, bits)
+        rows_bits = None if bits is None else bits[:2]  # (rows, cols), as x
+        k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x),
+                                        np.empty((2, 1), dtype), rows_bits)
+        k.relu.bias_relu_forward(x.copy(), row, np.empty_like(x), np.empty_like(x), rows_bits)
+        k.relu.relu_backward(x, x, np.empty_like(x), rows_bits)
+    if dtype == np.float32:  # bf16's rounding of a product's input: C-contiguous, and a view (a slice, a transpose)
+        words = square.view(np.uint32)[None]  # (1, 4, 4)
+        k.bf16.round_words(words, np.empty((1, 4, 4), np.uint16))
+        k.bf16.round_words(words[:, :, :2], np.empty((1, 4, 2), np.uint16))
     ring = np.ones((1, 4, 4), dtype=dtype)  # (G, capacity, w): a KV cache's ring
     k.window_attention.window_attention(ring[:, :2].copy(), ring, ring, 2, 3, one, np.empty((1, 2, 4), dtype))
-    k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))
     k.layer_norm.layer_norm_backward(x, x, np.ones((2, 1), dtype), row, np.empty_like(x), np.empty_like(row),
                                      np.empty_like(row))
     k.column_sums.column_sums(x, np.empty_like(row))
-    k.relu.bias_relu_forward(x.copy(), row, np.empty_like(x), np.empty_like(x))
-    k.relu.relu_backward(x, x, np.empty_like(x))
     k.cross_entropy.softmax_ce_grad(x, ids, np.empty_like(x))
     k.rope.rope(x.copy(), x, x, one)
     k.embedding.gather(x, ids, np.empty_like(x))

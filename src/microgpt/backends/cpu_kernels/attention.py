@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from microgpt.backends.cpu_kernels.bf16 import round_row
 from microgpt.backends.cpu_kernels.fast_exp import exp_into
 from microgpt.backends.cpu_kernels.jit import inline, kernel
 
@@ -87,17 +88,9 @@ def _softmax_backward_block(probs, dprobs, scale, out, block, queries, offset):
 
 @inline()
 def _round_bf16(out, bits, block, queries):
-    """bits' rows of one block = out's float32 rows rounded to bfloat16 (nearest, ties to even; NaN stays a quiet
-    NaN): the uint32 view plus 0x7FFF plus the last kept bit, the low half dropped, as bf16.bf16_bits."""
+    """bits' rows of one block = out's float32 rows rounded to bfloat16 (cpu_kernels/bf16.py)."""
     for r in range(block * queries, (block + 1) * queries):
-        words = out[r].view(np.uint32)
-        row = bits[r]
-        for j in range(words.shape[0]):
-            u = words[j]
-            if (u & 0x7FFFFFFF) > 0x7F800000:  # NaN: its top bits, made quiet
-                row[j] = (u >> 16) | 0x40
-            else:
-                row[j] = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        round_row(out[r], bits[r])
 
 
 @kernel()

@@ -107,7 +107,7 @@ class _Edited:
         edited = []
         for value, edits in zip(outputs, self.edits):
             if edits:
-                rows = self.be.to_host(value)
+                rows = np.array(self.be.to_host(value))  # a copy: the kernel's own output may be saved, or read-only
                 for edit in edits:
                     rows = edit(rows, self.current[0])
                 value = self.be.from_host(rows)
