@@ -186,6 +186,9 @@ def test_the_block_is_dropped_into_another_graph_with_its_definition(browser):
     wait(browser, lambda d: "gpt_block" in node_ids(d))
     assert browser.execute_script("return EditorModel.node('', 'gpt_block').group") == "gpt_block"
     assert browser.execute_script("return Object.keys(EditorModel.draft.document.groups)") == ["gpt_block"]
+    listed = browser.execute_script("return [...document.querySelectorAll('#palette-list .palette-item')]"
+                                    ".filter(e => e.dataset.name === 'gpt_block').map(e => e.dataset.kind)")
+    assert listed == ["block"], listed  # the carried group is the block: listed once, under My blocks
     drag_wire(browser, "embed.out", "gpt_block.h")
     drag_wire(browser, "gpt_block.h", "norm.x")
     wait(browser, lambda d: {("embed.out", "gpt_block.h"), ("gpt_block.h", "norm.x")} <= wires(d))
@@ -204,6 +207,23 @@ def test_a_second_save_of_another_definition_asks_first(browser, served):
     wait(browser, lambda d: "as gpt_block_2" in message(d))
     assert (served[1] / "blocks" / "gpt_block.yaml").read_text(encoding="utf-8") == saved  # nothing replaced
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#palette-list .palette-item.block[data-name="gpt_block_2"]'))
+
+
+def test_a_block_whose_name_the_document_uses_otherwise_comes_in_under_its_name_numbered(browser):
+    """The document's gpt_block now differs from the library's (its description): dropping the library's again
+    carries its definition in beside it as gpt_block_N, a name that says where it came from, and the document's
+    own gpt_block, no longer the block, is listed as the document's group."""
+    before = set(node_ids(browser))
+    drag_from_palette(browser, "block", "gpt_block", 120, 260)
+    type_into(browser, "#palette-search", "")
+    added = wait(browser, lambda d: set(node_ids(d)) - before)
+    group = browser.execute_script("return EditorModel.node('', arguments[0]).group", added.pop())
+    assert re.fullmatch(r"gpt_block_\d+", group), group
+    groups = browser.execute_script("return EditorModel.draft.document.groups")
+    assert groups[group].get("description") != "mine" and groups["gpt_block"]["description"] == "mine"
+    assert browser.find_elements(By.CSS_SELECTOR, '#palette-list .palette-item.group[data-name="gpt_block"]')
+    browser.execute_script("EditorModel.undo()")
+    wait(browser, lambda d: set(node_ids(d)) == before)
 
 
 def test_a_file_of_the_library_that_is_no_block_is_listed_as_damaged(browser, served):

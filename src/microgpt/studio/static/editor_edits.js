@@ -237,7 +237,7 @@ function carryGroups(doc, before, carried) {
     const mine = (doc.groups || {})[name];
     if (mine && JSON.stringify(mine) === JSON.stringify(body)) continue;
     if (!mine && !(name in Ports.library)) { doc.groups = insertedBefore(doc.groups || {}, before, name, body); continue; }
-    named[name] = freshGroupName(doc);
+    named[name] = freshGroupName(doc, name);
     doc.groups = insertedBefore(doc.groups || {}, before, named[name], body);
   }
   return named;
@@ -262,9 +262,15 @@ function withDims(type, dims) {
   return name ? `${match[1]}[${name}]` : type;
 }
 
-function freshGroupName(doc) {
+// A group name the document and the library do not have: `base` where it is free (a carried group keeps its own
+// name), else base_2, base_3, ...; "group1", "group2", ... for a new group.
+function freshGroupName(doc, base = "group") {
   const taken = new Set([...Object.keys(doc.groups || {}), ...Object.keys(Ports.library)]);
-  for (let i = 1; ; i++) if (!taken.has(`group${i}`)) return `group${i}`;
+  if (base !== "group" && !taken.has(base)) return base;
+  for (let i = base === "group" ? 1 : 2; ; i++) {
+    const name = base === "group" ? `group${i}` : `${base}_${i}`;
+    if (!taken.has(name)) return name;
+  }
 }
 
 function defaultParams(item) {

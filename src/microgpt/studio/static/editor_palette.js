@@ -6,8 +6,12 @@
 
 const Palette = {
   items() {
+    const sameAsBlock = (name, group) => {  // a block added from My blocks: listed once, there
+      const block = Blocks.find(name);
+      return block !== null && JSON.stringify(block.groups[name]) === JSON.stringify(group);
+    };
     const own = Object.entries(EditorModel.draft.document.groups || {})
-      .filter(([name]) => !(name in Ports.library))
+      .filter(([name, group]) => !(name in Ports.library) && !sameAsBlock(name, group))
       .map(([name, group]) => ({kind: "group", name, doc: group.description || "a group of this document"}));
     const blocks = Blocks.list.map(block => ({kind: "block", name: block.name,
       doc: block.description || "a block of this workspace's library (blocks/)"}));
