@@ -13,8 +13,9 @@ import pytest
 import microgpt
 from extras import need
 from microgpt.cli import main
-from microgpt.core.errors import ConfigError, TrainingStopped, UserError
+from microgpt.core.errors import ConfigError, TrainingStopped, UserError, as_keyword
 from microgpt.model.checkpoint import CheckpointError
+from microgpt.model.graph import parse_specs
 from microgpt.settings import named_runs
 from microgpt.training import plan as planning
 
@@ -326,3 +327,12 @@ def test_a_checkpoint_over_the_memory_cap_names_max_memory_in_each_front_ends_wo
     with pytest.raises(CheckpointError) as raised:
         microgpt.train(resume="ck", max_memory="1KiB", steps=2, backend="numpy")
     assert str(raised.value) == line.replace("raise --max-memory", "raise max_memory")
+
+
+@pytest.mark.parametrize(("text", "says"), [("a.json,,b.json", "has an empty entry"),
+                                            ("x/a.json,y/a.json", "names two documents alike (a, a)")])
+def test_a_graph_compare_list_is_refused_in_each_front_ends_words(text, says):
+    with pytest.raises(ConfigError) as caught:
+        parse_specs(text, None)
+    assert str(caught.value).startswith(f"--compare {text} {says}"), caught.value
+    assert caught.value.worded(as_keyword).startswith(f"compare={text!r} {says}"), caught.value.worded(as_keyword)

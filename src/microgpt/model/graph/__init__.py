@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.model.graph.causality import check_causality
 from microgpt.model.graph.config import GraphConfig
 from microgpt.model.graph.document import read_document
@@ -61,12 +61,12 @@ def parse_specs(text: str, settings) -> list[tuple[str, dict]]:
     """--compare with --family graph: documents separated by ',', each run named by its file's stem."""
     paths = [part.strip() for part in text.split(",")]
     if not all(paths):
-        raise ConfigError(f"--compare {text!r} has an empty entry; list graph documents separated by ',', e.g. "
-                          "a.json,b.json")
+        raise ConfigError(Named("compare", text), " has an empty entry; list graph documents separated by ',', "
+                          "e.g. a.json,b.json")
     names = [Path(path).stem for path in paths]
     if len(set(names)) != len(names):
-        raise ConfigError(f"--compare {text!r} names two documents alike ({', '.join(names)}); each run is named "
-                          "by its file's stem, so give the files different names")
+        raise ConfigError(Named("compare", text), f" names two documents alike ({', '.join(names)}); each run is "
+                          "named by its file's stem, so give the files different names")
     for path in paths:
         read_document(path)  # every document read and checked before any training
     return [(name, {"graph": path}) for name, path in zip(names, paths)]
