@@ -336,3 +336,18 @@ def test_a_graph_compare_list_is_refused_in_each_front_ends_words(text, says):
         parse_specs(text, None)
     assert str(caught.value).startswith(f"--compare {text} {says}"), caught.value
     assert caught.value.worded(as_keyword).startswith(f"compare={text!r} {says}"), caught.value.worded(as_keyword)
+
+
+def test_a_hung_rank_names_the_timeout_setting_in_each_front_ends_words():
+    """HungRanks (parallel/mpi.py's watchdog) keeps its parts through `adding` (what the checkpoint holds), so
+    the command line reads --collective-timeout and Python collective_timeout."""
+    from microgpt.core.errors import HungRanks, Named
+
+    hung = HungRanks("rank 1 of 2 did not reach the all-reduce within 5 s (", Named("collective_timeout"),
+                     "): hung or stopped", reports=True)
+    kept = hung.adding("nothing was saved (", Named("save", False), ")")
+    assert kept.reports and isinstance(kept, RuntimeError)
+    assert str(kept) == ("rank 1 of 2 did not reach the all-reduce within 5 s (--collective-timeout): hung or "
+                         "stopped; nothing was saved (--no-save)")
+    assert kept.worded(as_keyword) == ("rank 1 of 2 did not reach the all-reduce within 5 s (collective_timeout): "
+                                       "hung or stopped; nothing was saved (save=False)")

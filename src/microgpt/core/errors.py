@@ -158,14 +158,15 @@ class NonFiniteLoss(ArithmeticError):
         self.loss, self.step = loss, step
 
 
-class HungRanks(RuntimeError):
-    """Some ranks did not reach a collective within --collective-timeout. Every live rank raises it; `reports` is
-    True in the one that prints it (the lowest live rank), so the job ends with one line."""
+class HungRanks(InParts, RuntimeError):
+    """Some ranks did not reach a collective within the collective timeout (its message names the setting in
+    parts). Every live rank raises it; `reports` is True in the one that prints it (the lowest live rank), so
+    the job ends with one line."""
 
-    def __init__(self, message: str, reports: bool):
-        super().__init__(message)
+    def __init__(self, *parts, reports: bool):
+        super().__init__(*parts)
         self.reports = reports
 
-    def adding(self, what: str) -> HungRanks:
-        """The same error with more said (what the checkpoint on disk holds)."""
-        return HungRanks(f"{self}; {what}", self.reports)
+    def adding(self, *parts) -> HungRanks:
+        """The same error with more said, in parts (what the checkpoint on disk holds)."""
+        return HungRanks(*self.parts, "; ", *parts, reports=self.reports)

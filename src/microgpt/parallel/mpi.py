@@ -47,7 +47,7 @@ from collections.abc import Iterator
 import numpy as np
 from mpi4py import MPI
 
-from microgpt.core.errors import DistributedError, HungRanks, TrainingStopped, WriterStopped
+from microgpt.core.errors import DistributedError, HungRanks, Named, TrainingStopped, WriterStopped
 from microgpt.parallel.watchdog import CollectiveTimeout
 
 # Ranks other than 0 wait this long before reporting their own error, so that an error every rank hits
@@ -129,12 +129,12 @@ class MPICommunicator:
             else:
                 time.sleep(POLL_S)
         missing = [rank for rank in range(self.size) if rank not in here]
-        limit = f"within {seconds:g} s (--collective-timeout)"
+        limit = (f" within {seconds:g} s (", Named("collective_timeout"), ")")
         if not missing:
-            return HungRanks(f"the {what} did not complete {limit} although every rank reached it (a network "
-                             "fault?)", self.rank == 0)
+            return HungRanks(f"the {what} did not complete", *limit, " although every rank reached it (a network "
+                             "fault?)", reports=self.rank == 0)
         who = f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {self.size}"
-        return HungRanks(f"{who} did not reach the {what} {limit}: hung or stopped", self.rank == min(here))
+        return HungRanks(f"{who} did not reach the {what}", *limit, ": hung or stopped", reports=self.rank == min(here))
 
     def allreduce_mean(self, buffer: np.ndarray) -> None:
         """Replace `buffer` (a contiguous host array) by its mean over the ranks, in place."""

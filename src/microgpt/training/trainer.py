@@ -49,8 +49,6 @@ from microgpt.core.errors import (
     NonFiniteLoss,
     TrainingStopped,
     WriterStopped,
-    as_flag,
-    worded,
 )
 from microgpt.core.progress import Progress
 from microgpt.core.user_files import bounded_lines, open_regular
@@ -248,9 +246,8 @@ class Trainer:
                 record_failure(self.paths.failure, exc.step, self._saved_step, str(stopped))
             raise stopped from None
         except HungRanks as exc:  # no save: the checkpoint on disk stays the last whole one
-            kept = (worded(self._kept(), as_flag) if self.comm.is_writer else
-                    "the checkpoint on disk is the last one saved")
-            raise exc.adding(kept) from None
+            kept = self._kept() if self.comm.is_writer else ("the checkpoint on disk is the last one saved",)
+            raise exc.adding(*kept) from None
 
     @staticmethod
     def _record(result, step: int, seconds: float) -> dict:
