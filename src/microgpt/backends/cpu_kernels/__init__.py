@@ -130,8 +130,6 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
         k.attention.causal_softmax(square, one, np.empty_like(square), 4, 0, bits)
         k.attention.causal_softmax_backward(square, square, one, np.empty_like(square), 4, 0, bits)
         rows_bits = None if bits is None else bits[:2]  # (rows, cols), as x
-        k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x),
-                                        np.empty((2, 1), dtype), rows_bits)
         k.relu.bias_relu_forward(x.copy(), row, np.empty_like(x), np.empty_like(x), rows_bits)
         k.relu.relu_backward(x, x, np.empty_like(x), rows_bits)
     if dtype == np.float32:  # bf16's rounding of a product's input: C-contiguous, and a view (a slice, a transpose)
@@ -140,6 +138,7 @@ def _warm_up(k: SimpleNamespace, dtype: np.dtype) -> None:
         k.bf16.round_words(words[:, :, :2], np.empty((1, 4, 2), np.uint16))
     ring = np.ones((1, 4, 4), dtype=dtype)  # (G, capacity, w): a KV cache's ring
     k.window_attention.window_attention(ring[:, :2].copy(), ring, ring, 2, 3, one, np.empty((1, 2, 4), dtype))
+    k.layer_norm.layer_norm_forward(x, row, row, one, np.empty_like(x), np.empty_like(x), np.empty((2, 1), dtype))
     k.layer_norm.layer_norm_backward(x, x, np.ones((2, 1), dtype), row, np.empty_like(x), np.empty_like(row),
                                      np.empty_like(row))
     k.column_sums.column_sums(x, np.empty_like(row))

@@ -4,10 +4,11 @@
 (nearest, ties to even: add 0x7FFF plus the last kept bit, drop the low half; a
 NaN keeps its top bits, made quiet). Kernels that produce a matrix product's
 input call `round_row` on each row they have just written, while it is in
-cache (LayerNorm, bias + ReLU, ReLU's backward, the causal softmax and its
-backward), so the product reads the bits without a pass of its own;
-`round_words` rounds an array no kernel of ours made (a weight, a residual
-gradient) in one compiled pass instead of NumPy's several.
+cache (bias + ReLU, ReLU's backward, the causal softmax and its backward), so
+the product reads the bits without a pass of its own; `round_words` rounds
+any other array (a weight, a residual gradient, LayerNorm's output: inside
+LayerNorm's kernel the extra loop changed how its row sums vectorise, and so
+its float32 result) in one compiled pass instead of NumPy's several.
 """
 
 from __future__ import annotations

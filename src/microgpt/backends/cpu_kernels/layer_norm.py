@@ -1,18 +1,15 @@
-"""LayerNorm forward and backward, one pass over each row; dgamma and dbeta summed in row order. At --precision
-bf16 the forward also writes its output's bfloat16 bits (`bits`), the input of the products that read it."""
+"""LayerNorm forward and backward, one pass over each row; dgamma and dbeta summed in row order."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from microgpt.backends.cpu_kernels.bf16 import round_row
 from microgpt.backends.cpu_kernels.jit import kernel
 
 
 @kernel()
-def layer_norm_forward(x, gamma, beta, eps, out, norm, std_inv, bits=None):
-    """out and norm (rows, cols), std_inv (rows, 1), written; gamma and beta (1, cols); eps in x's dtype; bits
-    (uint16, out's shape; float32 only) = out rounded to bfloat16 where given."""
+def layer_norm_forward(x, gamma, beta, eps, out, norm, std_inv):
+    """out and norm (rows, cols), std_inv (rows, 1), written; gamma and beta (1, cols); eps in x's dtype."""
     rows, cols = x.shape
     inv_cols = x.dtype.type(1) / x.dtype.type(cols)  # multiplying by it keeps the sums in x's dtype
     for r in range(rows):
@@ -30,8 +27,6 @@ def layer_norm_forward(x, gamma, beta, eps, out, norm, std_inv, bits=None):
             value = (x[r, c] - mean) * inv
             norm[r, c] = value
             out[r, c] = value * gamma[0, c] + beta[0, c]
-        if bits is not None:
-            round_row(out[r], bits[r])
 
 
 @kernel()
