@@ -1,5 +1,6 @@
 """--precision bf16 on the cuda backend, held against the numpy backend at bf16 (the specification): the products
-(cuBLAS GemmEx on bf16 inputs rounded by elementwise.cu's `round_bf16`, float32 accumulation), attention and a
+(cuBLAS GemmEx on bf16 inputs rounded by elementwise.cu's `round_bf16`, float32 accumulation), the bits the
+LayerNorm, ReLU and softmax kernels write beside their outputs and the products then read, attention and a
 short training run. On the CPU emulator (tests/cuda_emulator, whose GemmEx multiplies the inputs' exact values
 as its sgemm does), and once more on a real GPU, `gpu`-marked, where one is usable. A GPU without bf16 tensor
 cores refuses bf16 in one line."""
@@ -51,10 +52,79 @@ def test_rounding_kernel_is_the_specification(cuda):
                         1.00390625, 1.01171875, 1.0 + 2**-8 + 2**-20], dtype=np.float32)  # ties to even, above one
     x = np.concatenate([special, RNG.standard_normal(1000).astype(np.float32) * 10.0 ** RNG.integers(-30, 30, 1000)])
     x = x.astype(np.float32)
-    bits = cuda._bf16(cuda.from_host(x))
+    bits = cuda._bits(cuda.from_host(x))
     got = np.empty(x.shape, np.uint16)
     got[...] = bits.get() if hasattr(bits, "get") else bits
     assert np.array_equal(got, bf16_bits(x))
+
+
+def host(a) -> np.ndarray:
+    """A device array's values on the host (the emulator's arrays are already there)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def producers(be, x, gamma, beta, grad):
+    """The float32 outputs of every kernel that writes a product's input (at bf16 its bits too)."""
+    causal = x[: x.shape[1] * (x.shape[0] // x.shape[1])]  # whole (T, T) blocks
+    return [be.layer_norm_forward(x, gamma, beta)[0], be.relu_forward(x)[0], be.fused_bias_relu(x.copy(), beta)[0],
+            be.relu_backward(grad, be.relu_forward(x)[1]), be.softmax_rows(x), be.fused_attn_softmax(causal, 0.3),
+            be.softmax_backward(be.softmax_rows(x), grad), be.fused_attn_softmax_backward(x, grad, 0.3)]
+
+
+@pytest.mark.parametrize("cols", [16, 65, 384])
+def test_the_kernels_write_the_specifications_rounding_beside_unchanged_fp32_outputs(cuda, cols):
+    """LayerNorm, the ReLUs and the softmaxes keep their output's bits as bf16_bits rounds it, and their float32
+    outputs are the fp32 kernels' bit for bit (the `_bf16` twins share one body with them)."""
+    rng = np.random.default_rng(cols)
+    x, grad = (rng.standard_normal((2 * cols, cols)) * np.exp(rng.uniform(-6, 6, (2 * cols, 1))) for _ in "ab")
+    x, grad = cuda.from_host(x.astype(np.float32)), cuda.from_host(grad.astype(np.float32))
+    gamma, beta = (cuda.from_host(rng.standard_normal((1, cols)).astype(np.float32)) for _ in "ab")
+    cuda.use_precision("fp32")
+    plain = producers(cuda, x, gamma, beta, grad)
+    assert all(cuda._rounded.find(out) is None for out in plain)
+    cuda.use_precision("bf16")
+    for want, got in zip(plain, producers(cuda, x, gamma, beta, grad)):
+        assert np.array_equal(host(got), host(want), equal_nan=True)
+        assert np.array_equal(host(cuda._rounded.find(got)), bf16_bits(host(got)))
+
+
+def test_a_kept_output_is_rounded_once_and_its_bits_forgotten_when_it_is_written(cuda, monkeypatch):
+    """LayerNorm's output read by three products and a batched one is never rounded again; once an op writes
+    into it (add_, scale_, zero_, an in-place kernel), its bits are dropped and the next product rounds the new
+    values, so a product never reads bits that are not its input's; the bits go with the output."""
+    ref = spec()
+    rng = np.random.default_rng(4)
+    x, w = (rng.standard_normal(shape).astype(np.float32) for shape in ((32, 16), (16, 8)))
+    gamma, beta = cuda.from_host(np.ones((1, 16), np.float32)), cuda.from_host(np.zeros((1, 16), np.float32))
+    out, weight = cuda.layer_norm_forward(cuda.from_host(x), gamma, beta)[0], cuda.from_host(w)
+    rounded, per_element = [], cuda._per_element
+    monkeypatch.setattr(cuda, "_per_element", lambda f, k, n, *args: (rounded.append(args[0]) if k == "round_bf16"
+                                                                         else None) or per_element(f, k, n, *args))
+    for _ in range(3):
+        cuda.matmul(out, weight)
+    cuda.bmm(out.reshape(2, 16, 16), out.reshape(2, 16, 16), transpose_a=True)
+    assert rounded and all(r is weight for r in rounded)
+    for write in (lambda a: cuda.add_(a, a), lambda a: cuda.scale_(a, -3.0), lambda a: cuda.bias_add(a, beta),
+                  lambda a: cuda.zero_(a)):
+        assert cuda._rounded.find(out) is not None
+        write(out)
+        assert cuda._rounded.find(out) is None
+        assert np.allclose(host(cuda.matmul(out, weight)), ref.matmul(host(out), w), **TOL)
+        cuda._keep_bits(out, cuda._bits(out))  # kept again, for the next write
+    assert any(r is out for r in rounded)  # after each write, rounded afresh
+    before = len(cuda._rounded._kept)
+    rounded.clear()
+    del out
+    assert len(cuda._rounded._kept) == before - 1
+
+
+def test_attention_memory_counts_the_probabilities_bits(cuda):
+    """At bf16 the materialised path keeps its probabilities' bits (half a float32 each) beside them."""
+    kept, temporary = cuda.attention_memory(6, 32, 16)
+    cuda.use_precision("fp32")
+    cuda.attention = "materialised"
+    assert (kept, temporary) == (6 * 32 * 32 * 3 // 2, 6 * 32 * 32 * 7 // 2)
+    assert cuda.attention_memory(6, 32, 16) == (6 * 32 * 32, 3 * 6 * 32 * 32)
 
 
 def test_products_agree_with_the_specification(cuda):

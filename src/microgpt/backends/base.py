@@ -353,8 +353,9 @@ class Backend(abc.ABC):
 
     def rounded_memory(self, elements: int) -> int:
         """Elements of the backend's dtype that the bf16 bits kept beside `elements` kernel outputs take (the
-        cpu backend's LayerNorm and ReLU outputs at --precision bf16, kept so the products that read them do
-        not round them again): none in this default, for the memory estimate."""
+        cpu and cuda backends' LayerNorm and ReLU outputs at --precision bf16, kept so the products that read
+        them do not round them again; backends/rounded_outputs.py): none in this default, for the memory
+        estimate."""
         return 0
 
     def attention_memory(self, blocks: int, seq_len: int, width: int) -> tuple[int, int]:

@@ -23,7 +23,7 @@ At bf16 the rounding of a product's input is written by the kernel that makes
 it, where that is one of ours and the float32 result stays the same (bias +
 ReLU, ReLU's backward, attention's softmax and its backward); LayerNorm's
 output is rounded by one compiled pass after its kernel (`cpu_kernels/bf16.py`),
-and kept with the ReLUs' (`RoundedOutputs`) for every product that reads it;
+and kept with the ReLUs' (`rounded_outputs.py`) for every product that reads it;
 every other input (the weights, the residual stream's gradients, q and k) is
 rounded by that pass as a product reads it.
 
@@ -38,7 +38,6 @@ view) falls back to the NumPy parent, so the contract holds for every input.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -50,6 +49,7 @@ from microgpt.backends.constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, LN_EPS
 from microgpt.backends.cpu_kernels import load
 from microgpt.backends.cpu_streams import StreamPool
 from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.backends.rounded_outputs import KeepsRoundedOutputs, RoundedOutputs
 from microgpt.core.threads import set_threads
 from microgpt.core.version import install_hint
 
@@ -88,39 +88,11 @@ def _transposed(bits):
     return None if bits is None else bits.transpose(0, 2, 1)
 
 
-class RoundedOutputs:
-    """The bfloat16 bits a kernel wrote beside its float32 output, found again when a product reads that output
-    or a whole view of it (a reshape, its transpose): LayerNorm's output is read by three products forward
-    (q, k, v) and three backward (their weights' gradients), and rounded once. An output is made read-only while
-    its bits are kept, so nothing can change it under them; its bits go when it does (a weak reference)."""
-
-    def __init__(self):
-        self._kept: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(output) -> (output, its bits)
-
-    def keep(self, out: np.ndarray, bits: np.ndarray) -> None:
-        out.flags.writeable = False
-        key, kept = id(out), self._kept
-        kept[key] = (weakref.ref(out, lambda _, key=key: kept.pop(key, None)), bits)
-
-    def find(self, x: np.ndarray):
-        """The bits of x (uint16, x's shape, a view) when x is a kept output or the whole of one, else None."""
-        owner = x if id(x) in self._kept else x.base
-        entry = self._kept.get(id(owner)) if owner is not None else None
-        if entry is None or entry[0]() is not owner or x.size != owner.size:
-            return None
-        bits = entry[1]
-        if x.flags.c_contiguous:  # the output itself, or a reshape of it
-            return bits.reshape(x.shape)
-        if x.ndim == 2 and x.T.flags.c_contiguous:  # its transpose (a weight gradient's x^T)
-            return bits.reshape(x.T.shape).T
-        return None
-
-
 def _contiguous(*arrays) -> bool:
     return all(a.flags.c_contiguous for a in arrays)
 
 
-class CpuBackend(NumpyBackend):
+class CpuBackend(KeepsRoundedOutputs, NumpyBackend):
     name = "cpu"
 
     def __init__(self, dtype: Any = np.float32, threads: int | None = None):
@@ -130,7 +102,7 @@ class CpuBackend(NumpyBackend):
         self.streams = self.threads  # the trainer splits a batch into this many slices, run at once
         self._pool = StreamPool(self.threads)
         self.blas = blas.choose()  # float32's BLAS: MICROGPT_BLAS's, else measured once per machine
-        self._rounded = RoundedOutputs()  # at bf16, the bits our kernels wrote beside their outputs
+        self._rounded = RoundedOutputs(protect=True)  # at bf16, the bits our kernels wrote beside their outputs
 
     @classmethod
     def start(cls, threads=None):
@@ -193,15 +165,6 @@ class CpuBackend(NumpyBackend):
         self.kernels.bf16.round_words(x.view(np.uint32).reshape((-1, *x.shape[-2:])) if x.ndim == 3 else
                                       x.view(np.uint32)[None], bits.reshape((-1, *x.shape[-2:])))
         return bits
-
-    def rounded_memory(self, elements):
-        return elements * 2 // self.dtype.itemsize if self.precision == "bf16" else 0  # 2 bytes of bits each
-
-    def _keep_bits(self, out, bits):
-        """out, with the bits its kernel wrote (None at fp32) kept for the products that read it."""
-        if bits is not None:
-            self._rounded.keep(out, bits)
-        return out
 
     def run_streams(self, tasks):
         return self._pool.run(tasks)
@@ -300,9 +263,8 @@ class CpuBackend(NumpyBackend):
                                                        None if bits is None else bits.reshape(rows, keys))
         return out, bits
 
-    def _bits_for(self, x):
-        """A new uint16 array of x's shape for a kernel to write x's bfloat16 rounding into, at bf16 (else None)."""
-        return np.empty(x.shape, dtype=np.uint16) if self.precision == "bf16" and x.dtype == np.float32 else None
+    def _new_bits(self, shape):
+        return np.empty(shape, dtype=np.uint16)  # for KeepsRoundedOutputs
 
     def fused_attn_softmax(self, scores, scale):
         rows, cols = scores.shape

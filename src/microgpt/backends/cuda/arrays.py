@@ -19,7 +19,8 @@ from microgpt.backends.base import DeviceToHost, HostToDevice, Mat
 
 
 class DeviceArrays:
-    """Needs `_cp` (CuPy), `dtype` and a `transfers` dict, which `CuBLASBackend.__init__` sets."""
+    """Needs `_cp` (CuPy), `dtype`, a `transfers` dict and `_rounded` (whose bits an op that writes an array in
+    place forgets), which `CuBLASBackend.__init__` sets."""
 
     # ---- checks ----------------------------------------------------------------------------
 
@@ -34,6 +35,8 @@ class DeviceArrays:
             raise TypeError(f"{op}: the cuda backend works in float32, got an array of {a.dtype}")
         if a.ndim != ndim:
             raise ValueError(f"{op}: needs {ndim}-D arrays, got shape {a.shape}")
+        if in_place:
+            self._rounded.forget(a)  # its bfloat16 bits, if a kernel kept them, would no longer be its values'
         if a.flags.c_contiguous:
             return a
         if in_place:
@@ -107,6 +110,7 @@ class DeviceArrays:
         return self._upload(np.ascontiguousarray(token_ids, dtype=np.int32))
 
     def zero_(self, a):
+        self._rounded.forget(a)
         a.fill(0)
 
     def stack(self, mats: Sequence[Mat]) -> Mat:
@@ -116,12 +120,14 @@ class DeviceArrays:
         return a + b
 
     def add_(self, a, b):
+        self._rounded.forget(a)
         a += b
 
     def scale(self, a, s):
         return a * np.float32(s)
 
     def scale_(self, a, s):
+        self._rounded.forget(a)
         a *= np.float32(s)
 
     def release(self, a):
@@ -132,6 +138,7 @@ class DeviceArrays:
             raise ValueError(
                 "release: this array is a view into another one; release the array that owns the memory"
             )
+        self._rounded.forget(a)
         free = getattr(a.data.mem, "free", None)  # an empty array's memory is a bare Memory(0): nothing to free
         if free is not None:
             free()

@@ -68,9 +68,12 @@ class FlashAttention:
 
     def attention_memory(self, blocks, seq_len, width):
         """Flash keeps each row's output and log-sum-exp, and its backward's one temporary beyond the
-        gradients is rowsum(dout * out); the materialised path answers as the base class does."""
-        if not self._flash(width):
-            return super().attention_memory(blocks, seq_len, width)
+        gradients is rowsum(dout * out); the materialised path answers as the base class does, with the
+        bfloat16 bits its softmaxes write at bf16."""
+        if not self._flash(width):  # at bf16, the probabilities' bits and their gradient's too (rounding.py)
+            kept, temporary = super().attention_memory(blocks, seq_len, width)
+            probabilities = blocks * seq_len * seq_len
+            return kept + self.rounded_memory(probabilities), temporary + self.rounded_memory(probabilities)
         return blocks * seq_len * (width + 1), blocks * seq_len
 
     def _flash(self, width: int) -> bool:

@@ -7,7 +7,8 @@ for the life of the process (kernel_launch.py; CuPy also caches the binaries on 
 This class holds the state the mixins share, which `__init__` sets.
 
 At --precision bf16 (`use_precision`) the products read their inputs rounded to
-bfloat16 and accumulate in float32 on the tensor cores (gemm.py), and attention takes
+bfloat16 and accumulate in float32 on the tensor cores (gemm.py); the kernels that make
+a product's input write its bfloat16 bits beside it (rounding.py), and attention takes
 the materialised path, whose products are those; every Mat stays float32.
 
 This module imports without CuPy: CuPy is imported when a backend is made (or
@@ -32,12 +33,14 @@ from microgpt.backends.cuda.embedding import EmbeddingKernels
 from microgpt.backends.cuda.gemm import CublasProducts
 from microgpt.backends.cuda.kernel_launch import KernelLaunches
 from microgpt.backends.cuda.layer_norm import LayerNormKernels
+from microgpt.backends.cuda.rounding import RoundsInputs
 from microgpt.backends.cuda.softmax import SoftmaxKernels
+from microgpt.backends.rounded_outputs import RoundedOutputs
 
 
 class CuBLASBackend(
     DeviceArrays, KernelLaunches, CublasProducts, SoftmaxKernels, LayerNormKernels, ElementwiseKernels,
-    EmbeddingKernels, AdamKernels, FlashAttention, DeviceMemory, Backend, ReferenceAPI,
+    EmbeddingKernels, AdamKernels, FlashAttention, DeviceMemory, RoundsInputs, Backend, ReferenceAPI,
 ):
     """float32 on the current CuPy device. Raises BackendUnavailable when CuPy, a GPU or cuBLAS is missing."""
 
@@ -59,6 +62,7 @@ class CuBLASBackend(
         self._raw_allocations: set[int] = set()  # pointers from gpu_alloc not yet freed
         self._kernels: dict[tuple[str, str], Any] = {}
         self.transfers = {"to_device": 0, "to_host": 0}
+        self._rounded = RoundedOutputs(protect=False)  # at bf16, the bits our kernels wrote beside their outputs
 
     def use_precision(self, precision):
         """bf16 needs bf16 tensor cores (compute capability 8.0, Ampere, or later): on an older GPU, one line

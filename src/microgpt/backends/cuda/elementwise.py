@@ -1,5 +1,6 @@
 """Element-wise ops on our kernels: bias add and ReLU (plain, backward, fused with the bias;
-elementwise.cu) and the rotary embedding and its inverse (rope.cu).
+elementwise.cu) and the rotary embedding and its inverse (rope.cu). At --precision bf16 the ReLUs'
+kernels also write their outputs' bfloat16 bits, which the products that read them take (rounding.py).
 
 `ElementwiseKernels` is the mixin `CuBLASBackend` takes these ops from; each is a
 grid-stride loop over the elements (`KernelLaunches._per_element`).
@@ -22,25 +23,28 @@ class ElementwiseKernels:
 
     def relu_forward(self, x):
         x = self._mat(x, "relu_forward")
-        out, mask = self._cp.empty_like(x), self._cp.empty_like(x)  # each (rows, cols)
-        self._per_element("elementwise.cu", "relu_forward", x.size, x, out, mask, np.int64(x.size))
-        return out, mask
+        out, mask, bits = self._cp.empty_like(x), self._cp.empty_like(x), self._bits_for(x)  # each (rows, cols)
+        kernel, given = self._with_bits("relu_forward", bits)
+        self._per_element("elementwise.cu", kernel, x.size, x, out, mask, *given, np.int64(x.size))
+        return self._keep_bits(out, bits), mask
 
     def relu_backward(self, grad, mask):
         grad, mask = self._mat(grad, "relu_backward"), self._mat(mask, "relu_backward")
         self._same_shape("relu_backward", grad, mask)
-        out = self._cp.empty_like(grad)  # (rows, cols)
-        self._per_element("elementwise.cu", "relu_backward", grad.size, grad, mask, out, np.int64(grad.size))
-        return out
+        out, bits = self._cp.empty_like(grad), self._bits_for(grad)  # each (rows, cols)
+        kernel, given = self._with_bits("relu_backward", bits)
+        self._per_element("elementwise.cu", kernel, grad.size, grad, mask, out, *given, np.int64(grad.size))
+        return self._keep_bits(out, bits)
 
     def fused_bias_relu(self, x, bias):
         x = self._mat(x, "fused_bias_relu", in_place=True)
         bias = self._row_vector("fused_bias_relu", "bias", bias, x.shape[1])
-        out, mask = self._cp.empty_like(x), self._cp.empty_like(x)  # each (rows, cols)
+        out, mask, bits = self._cp.empty_like(x), self._cp.empty_like(x), self._bits_for(x)  # each (rows, cols)
+        kernel, given = self._with_bits("bias_relu", bits)
         self._per_element(
-            "elementwise.cu", "bias_relu", x.size, x, bias, out, mask, np.int64(x.size), np.int32(x.shape[1])
+            "elementwise.cu", kernel, x.size, x, bias, out, mask, *given, np.int64(x.size), np.int32(x.shape[1])
         )
-        return out, mask
+        return self._keep_bits(out, bits), mask
 
     def rope_apply(self, x, cos_cache, sin_cache):
         self._rope("rope_apply", x, cos_cache, sin_cache, 1.0)

@@ -5,17 +5,15 @@ the backend's own cuBLAS handle, bound first to CuPy's current stream, where our
 kernels and CuPy's own ops run. cuBLAS reads alpha and beta through host pointers
 (its default pointer mode): the backend's `_one` and `_zero`.
 
-At precision bf16 (the backend's `use_precision`) each product's two inputs are first
-rounded to bfloat16 bits by `round_bf16` (elementwise.cu, the rounding of
-backends/bf16.py) into new uint16 buffers, and cuBLAS's GemmEx (strided-batched for
+At precision bf16 (the backend's `use_precision`) each product reads its two inputs'
+bfloat16 bits (uint16; rounding.py: those the kernel that made an input wrote beside it,
+else rounded now, the rounding of backends/bf16.py), and cuBLAS's GemmEx (strided-batched for
 `bmm`) multiplies those with CUDA_R_16BF inputs, a CUDA_R_32F output and
 CUBLAS_COMPUTE_32F accumulation: the numpy backend's float32 product of the rounded
 inputs (numpy_backend.py), on the tensor cores. The output stays float32.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUDA_R_32F, CUDA_R_16BF = 0, 14  # cudaDataType_t
@@ -24,7 +22,7 @@ CUBLAS_GEMM_DEFAULT = -1  # cublasGemmAlgo_t: cuBLAS's heuristic (tensor cores w
 
 
 class CublasProducts:
-    """Needs `_cp`, `_cublas`, `dtype`, `handle`, `_one`, `_zero`, `precision`, `_mat` and `_per_element`
+    """Needs `_cp`, `_cublas`, `dtype`, `handle`, `_one`, `_zero`, `precision`, `_mat` and `_bits`
     (from `CuBLASBackend`)."""
 
     def _bind_stream(self) -> None:
@@ -56,7 +54,7 @@ class CublasProducts:
         beta = (self._one if accumulate else self._zero).ctypes.data
         lda, ldb = b.shape[-1], a.shape[-1]
         if self.precision == "bf16":
-            a, b = self._bf16(a), self._bf16(b)  # the Ex calls: sgemm's arguments, each buffer's type named
+            a, b = self._bits(a), self._bits(b)  # the Ex calls: sgemm's arguments, each buffer's type named
             bf16, f32 = CUDA_R_16BF, CUDA_R_32F
             if out.ndim == 2:
                 self._cublas.gemmEx(
@@ -83,12 +81,6 @@ class CublasProducts:
                 a.data.ptr, ldb, a.shape[1] * a.shape[2],
                 beta, out.data.ptr, n, m * n, batch,
             )  # fmt: skip
-
-    def _bf16(self, x):
-        """A new uint16 array of x's shape holding the bfloat16 nearest each of x's float32s (round_bf16)."""
-        bits = self._cp.empty(x.shape, dtype=np.uint16)
-        self._per_element("elementwise.cu", "round_bf16", x.size, x, bits, np.int64(x.size))
-        return bits
 
     def matmul(self, a, b, transpose_a=False, transpose_b=False):
         a, b = self._mat(a, "matmul"), self._mat(b, "matmul")

@@ -26,13 +26,14 @@ class LayerNormKernels:
         rows, cols = x.shape
         gamma = self._row_vector("layer_norm_forward", "gamma", gamma, cols)
         beta = self._row_vector("layer_norm_forward", "beta", beta, cols)
-        out, norm = self._cp.empty_like(x), self._cp.empty_like(x)  # each (rows, cols)
+        out, norm, bits = self._cp.empty_like(x), self._cp.empty_like(x), self._bits_for(x)  # each (rows, cols)
         std_inv = self._cp.empty((rows, 1), dtype=self.dtype)
+        kernel, given = self._with_bits("layer_norm_forward", bits)
         self._per_row(
-            "layer_norm.cu", "layer_norm_forward", x.shape, x, gamma, beta, out, norm, std_inv,
-            np.int32(rows), np.int32(cols),
+            "layer_norm.cu", kernel, x.shape, x, gamma, beta, out, norm, std_inv, *given, np.int32(rows),
+            np.int32(cols),
         )
-        return out, norm, std_inv
+        return self._keep_bits(out, bits), norm, std_inv
 
     def layer_norm_backward(self, grad, norm, std_inv, gamma):
         op = "layer_norm_backward"

@@ -1,5 +1,7 @@
 """Row softmaxes on our kernels: plain and fused with attention's scale and causal mask, their backwards,
 the in-place causal masks (softmax.cu), and softmax + cross-entropy + its gradient in one launch (loss.cu).
+At --precision bf16 the softmaxes' kernels also write their outputs' bfloat16 bits, which the products
+that read them (attention's probabilities and their gradient) take (rounding.py).
 
 `SoftmaxKernels` is the mixin `CuBLASBackend` takes these ops from; each launches
 one block per row (or, for the masks, a grid-stride loop over the elements).
@@ -21,13 +23,14 @@ class SoftmaxKernels:
 
     def _softmax(self, op: str, x, scale: float, causal: bool):
         x = self._mat(x, op)
-        out = self._cp.empty_like(x)  # (rows, cols)
+        out, bits = self._cp.empty_like(x), self._bits_for(x)  # each (rows, cols)
         rows, cols = x.shape
+        kernel, given = self._with_bits("softmax_rows", bits)
         self._per_row(
-            "softmax.cu", "softmax_rows", x.shape, x, out, np.int32(rows), np.int32(cols), np.float32(scale),
+            "softmax.cu", kernel, x.shape, x, out, *given, np.int32(rows), np.int32(cols), np.float32(scale),
             np.int32(causal),
         )
-        return out
+        return self._keep_bits(out, bits)
 
     def softmax_backward(self, s, ds):
         return self._softmax_backward("softmax_backward", s, ds, 1.0)
@@ -38,13 +41,13 @@ class SoftmaxKernels:
     def _softmax_backward(self, op: str, s, ds, scale: float):
         s, ds = self._mat(s, op), self._mat(ds, op)
         self._same_shape(op, s, ds)
-        out = self._cp.empty_like(s)  # (rows, cols)
+        out, bits = self._cp.empty_like(s), self._bits_for(s)  # each (rows, cols)
         rows, cols = s.shape
+        kernel, given = self._with_bits("softmax_backward", bits)
         self._per_row(
-            "softmax.cu", "softmax_backward", s.shape, s, ds, out, np.int32(rows), np.int32(cols),
-            np.float32(scale),
+            "softmax.cu", kernel, s.shape, s, ds, out, *given, np.int32(rows), np.int32(cols), np.float32(scale)
         )
-        return out
+        return self._keep_bits(out, bits)
 
     def causal_mask(self, scores):
         self._causal_mask("causal_mask", scores, None)

@@ -1,6 +1,8 @@
-// Element-wise kernels: bias add, ReLU (plain, backward, fused with the bias), the bfloat16
-// rounding of a product's input, and the Adam and AdamW updates of the whole flat parameter buffer. Grid-stride loops over n
+// Element-wise kernels: bias add, ReLU (plain, backward, fused with the bias; each also as a `_bf16` kernel that
+// writes its output's bfloat16 bits beside it, for the product that reads it), the bfloat16 rounding of any other
+// product input, and the Adam and AdamW updates of the whole flat parameter buffer. Grid-stride loops over n
 // elements, so any launch size covers any n.
+#include "bf16.cu"
 
 #define GRID_STRIDE_LOOP(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
@@ -10,39 +12,48 @@ extern "C" __global__ void bias_add(float* data, const float* bias, long long n,
     GRID_STRIDE_LOOP(i, n) data[i] += bias[i % cols];
 }
 
-// out = x * mask, mask = (x > 0); written as a product so NaN and -0.0 come out as NumPy's do.
+// out = x * mask, mask = (x > 0); written as a product so NaN and -0.0 come out as NumPy's do. Returns out[i].
+__device__ __forceinline__ float relu_at(const float* x, float* out, float* mask, long long i) {
+    const float m = x[i] > 0.0f ? 1.0f : 0.0f;
+    mask[i] = m;
+    return out[i] = x[i] * m;
+}
+
 extern "C" __global__ void relu_forward(const float* x, float* out, float* mask, long long n) {
-    GRID_STRIDE_LOOP(i, n) {
-        const float m = x[i] > 0.0f ? 1.0f : 0.0f;
-        out[i] = x[i] * m;
-        mask[i] = m;
-    }
+    GRID_STRIDE_LOOP(i, n) relu_at(x, out, mask, i);
+}
+
+extern "C" __global__ void relu_forward_bf16(const float* x, float* out, float* mask, unsigned short* bits, long long n) {
+    GRID_STRIDE_LOOP(i, n) bits[i] = bf16_of(relu_at(x, out, mask, i));
 }
 
 extern "C" __global__ void relu_backward(const float* grad, const float* mask, float* out, long long n) {
     GRID_STRIDE_LOOP(i, n) out[i] = grad[i] * mask[i];
 }
 
-// x += bias (in place, as the reference does), then out, mask = relu_forward(x).
-extern "C" __global__ void bias_relu(float* x, const float* bias, float* out, float* mask, long long n, int cols) {
-    GRID_STRIDE_LOOP(i, n) {
-        const float v = x[i] + bias[i % cols];
-        const float m = v > 0.0f ? 1.0f : 0.0f;
-        x[i] = v;
-        out[i] = v * m;
-        mask[i] = m;
-    }
+extern "C" __global__ void relu_backward_bf16(const float* grad, const float* mask, float* out, unsigned short* bits,
+                                              long long n) {
+    GRID_STRIDE_LOOP(i, n) bits[i] = bf16_of(out[i] = grad[i] * mask[i]);
 }
 
-// out[i] = the bfloat16 bits nearest x[i]: backends/bf16.py's bf16_bits, the specification. On the
-// uint32 view, add 0x7FFF plus the last kept bit (ties to even) and keep the top half; a NaN is kept
-// a NaN, made quiet, since the adding could carry its low bits into infinity.
+// x += bias (in place, as the reference does), then out, mask = relu_forward(x). Returns out[i].
+__device__ __forceinline__ float bias_relu_at(float* x, const float* bias, float* out, float* mask, long long i, int cols) {
+    x[i] += bias[i % cols];
+    return relu_at(x, out, mask, i);
+}
+
+extern "C" __global__ void bias_relu(float* x, const float* bias, float* out, float* mask, long long n, int cols) {
+    GRID_STRIDE_LOOP(i, n) bias_relu_at(x, bias, out, mask, i, cols);
+}
+
+extern "C" __global__ void bias_relu_bf16(float* x, const float* bias, float* out, float* mask, unsigned short* bits,
+                                          long long n, int cols) {
+    GRID_STRIDE_LOOP(i, n) bits[i] = bf16_of(bias_relu_at(x, bias, out, mask, i, cols));
+}
+
+// out[i] = the bfloat16 bits nearest x[i] (bf16.cu), for a product input no kernel of ours made.
 extern "C" __global__ void round_bf16(const float* x, unsigned short* out, long long n) {
-    GRID_STRIDE_LOOP(i, n) {
-        const unsigned int u = __float_as_uint(x[i]);
-        out[i] = x[i] != x[i] ? (unsigned short)((u >> 16) | 0x0040u)
-                              : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    }
+    GRID_STRIDE_LOOP(i, n) out[i] = bf16_of(x[i]);
 }
 
 // Adam with bias correction, in place on param, m and v. The host folds the step's
