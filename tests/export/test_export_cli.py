@@ -136,3 +136,33 @@ def test_a_checkpoint_saved_during_the_export_is_read_as_one_save(tmp_path, caps
     for i in range(3):
         got = ort.InferenceSession(str(tmp_path / f"m{i}.onnx")).run(["logits"], {"ids": ids})[0]
         assert min(np.abs(got - choice).max() for choice in choices) < 1e-4  # one save's weights, whole
+
+
+def test_the_python_export_refuses_in_keywords_and_the_command_line_in_flags(run_folder, capsys):
+    """`microgpt.export.export` and `microgpt export` share one implementation and its refusals, each front end
+    naming the settings in its own words (`format='onnx'` in Python, `--format onnx` on the command line)."""
+    from microgpt.export import export
+    from microgpt.export.export_plan import ExportError
+
+    ck = str(run_folder / "ck")
+    (run_folder / "old.onnx").write_bytes(b"mine")
+    cases = [  # (Python's arguments, the command line's, what each says)
+        ((None, run_folder / "m.bin"), ["--out", str(run_folder / "m.bin")],
+         (f"out='{run_folder / 'm.bin'}' does not say", "add format='onnx' or format='torch'"),
+         (f"--out {run_folder / 'm.bin'} does not say", "add --format onnx or --format torch")),
+        (("onnx", run_folder / "old.onnx"), ["--format", "onnx", "--out", str(run_folder / "old.onnx")],
+         ("exists; add overwrite=True to replace it",), ("exists; add --overwrite to replace it",)),
+        (("onnx", run_folder), ["--out", str(run_folder)], (f"out='{run_folder}' is a directory",),
+         (f"--out {run_folder} is a directory",)),
+    ]
+    for (fmt, out), flags, in_python, on_the_command_line in cases:
+        with pytest.raises(ExportError) as caught:
+            export(ck, fmt, out)
+        assert all(words in str(caught.value) for words in in_python), str(caught.value)
+        assert "--" not in str(caught.value)
+        refused(capsys, [ck, *flags], run_folder, *on_the_command_line)
+    with pytest.raises(ExportError, match=r"^kv_cache=True is for format='onnx' \(the torch module"):
+        export(ck, "torch", run_folder / "m.pt", kv_cache=True)
+    with pytest.raises(ExportError, match=r"^format='tflite' is not one of onnx, torch$"):
+        export(ck, "tflite", run_folder / "m.onnx")
+    assert (run_folder / "old.onnx").read_bytes() == b"mine" and not (run_folder / "m.pt").exists()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from microgpt.cli.common import add_flags_with_defaults, train_settings
 from microgpt.core.stops import Stopped, stopping_on_signals
-from microgpt.export import FORMATS, export
+from microgpt.export import FORMATS, write_export
 
 
 def add_parser(commands) -> None:
@@ -40,8 +40,8 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     try:
         with stopping_on_signals():  # SIGTERM and SIGHUP unwind as Ctrl-C does, removing the temporary file
-            print(export(args.model, args.format, args.out, kv_cache=args.kv_cache, overwrite=args.overwrite,
-                         max_memory=args.max_memory))
+            print(write_export(args.model, args.format, args.out, kv_cache=args.kv_cache, overwrite=args.overwrite,
+                               max_memory=args.max_memory))
     except Stopped as exc:
         print(f"microgpt export: stopped by {exc}; no temporary file is left beside {args.out}", file=sys.stderr)
         return 128 + exc.signum

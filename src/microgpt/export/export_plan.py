@@ -26,7 +26,7 @@ The ops of a step, each over (batch, T, width) values:
 from __future__ import annotations
 
 from microgpt.backends.constants import LN_EPS
-from microgpt.core.errors import ConfigError
+from microgpt.core.errors import ConfigError, Named
 from microgpt.model.graph.ops.attention import head_widths
 from microgpt.model.graph.ops.ensemble import until_step
 
@@ -125,8 +125,8 @@ def _prior(node, step: int) -> tuple[str, dict, dict[str, str]]:
         return "zeros", {"width": width}, {}
     if kind == "calculator":
         raise ExportError(f"{node.where}: the calculator prior parses the text (X + Y = Z) as it goes, which no "
-                          "ONNX or torch graph of tensor operations expresses; it has no export (train without "
-                          "--prior calculator, or with --prior-off-at, to export the model)")
+                          "ONNX or torch graph of tensor operations expresses; it has no export (train without ",
+                          Named("prior", "calculator"), ", or with ", Named("prior_off_at"), ", to export the model)")
     if kind == "counter":
         return "counter", {"width": width}, {"table": node.name}
     return kind, {"vocab": node.dims["vocab"]}, {"table": node.name}

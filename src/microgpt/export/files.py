@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from microgpt.core.errors import Named
 from microgpt.export.export_plan import ExportError
 from microgpt.model.checkpoint import is_checkpoint
 
@@ -36,19 +37,20 @@ def checkpoint_around(path: Path) -> Path | None:
 
 def check_out(path: Path, overwrite: bool = False) -> None:
     """ExportError, before anything is made, for an --out the export must not write (the module docstring)."""
+    out = Named("out", str(path))
     if path.is_dir():
-        raise ExportError(f"--out {path} is a directory; give the path of a file to write")
+        raise ExportError(out, " is a directory; give the path of a file to write")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ExportError(f"--out {path}: cannot write in {parent} (missing or not writable); give a writable path")
+        raise ExportError(out, f": cannot write in {parent} (missing or not writable); give a writable path")
     checkpoint = checkpoint_around(path)
     if checkpoint is not None:
-        raise ExportError(f"--out {path} is inside the checkpoint {checkpoint}, which holds only what microgpt "
-                          "writes there; write it elsewhere")
+        raise ExportError(out, f" is inside the checkpoint {checkpoint}, which holds only what microgpt writes there; "
+                          "write it elsewhere")
     if run_file(path) or run_file(path.resolve()):
-        raise ExportError(f"--out {path} is a file a training run writes beside its checkpoint; give another name")
+        raise ExportError(out, " is a file a training run writes beside its checkpoint; give another name")
     if (path.exists() or path.is_symlink()) and not overwrite:
-        raise ExportError(f"--out {path} exists; add --overwrite to replace it, or give another name")
+        raise ExportError(out, " exists; add ", Named("overwrite", True), " to replace it, or give another name")
 
 
 def write_atomically(path: Path, write: Callable) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+from microgpt.core.errors import Named
 from microgpt.core.version import install_hint
 from microgpt.export.export_plan import ExportError
 
@@ -17,8 +18,9 @@ HINTS = {
     "onnxruntime": f"{install_hint('export')}: onnx and onnxruntime",
     "torch": "pip install torch (a CPU build will do; it is not in the export extra, being a large download)",
 }
-WHAT_FOR = {"onnx": "--format onnx builds the graph with it", "onnxruntime": "--format onnx verifies the model in it",
-            "torch": "--format torch builds a torch.nn.Module"}
+WHAT_FOR = {"onnx": (Named("format", "onnx"), " builds the graph with it"),
+            "onnxruntime": (Named("format", "onnx"), " verifies the model in it"),
+            "torch": (Named("format", "torch"), " builds a torch.nn.Module")}
 
 
 class MissingPackage(ExportError):
@@ -30,4 +32,4 @@ def need(name: str):
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise MissingPackage(f"{name} is not installed ({exc}) and {WHAT_FOR[name]}; {HINTS[name]}") from None
+        raise MissingPackage(f"{name} is not installed ({exc}) and ", *WHAT_FOR[name], f"; {HINTS[name]}") from None

@@ -21,6 +21,7 @@ import json
 
 import numpy as np
 
+from microgpt.core.errors import Named
 from microgpt.core.version import install_hint
 from microgpt.export.export_plan import ExportError
 from microgpt.export.needs import need
@@ -41,9 +42,9 @@ def refuse_cache(source: Source) -> None:
     node = blocker(source.program)
     if node is not None:
         what = node.params.get("mask") if node.op.name in ("attention", "rope_attention") else node.params.get("kind")
-        raise ExportError(f"--kv-cache: {node.where} ({node.op.name}{' ' + what if what else ''}) is on the path to "
-                          "the logits, and a key/value cache serves only a graph whose positions mix through causal "
-                          "attention and rope alone; export without --kv-cache")
+        raise ExportError(Named("kv_cache"), f": {node.where} ({node.op.name}{' ' + what if what else ''}) is on the "
+                          "path to the logits, and a key/value cache serves only a graph whose positions mix through "
+                          "causal attention and rope alone; export without ", Named("kv_cache"))
 
 
 def refuse_past_seq_len(b: Builder, ids: str, seq_len: int) -> str:
