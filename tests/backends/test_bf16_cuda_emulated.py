@@ -12,9 +12,12 @@ import pytest
 
 from backend_kinds import CUDA_SKIP
 from cuda_emulator import fake_cupy
+from family_shapes import VARIANTS, VOCAB
 from microgpt.backends import BackendUnavailable
 from microgpt.backends.bf16 import bf16_bits
 from microgpt.backends.numpy_backend import NumpyBackend
+from microgpt.data.tokenizer import CharTokenizer
+from microgpt.model.family import family
 from microgpt.model.gpt import GPT, GPTConfig
 
 RNG = np.random.default_rng(0)
@@ -64,38 +67,46 @@ def host(a) -> np.ndarray:
 
 
 def producers(be, x, gamma, beta, grad):
-    """The float32 outputs of every kernel that writes a product's input (at bf16 its bits too)."""
+    """(the float32 outputs of every kernel that writes a product's input, at bf16 its bits too; those of the plain
+    softmaxes, which keep none)."""
     causal = x[: x.shape[1] * (x.shape[0] // x.shape[1])]  # whole (T, T) blocks
-    return [be.layer_norm_forward(x, gamma, beta)[0], be.relu_forward(x)[0], be.fused_bias_relu(x.copy(), beta)[0],
-            be.relu_backward(grad, be.relu_forward(x)[1]), be.softmax_rows(x), be.fused_attn_softmax(causal, 0.3),
-            be.softmax_backward(be.softmax_rows(x), grad), be.fused_attn_softmax_backward(x, grad, 0.3)]
+    probs = be.fused_attn_softmax(causal, 0.3)
+    rounded = [be.layer_norm_forward(x, gamma, beta)[0], be.relu_forward(x)[0], be.fused_bias_relu(x.copy(), beta)[0],
+               be.relu_backward(grad, be.relu_forward(x)[1]), probs,
+               be.fused_attn_softmax_backward(probs, grad[: probs.shape[0]], 0.3)]
+    return rounded, [be.softmax_rows(x), be.softmax_backward(be.softmax_rows(x), grad)]
 
 
 @pytest.mark.parametrize("cols", [16, 65, 384])
 def test_the_kernels_write_the_specifications_rounding_beside_unchanged_fp32_outputs(cuda, cols):
-    """LayerNorm, the ReLUs and the softmaxes keep their output's bits as bf16_bits rounds it, and their float32
-    outputs are the fp32 kernels' bit for bit (the `_bf16` twins share one body with them)."""
+    """LayerNorm, the ReLUs and attention's softmax and its backward keep their output's bits as bf16_bits rounds
+    it, and their float32 outputs are the fp32 kernels' bit for bit (the `_bf16` twins share one body with them);
+    the plain softmaxes (a distribution over the vocabulary) keep no bits."""
     rng = np.random.default_rng(cols)
     x, grad = (rng.standard_normal((2 * cols, cols)) * np.exp(rng.uniform(-6, 6, (2 * cols, 1))) for _ in "ab")
     x, grad = cuda.from_host(x.astype(np.float32)), cuda.from_host(grad.astype(np.float32))
     gamma, beta = (cuda.from_host(rng.standard_normal((1, cols)).astype(np.float32)) for _ in "ab")
     cuda.use_precision("fp32")
-    plain = producers(cuda, x, gamma, beta, grad)
-    assert all(cuda._rounded.find(out) is None for out in plain)
+    plain, plain_softmaxes = producers(cuda, x, gamma, beta, grad)
+    assert all(cuda._rounded.find(out) is None for out in plain + plain_softmaxes)
     cuda.use_precision("bf16")
-    for want, got in zip(plain, producers(cuda, x, gamma, beta, grad)):
+    rounded, softmaxes = producers(cuda, x, gamma, beta, grad)
+    for want, got in zip(plain + plain_softmaxes, rounded + softmaxes):
         assert np.array_equal(host(got), host(want), equal_nan=True)
+    for got in rounded:
         assert np.array_equal(host(cuda._rounded.find(got)), bf16_bits(host(got)))
+    assert all(cuda._rounded.find(out) is None for out in softmaxes)
 
 
 def test_a_kept_output_is_rounded_once_and_its_bits_forgotten_when_it_is_written(cuda, monkeypatch):
     """LayerNorm's output read by three products and a batched one is never rounded again; once an op writes
-    into it (add_, scale_, zero_, an in-place kernel), its bits are dropped and the next product rounds the new
-    values, so a product never reads bits that are not its input's; the bits go with the output."""
+    into it or into a view of it (add_, scale_, zero_, an in-place kernel, a product's destination), its bits are
+    dropped and the next product rounds the new values, so a product never reads bits that are not its input's;
+    the bits go with the output, or when it is released."""
     ref = spec()
     rng = np.random.default_rng(4)
-    x, w = (rng.standard_normal(shape).astype(np.float32) for shape in ((32, 16), (16, 8)))
-    gamma, beta = cuda.from_host(np.ones((1, 16), np.float32)), cuda.from_host(np.zeros((1, 16), np.float32))
+    x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((32, 16), (16, 8), (1, 16)))
+    gamma, beta = cuda.from_host(np.ones((1, 16), np.float32)), cuda.from_host(b)
     out, weight = cuda.layer_norm_forward(cuda.from_host(x), gamma, beta)[0], cuda.from_host(w)
     rounded, per_element = [], cuda._per_element
     monkeypatch.setattr(cuda, "_per_element", lambda f, k, n, *args: (rounded.append(args[0]) if k == "round_bf16"
@@ -104,7 +115,10 @@ def test_a_kept_output_is_rounded_once_and_its_bits_forgotten_when_it_is_written
         cuda.matmul(out, weight)
     cuda.bmm(out.reshape(2, 16, 16), out.reshape(2, 16, 16), transpose_a=True)
     assert rounded and all(r is weight for r in rounded)
-    for write in (lambda a: cuda.add_(a, a), lambda a: cuda.scale_(a, -3.0), lambda a: cuda.bias_add(a, beta),
+    square = cuda.from_host(rng.standard_normal((16, 16)).astype(np.float32))
+    for write in (lambda a: cuda.add_(a, a), lambda a: cuda.scale_(a.reshape(16, 32), -3.0),
+                  lambda a: cuda.bias_add(a, beta), lambda a: cuda.add_(a.reshape(2, 16, 16)[1], square),
+                  lambda a: cuda.matmul_into(cuda.from_host(x[:16]), square, a.reshape(2, 16, 16)[0], accumulate=True),
                   lambda a: cuda.zero_(a)):
         assert cuda._rounded.find(out) is not None
         write(out)
@@ -112,10 +126,40 @@ def test_a_kept_output_is_rounded_once_and_its_bits_forgotten_when_it_is_written
         assert np.allclose(host(cuda.matmul(out, weight)), ref.matmul(host(out), w), **TOL)
         cuda._keep_bits(out, cuda._bits(out))  # kept again, for the next write
     assert any(r is out for r in rounded)  # after each write, rounded afresh
-    before = len(cuda._rounded._kept)
     rounded.clear()
+    cuda.release(out)
+    assert cuda._rounded.find(out) is None
+    out = cuda.layer_norm_forward(cuda.from_host(x), gamma, beta)[0]
+    before = len(cuda._rounded._kept)
     del out
     assert len(cuda._rounded._kept) == before - 1
+
+
+@pytest.mark.parametrize(("name", "shape"), VARIANTS)
+def test_the_kept_bits_change_no_loss_of_any_family(emulated, name, shape):
+    """Every family and head kind trains at bf16 to the same losses and weights, bit for bit, with the kernels'
+    kept bits read by the products as with every input rounded afresh: no product read a stale output's bits."""
+    be = emulated[0]
+    be.use_precision("bf16")
+
+    def train():
+        kind = family(name)
+        model = kind.build(kind.Config(vocab_size=VOCAB, **shape), be, CharTokenizer("abcdefghijk"), 3)
+        rng = np.random.default_rng(1)
+        losses = []
+        for _ in range(3):
+            model.params.zero_grad()
+            losses.append(model.loss_and_backward(rng.integers(0, VOCAB, size=(3, shape["seq_len"] + 1))))
+            model.params.adam_step(1e-2)
+        return losses, be.to_host(model.params.data)
+
+    found, find = [], be._rounded.find
+    be._rounded.find = lambda x: found.append(find(x) is not None) or find(x)
+    losses, weights = train()
+    assert sum(found) > 0  # products did read kept bits
+    be._keep_bits = lambda out, bits: out  # now every product input is rounded as it is read
+    again, again_weights = train()
+    assert again == losses and np.array_equal(again_weights, weights)
 
 
 def test_attention_memory_counts_the_probabilities_bits(cuda):

@@ -188,8 +188,8 @@ def test_every_kernel_is_launched_with_its_signature(emulated):
     be.causal_attention_backward(dev(2, 9, 5), saved, 0.5)
     be.use_precision("bf16")
     be.matmul(x, grad, transpose_b=True)  # round_bf16 on each input, then GemmEx
-    be.softmax_rows(x)  # each kernel's _bf16 twin, which writes its output's bits beside it
-    be.softmax_backward(x, grad)
+    be.fused_attn_softmax(dev(66, 33), 0.25)  # each kernel's _bf16 twin, which writes its output's bits beside it
+    be.fused_attn_softmax_backward(x, grad, 0.25)
     be.relu_backward(grad, be.relu_forward(x)[1])
     be.fused_bias_relu(x, row)
     be.layer_norm_forward(x, row, row)

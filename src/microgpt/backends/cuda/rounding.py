@@ -1,9 +1,9 @@
 """The bfloat16 bits the products read at --precision bf16: those a kernel wrote beside its output, else rounded.
 
-`RoundsInputs` is the mixin `CuBLASBackend`'s products (gemm.py) take `_bits` from. LayerNorm, the ReLUs and the
-softmaxes write their output's bits in the same launch (each kernel's `_bf16` twin) and keep them
-(backends/rounded_outputs.py), so LayerNorm's output, read by six products a step, is rounded once and read
-as 2-byte words thereafter; any other input (a weight, q and k, a residual gradient) is rounded by
+`RoundsInputs` is the mixin `CuBLASBackend`'s products (gemm.py) take `_bits` from. LayerNorm, the ReLUs and
+attention's softmax and its backward write their output's bits in the same launch (each kernel's `_bf16` twin)
+and keep them (backends/rounded_outputs.py), so LayerNorm's output, read by six products a step, is rounded
+once and read as 2-byte words thereafter; any other input (a weight, q and k, a residual gradient) is rounded by
 `round_bf16` (elementwise.cu) into new words as a product reads it. CuPy arrays cannot be made read-only, so
 every op that writes an array in place forgets its bits first (`DeviceArrays`).
 """

@@ -1,7 +1,8 @@
 """Row softmaxes on our kernels: plain and fused with attention's scale and causal mask, their backwards,
 the in-place causal masks (softmax.cu), and softmax + cross-entropy + its gradient in one launch (loss.cu).
-At --precision bf16 the softmaxes' kernels also write their outputs' bfloat16 bits, which the products
-that read them (attention's probabilities and their gradient) take (rounding.py).
+At --precision bf16 attention's fused softmax and its backward also write their outputs' bfloat16 bits,
+which the products that read them (the probabilities and their gradient) take (rounding.py); the plain
+softmaxes (a distribution over the vocabulary, a masked attention's) keep none.
 
 `SoftmaxKernels` is the mixin `CuBLASBackend` takes these ops from; each launches
 one block per row (or, for the masks, a grid-stride loop over the elements).
@@ -16,14 +17,15 @@ class SoftmaxKernels:
     """Needs `_cp`, `dtype`, the array checks of `DeviceArrays` and the launches of `KernelLaunches`."""
 
     def softmax_rows(self, x):
-        return self._softmax("softmax_rows", x, 1.0, causal=False)
+        return self._softmax("softmax_rows", x, 1.0, causal=False, rounded=False)
 
     def fused_attn_softmax(self, scores, scale):
-        return self._softmax("fused_attn_softmax", scores, scale, causal=True)
+        return self._softmax("fused_attn_softmax", scores, scale, causal=True, rounded=True)
 
-    def _softmax(self, op: str, x, scale: float, causal: bool):
+    def _softmax(self, op: str, x, scale: float, causal: bool, rounded: bool):
+        """rounded: at bf16, write and keep the output's bits (attention's, which its products read)."""
         x = self._mat(x, op)
-        out, bits = self._cp.empty_like(x), self._bits_for(x)  # each (rows, cols)
+        out, bits = self._cp.empty_like(x), self._bits_for(x) if rounded else None  # each (rows, cols)
         rows, cols = x.shape
         kernel, given = self._with_bits("softmax_rows", bits)
         self._per_row(
@@ -33,15 +35,16 @@ class SoftmaxKernels:
         return self._keep_bits(out, bits)
 
     def softmax_backward(self, s, ds):
-        return self._softmax_backward("softmax_backward", s, ds, 1.0)
+        return self._softmax_backward("softmax_backward", s, ds, 1.0, rounded=False)
 
     def fused_attn_softmax_backward(self, s, ds, scale):
-        return self._softmax_backward("fused_attn_softmax_backward", s, ds, scale)
+        return self._softmax_backward("fused_attn_softmax_backward", s, ds, scale, rounded=True)
 
-    def _softmax_backward(self, op: str, s, ds, scale: float):
+    def _softmax_backward(self, op: str, s, ds, scale: float, rounded: bool):
+        """rounded: at bf16, write and keep the output's bits (attention's dS, which its products read)."""
         s, ds = self._mat(s, op), self._mat(ds, op)
         self._same_shape(op, s, ds)
-        out, bits = self._cp.empty_like(s), self._bits_for(s)  # each (rows, cols)
+        out, bits = self._cp.empty_like(s), self._bits_for(s) if rounded else None  # each (rows, cols)
         rows, cols = s.shape
         kernel, given = self._with_bits("softmax_backward", bits)
         self._per_row(

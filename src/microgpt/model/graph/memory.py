@@ -3,8 +3,8 @@
 In elements of the backend's dtype, for N = batch x T rows:
 - kept from forward to backward: every value some reader saves for its backward (a linear's input, a mul's
   two inputs, a gelu's), counted once however many readers save it, plus what each op saves of its own
-  (`private`): a LayerNorm's normalised input and 1/std, a relu's mask (and at bf16 on the cpu backend the
-  bits beside their outputs, `Backend.rounded_memory`), an attention's per-head copies of q,
+  (`private`): a LayerNorm's normalised input and 1/std, a relu's mask (and at bf16 on the cpu and cuda
+  backends the bits beside their outputs, `Backend.rounded_memory`), an attention's per-head copies of q,
   k and v and what the backend's attention keeps, a loss's gradient of its logits;
 - the most held on top of that at any moment: at the end of forward a loss's logits beside the gradient it
   keeps (N x vocab); in backward the gradients waiting for their producers and the temporary of the
@@ -35,7 +35,7 @@ def _private(program: Program, node, rows: int, batch: int, backend) -> tuple[in
     """(elements the op keeps of its own until backward, its largest temporary), for one node."""
     name, T = node.op.name, program.dims["T"]
     out = sum(_width(program, vid) for vid in node.outputs.values())
-    if name == "layer_norm":  # and at bf16 on the cpu backend, its output's bits (as relu's)
+    if name == "layer_norm":  # and at bf16 on the cpu and cuda backends, its output's bits (as relu's)
         return rows * out + rows + backend.rounded_memory(rows * out), rows * out
     if name in ("relu", "linear_relu"):
         return rows * out + backend.rounded_memory(rows * out), rows * out

@@ -52,11 +52,13 @@ def hydra_head_parts(config: LookaheadConfig, rows: int, backend) -> dict[str, i
     """What one hydra head holds, as stack_parts counts a stack's (model/transformer_memory.py), in elements of N
     rows: per layer its LayerNorm's output and normalised input and 1/std column (2 x N x d + N), the product
     before the ReLU, its output and mask (3 x N x d_ff) and the residual stream after it (N x d); then the final
-    norm's (2 x N x d + N) and the logits and their gradient (2 x N x V). Backward's largest temporaries: the
-    loss's (2 x N x V), or a layer's gradients of its product and of the K embeddings (2 x N x d_ff + K x N x d)."""
+    norm's (2 x N x d + N) and the logits and their gradient (2 x N x V); at bf16 the bits a backend keeps beside
+    the norms' and the ReLU's outputs (`Backend.rounded_memory`). Backward's largest temporaries: the loss's
+    (2 x N x V), or a layer's gradients of its product and of the K embeddings (2 x N x d_ff + K x N x d)."""
     d, d_ff, vocab = config.d_model, config.d_ff, config.vocab_size
-    per_layer = 3 * rows * d + rows + 3 * rows * d_ff
-    activations = config.head_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab
+    per_layer = 3 * rows * d + rows + 3 * rows * d_ff + backend.rounded_memory(rows * d + rows * d_ff)
+    activations = config.head_layers * per_layer + 2 * rows * d + rows + 2 * rows * vocab + \
+        backend.rounded_memory(rows * d)
     workspace = max(2 * rows * vocab, 2 * rows * d_ff + config.lookahead * rows * d)
     element = np.dtype(backend.dtype).itemsize
     return {"activations": activations * element, "workspace": workspace * element}
