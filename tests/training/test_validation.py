@@ -5,6 +5,7 @@ setting that would do nothing is refused."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -243,4 +244,6 @@ def test_training_alone_leaves_out_validation_and_checkpoints(workdir, monkeypat
     aside = result["seconds"] - tokens / result["training_tokens_per_sec"]
     # 2 validations (with a -best save each) and 3 saves inside the run (at 5, 10, 15: the final one is after it)
     assert waited["validation_loss"] == 2 and aside >= 0.2 * (2 + 2 + 3) - 0.01
-    assert f"{result['training_tokens_per_sec']:,.0f} training alone, validation and checkpoints left out" in out
+    shown = re.search(r"\(([\d,]+) training alone, validation and checkpoints left out\)", out)
+    # the line shows the rate to the token, results.jsonl to a tenth: 110,619.46 is 110,619 there and 110619.5 here
+    assert shown and abs(int(shown.group(1).replace(",", "")) - result["training_tokens_per_sec"]) <= 0.55, out
