@@ -151,16 +151,13 @@ class CpuBackend(KeepsRoundedOutputs, NumpyBackend):
         product(a, b, out, accumulate)
         return out
 
-    def _bits(self, x):
-        """x's bfloat16 bits as a product reads them: those the kernel that made x wrote (RoundedOutputs), else
-        rounded now in one compiled pass (a view of x's own layout: a transpose stays one)."""
-        found = self._rounded.find(x)
-        if found is not None:
-            return found
+    def _round(self, x):
+        """x's bfloat16 bits in one compiled pass (a view of x's own layout: a transpose stays one), for
+        KeepsRoundedOutputs' `_bits` where no kernel kept them."""
         if x.dtype != np.float32 or x.ndim not in (2, 3):
             return bf16_bits(x)
         if x.strides[-1] != x.itemsize and x.strides[-2] == x.itemsize:  # a transpose: round it as it lies
-            return np.swapaxes(self._bits(np.swapaxes(x, -1, -2)), -1, -2)
+            return np.swapaxes(self._round(np.swapaxes(x, -1, -2)), -1, -2)
         bits = np.empty(x.shape, dtype=np.uint16)  # (n, rows, cols) or (rows, cols)
         self.kernels.bf16.round_words(x.view(np.uint32).reshape((-1, *x.shape[-2:])) if x.ndim == 3 else
                                       x.view(np.uint32)[None], bits.reshape((-1, *x.shape[-2:])))
@@ -306,7 +303,7 @@ class CpuBackend(KeepsRoundedOutputs, NumpyBackend):
         self.kernels.layer_norm.layer_norm_forward(x, gamma, beta, self._typed(LN_EPS), out, norm, std_inv)
         # at bf16, rounded by a pass of its own: inside the kernel the rounding's loop changed how LLVM
         # vectorises the row sums, and so the float32 output's last bits at widths that are no multiple of 32
-        bits = self._bits(out) if self.precision == "bf16" and out.dtype == np.float32 else None  # (rows, cols)
+        bits = self._round(out) if self.precision == "bf16" and out.dtype == np.float32 else None  # (rows, cols)
         return self._keep_bits(out, bits), norm, std_inv
 
     def layer_norm_backward(self, grad, norm, std_inv, gamma):

@@ -54,8 +54,14 @@ class RoundedOutputs:
 
 
 class KeepsRoundedOutputs:
-    """Needs `precision`, `dtype`, `_rounded` (a RoundedOutputs) and `_new_bits(shape)` (an uninitialised uint16
-    array where the backend keeps its data)."""
+    """Needs `precision`, `dtype`, `_rounded` (a RoundedOutputs), `_new_bits(shape)` (an uninitialised uint16
+    array where the backend keeps its data) and `_round(x)` (x's bits, rounded now by the backend)."""
+
+    def _bits(self, x):
+        """x's bfloat16 bits as a product reads them (uint16, x's shape): those the kernel that made x wrote and
+        kept, else rounded now."""
+        found = self._rounded.find(x)
+        return found if found is not None else self._round(x)
 
     def rounded_memory(self, elements):
         return elements * 2 // self.dtype.itemsize if self.precision == "bf16" else 0  # 2 bytes of bits each

@@ -16,16 +16,14 @@ from microgpt.backends.rounded_outputs import KeepsRoundedOutputs
 
 
 class RoundsInputs(KeepsRoundedOutputs):
-    """Needs `_cp`, `precision`, `dtype`, `_rounded` and the launches of `KernelLaunches`."""
+    """Needs `_cp`, `precision`, `dtype`, `_rounded` and the launches of `KernelLaunches`; its `_bits` (which
+    gemm.py reads) is KeepsRoundedOutputs'."""
 
     def _new_bits(self, shape):
         return self._cp.empty(shape, dtype=np.uint16)
 
-    def _bits(self, x):
-        """x's bfloat16 bits (uint16, x's shape): the kept ones when a kernel of ours made x, else rounded now."""
-        found = self._rounded.find(x)
-        if found is not None and found.flags.c_contiguous:
-            return found
+    def _round(self, x):
+        """x's bfloat16 bits in a new uint16 array of its shape, rounded by `round_bf16` (x is contiguous)."""
         bits = self._new_bits(x.shape)
         self._per_element("elementwise.cu", "round_bf16", x.size, x, bits, np.int64(x.size))
         return bits

@@ -17,34 +17,36 @@ class SoftmaxKernels:
     """Needs `_cp`, `dtype`, the array checks of `DeviceArrays` and the launches of `KernelLaunches`."""
 
     def softmax_rows(self, x):
-        return self._softmax("softmax_rows", x, 1.0, causal=False, rounded=False)
+        return self._softmax("softmax_rows", x, 1.0, attention=False)
 
     def fused_attn_softmax(self, scores, scale):
-        return self._softmax("fused_attn_softmax", scores, scale, causal=True, rounded=True)
+        return self._softmax("fused_attn_softmax", scores, scale, attention=True)
 
-    def _softmax(self, op: str, x, scale: float, causal: bool, rounded: bool):
-        """rounded: at bf16, write and keep the output's bits (attention's, which its products read)."""
+    def _softmax(self, op: str, x, scale: float, attention: bool):
+        """attention: causal (stacked (T, T) blocks), and at bf16 the output's bits written and kept for the
+        products that read the probabilities."""
         x = self._mat(x, op)
-        out, bits = self._cp.empty_like(x), self._bits_for(x) if rounded else None  # each (rows, cols)
+        out, bits = self._cp.empty_like(x), self._bits_for(x) if attention else None  # each (rows, cols)
         rows, cols = x.shape
         kernel, given = self._with_bits("softmax_rows", bits)
         self._per_row(
             "softmax.cu", kernel, x.shape, x, out, *given, np.int32(rows), np.int32(cols), np.float32(scale),
-            np.int32(causal),
+            np.int32(attention),
         )
         return self._keep_bits(out, bits)
 
     def softmax_backward(self, s, ds):
-        return self._softmax_backward("softmax_backward", s, ds, 1.0, rounded=False)
+        return self._softmax_backward("softmax_backward", s, ds, 1.0, attention=False)
 
     def fused_attn_softmax_backward(self, s, ds, scale):
-        return self._softmax_backward("fused_attn_softmax_backward", s, ds, scale, rounded=True)
+        return self._softmax_backward("fused_attn_softmax_backward", s, ds, scale, attention=True)
 
-    def _softmax_backward(self, op: str, s, ds, scale: float, rounded: bool):
-        """rounded: at bf16, write and keep the output's bits (attention's dS, which its products read)."""
+    def _softmax_backward(self, op: str, s, ds, scale: float, attention: bool):
+        """attention: at bf16, the output's bits written and kept for the products that read the scores'
+        gradient."""
         s, ds = self._mat(s, op), self._mat(ds, op)
         self._same_shape(op, s, ds)
-        out, bits = self._cp.empty_like(s), self._bits_for(s) if rounded else None  # each (rows, cols)
+        out, bits = self._cp.empty_like(s), self._bits_for(s) if attention else None  # each (rows, cols)
         rows, cols = s.shape
         kernel, given = self._with_bits("softmax_backward", bits)
         self._per_row(
