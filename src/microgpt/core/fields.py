@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from microgpt.core.checks import Check, NumberOrOff, shown
 from microgpt.core.errors import ConfigError, Named
 
-__all__ = ["SettingField", "check_fields", "setting", "settings_fields"]
+__all__ = ["SettingField", "check_fields", "check_model_fields", "setting", "settings_fields"]
 
 
 def setting(default, help: str, check: Check, *, key: str | None = None, shown_default: str | None = None,
@@ -70,6 +70,15 @@ def settings_fields(*owners: type) -> list[SettingField]:
                 fields.append(SettingField(m["key"] or f.name, f.name, owner, f.default, m["help"], m["check"],
                                            m["shown_default"], m["metavar"]))
     return fields
+
+
+def check_model_fields(config) -> None:
+    """A model family's config: every setting held to its check (`check_fields`), then its `vocab_size`, which is
+    no setting (the tokenizer gives it)."""
+    check_fields(config)
+    vocab_size = config.vocab_size
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ConfigError(f"vocab_size must be a whole number of at least 1, got {vocab_size!r}")
 
 
 def check_fields(config) -> None:

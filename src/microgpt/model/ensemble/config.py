@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from microgpt.core.checks import NUMBER, SPEC_LIST, Choice, whole
 from microgpt.core.errors import ConfigError, Named, Placeholder
-from microgpt.core.fields import check_fields, setting
+from microgpt.core.fields import check_model_fields, setting
 from microgpt.model.priors import MAX_TRIGRAM_ENTRIES
 from microgpt.model.router import KINDS as ROUTERS
 from microgpt.model.specs import EXPERT_GRAMMAR, ModelSpec, expert_text, one_head_text, parse_spec_list
@@ -61,9 +61,7 @@ class EnsembleConfig:
     prior_bias: bool = True  # the prior's projection has a bias (not in checkpoints saved before it)
 
     def __post_init__(self) -> None:
-        check_fields(self)
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
-            raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
+        check_model_fields(self)
         if self.cooperative is None:
             raise ConfigError("an ensemble needs its experts: ", Named("cooperative", Placeholder("SPECS")),
                               ", e.g. d64n3,d64n3", key="cooperative")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from microgpt.core.checks import HEADS, whole
 from microgpt.core.errors import ConfigError, Named
-from microgpt.core.fields import check_fields, setting
+from microgpt.core.fields import check_model_fields, setting
 from microgpt.model.attention import MAX_HEADS
 
 # Named head sets; a named set fixes d_model to its sum.
@@ -41,9 +41,7 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.head_dims is None:
             self.head_dims = parse_heads(str(DEFAULT_HEAD_COUNT), self.d_model)[0]
-        check_fields(self)
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
-            raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
+        check_model_fields(self)
         if len(self.head_dims) > MAX_HEADS:
             raise ConfigError(f"{len(self.head_dims):,} heads is more than {MAX_HEADS:,}; give fewer, wider heads",
                               key="heads")

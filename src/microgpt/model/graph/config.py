@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from microgpt.core.checks import Path, whole
 from microgpt.core.errors import ConfigError, Named, Placeholder
-from microgpt.core.fields import check_fields, setting
+from microgpt.core.fields import check_model_fields, setting
 from microgpt.model.graph.compile import compile_graph
 from microgpt.model.graph.document import read_document
 from microgpt.model.graph.library import with_library
@@ -45,9 +45,7 @@ class GraphConfig:
                            metavar="T")
 
     def __post_init__(self) -> None:
-        check_fields(self)
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 1:
-            raise ConfigError(f"vocab_size must be a whole number of at least 1, got {self.vocab_size!r}")
+        check_model_fields(self)
         if self.graph is None:
             raise ConfigError("the graph family needs a document: ", Named("graph", Placeholder("G.json")),
                               " (microgpt graph from-family writes one from any family's flags)", key="graph")
