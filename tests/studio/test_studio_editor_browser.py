@@ -20,6 +20,7 @@ from extras import need
 need("starlette")
 need("selenium")
 
+from selenium.common.exceptions import ElementNotInteractableException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
 from selenium.webdriver.common.by import By
@@ -469,9 +470,19 @@ def test_saving_over_a_taken_name_asks_and_defaults_to_a_new_one(browser, served
 def test_a_structural_edit_turns_a_family_into_a_graph_and_undo_turns_it_back(browser):
     Select(browser.find_element(By.ID, "family")).select_by_value("gpt")
     wait(browser, lambda d: "the GPT family" in text_of(d, "mode-line") and "head" in node_ids(d))
-    see_all(browser)
-    click_empty_canvas(browser)
-    node(browser, "head").click()
+
+    def head_selected(driver) -> bool:
+        """The view fitted and the head clicked; False while the head is listed but not yet drawn where the fit
+        put it (once, on a loaded CI runner: "element not interactable"), so the wait tries again."""
+        see_all(driver)
+        click_empty_canvas(driver)
+        try:
+            node(driver, "head").click()
+        except ElementNotInteractableException:
+            return False
+        return True
+
+    wait(browser, head_selected)
     press(browser, Keys.DELETE)
     wait(browser, lambda d: text_of(d, "mode-line").startswith("edited: this trains as a graph document"))
     assert browser.find_element(By.ID, "family").get_attribute("value") == "graph"
